@@ -1,0 +1,16 @@
+/* linkd/linkd.h: umbrella header for liblinkd. Each concept has its own header; include only the
+ * ones you use, or this one for all of them. */
+#ifndef LINKD_LINKD_H
+#define LINKD_LINKD_H
+
+#include <linkd/backoff.h>
+#include <linkd/clock.h>
+#include <linkd/common.h>
+#include <linkd/deadline.h>
+#include <linkd/error.h>
+#include <linkd/failure.h>
+#include <linkd/rand.h>
+#include <linkd/retry.h>
+#include <linkd/version.h>
+
+#endif

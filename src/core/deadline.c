@@ -1,0 +1,139 @@
+#include <linkd/deadline.h>
+#include <linkd/error.h>
+
+#include <stdio.h>
+
+static int64_t sat_add(int64_t a, int64_t b) {
+  if (b > 0 && a > INT64_MAX - b)
+    return INT64_MAX;
+  if (b < 0 && a < INT64_MIN - b)
+    return INT64_MIN;
+  return a + b;
+}
+
+lk_deadline lk_deadline_after(int64_t now, int64_t budget) {
+  lk_deadline d = {budget <= 0 ? now : sat_add(now, budget)};
+  return d;
+}
+
+lk_deadline lk_deadline_none(void) {
+  lk_deadline d = {LK_DEADLINE_NONE};
+  return d;
+}
+
+int64_t lk_deadline_remaining(lk_deadline d, int64_t now) {
+  if (d.at == LK_DEADLINE_NONE)
+    return INT64_MAX;
+  return sat_add(d.at, now == INT64_MIN ? INT64_MAX : -now);
+}
+
+bool lk_deadline_expired(lk_deadline d, int64_t now) { return now >= d.at; }
+
+lk_deadline lk_deadline_min(lk_deadline a, lk_deadline b) { return a.at <= b.at ? a : b; }
+
+lk_deadline lk_deadline_child(lk_deadline parent, int64_t reserve) {
+  if (reserve <= 0 || parent.at == LK_DEADLINE_NONE)
+    return parent;
+  lk_deadline d = {sat_add(parent.at, -reserve)};
+  return d;
+}
+
+int64_t lk_attempt_timeout(int64_t cap, int64_t remaining) {
+  if (cap <= 0 || remaining <= 0)
+    return 0;
+  return cap < remaining ? cap : remaining;
+}
+
+/* --- wire forms ---------------------------------------------------------------------------- */
+
+static const struct {
+  char unit;
+  int64_t ns;
+} grpc_units[] = {{'n', 1},
+                  {'u', LK_NS_PER_US},
+                  {'m', LK_NS_PER_MS},
+                  {'S', LK_NS_PER_S},
+                  {'M', 60 * LK_NS_PER_S},
+                  {'H', 3600 * LK_NS_PER_S}};
+
+#define GRPC_MAX_VALUE INT64_C(99999999) /* 8 digits */
+
+int lk_grpc_timeout_format(int64_t ns, char *buf, size_t cap) {
+  if (!buf)
+    return LK_EINVAL;
+  if (ns < 0)
+    ns = 0;
+  for (size_t i = 0; i < sizeof grpc_units / sizeof grpc_units[0]; i++) {
+    int64_t unit = grpc_units[i].ns;
+    /* Round up: the receiver must never believe it has more time than the sender had. */
+    int64_t v = ns / unit + (ns % unit != 0);
+    if (v <= GRPC_MAX_VALUE) {
+      int n = snprintf(buf, cap, "%lld%c", (long long)v, grpc_units[i].unit);
+      return (n < 0 || (size_t)n >= cap) ? LK_ETOOBIG : n;
+    }
+  }
+  /* Past 99999999 hours: saturate at the largest value the form can carry. */
+  int n = snprintf(buf, cap, "%lldH", (long long)GRPC_MAX_VALUE);
+  return (n < 0 || (size_t)n >= cap) ? LK_ETOOBIG : n;
+}
+
+/* Parses 1..maxdigits ASCII digits exactly filling s[0..len). */
+static int parse_digits(const char *s, size_t len, size_t maxdigits, int64_t *out) {
+  if (len == 0 || len > maxdigits)
+    return LK_EPARSE;
+  int64_t v = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9')
+      return LK_EPARSE;
+    int d = s[i] - '0';
+    if (v > (INT64_MAX - d) / 10)
+      return LK_ERANGE;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return LK_OK;
+}
+
+int lk_grpc_timeout_parse(const char *s, size_t len, int64_t *ns) {
+  if (!s || !ns)
+    return LK_EINVAL;
+  if (len < 2)
+    return LK_EPARSE;
+  char unit = s[len - 1];
+  int64_t mult = 0;
+  for (size_t i = 0; i < sizeof grpc_units / sizeof grpc_units[0]; i++)
+    if (grpc_units[i].unit == unit)
+      mult = grpc_units[i].ns;
+  if (mult == 0)
+    return LK_EPARSE;
+  int64_t v;
+  int rc = parse_digits(s, len - 1, 8, &v);
+  if (rc != LK_OK)
+    return rc;
+  if (v > INT64_MAX / mult)
+    return LK_ERANGE;
+  *ns = v * mult;
+  return LK_OK;
+}
+
+int lk_ms_timeout_format(int64_t ns, char *buf, size_t cap) {
+  if (!buf)
+    return LK_EINVAL;
+  if (ns < 0)
+    ns = 0;
+  int n = snprintf(buf, cap, "%lld", (long long)(ns / LK_NS_PER_MS));
+  return (n < 0 || (size_t)n >= cap) ? LK_ETOOBIG : n;
+}
+
+int lk_ms_timeout_parse(const char *s, size_t len, int64_t *ns) {
+  if (!s || !ns)
+    return LK_EINVAL;
+  int64_t v;
+  int rc = parse_digits(s, len, 18, &v);
+  if (rc != LK_OK)
+    return rc;
+  if (v > INT64_MAX / LK_NS_PER_MS)
+    return LK_ERANGE;
+  *ns = v * LK_NS_PER_MS;
+  return LK_OK;
+}
