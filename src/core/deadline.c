@@ -24,7 +24,10 @@ lk_deadline lk_deadline_none(void) {
 int64_t lk_deadline_remaining(lk_deadline d, int64_t now) {
   if (d.at == LK_DEADLINE_NONE)
     return INT64_MAX;
-  return sat_add(d.at, now == INT64_MIN ? INT64_MAX : -now);
+  int64_t r;
+  if (__builtin_sub_overflow(d.at, now, &r))
+    return d.at > now ? INT64_MAX : INT64_MIN;
+  return r;
 }
 
 bool lk_deadline_expired(lk_deadline d, int64_t now) { return now >= d.at; }
@@ -67,14 +70,15 @@ int lk_grpc_timeout_format(int64_t ns, char *buf, size_t cap) {
     int64_t unit = grpc_units[i].ns;
     /* Round up: the receiver must never believe it has more time than the sender had. */
     int64_t v = ns / unit + (ns % unit != 0);
+    /* Hours stop at the largest value that still parses back into int64 ns. */
+    if (grpc_units[i].unit == 'H' && v > INT64_MAX / unit)
+      v = INT64_MAX / unit;
     if (v <= GRPC_MAX_VALUE) {
       int n = snprintf(buf, cap, "%lld%c", (long long)v, grpc_units[i].unit);
       return (n < 0 || (size_t)n >= cap) ? LK_ETOOBIG : n;
     }
   }
-  /* Past 99999999 hours: saturate at the largest value the form can carry. */
-  int n = snprintf(buf, cap, "%lldH", (long long)GRPC_MAX_VALUE);
-  return (n < 0 || (size_t)n >= cap) ? LK_ETOOBIG : n;
+  return LK_ERANGE; /* unreachable: int64 ns always fits in 8 digits of hours */
 }
 
 /* Parses 1..maxdigits ASCII digits exactly filling s[0..len). */

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds linkd and runs the whole test suite. The README's second command; .ci/run calls it.
+#   LINKD_BUILD       build directory (default: build)
+#   LINKD_CMAKE_ARGS  extra CMake arguments (e.g. -DLINKD_SANITIZE=address,undefined)
+#   LINKD_CTEST_ARGS  extra ctest arguments (e.g. -R stress)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/deps.sh
+build=${LINKD_BUILD:-build}
+# shellcheck disable=SC2086
+cmake -S . -B "$build" ${LINKD_CMAKE_ARGS:-} >/dev/null
+cmake --build "$build" -j"$(nproc)"
+# shellcheck disable=SC2086
+ctest --test-dir "$build" --output-on-failure -j2 ${LINKD_CTEST_ARGS:-}
