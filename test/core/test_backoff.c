@@ -105,7 +105,9 @@ static void every_mode_stays_in_bounds(void **state) {
             case LK_JITTER_FULL: assert_true(d <= e); break;
             case LK_JITTER_EQUAL: assert_true(d >= (e / unit / 2) * unit && d <= e); break;
             case LK_JITTER_SYMMETRIC: {
-              int64_t eu = e / unit, spread = (int64_t)((double)eu * c.ratio);
+              int64_t eu = e / unit;
+              double sd = (double)eu * c.ratio;
+              int64_t spread = sd >= 9223372036854775807.0 ? INT64_MAX : (int64_t)sd;
               if (spread > eu)
                 spread = eu;
               assert_true(d >= (eu - spread) * unit);

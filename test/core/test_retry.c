@@ -324,7 +324,7 @@ static void bad_attempt_is_rejected(void **state) {
 /* Every decision path allocates nothing. */
 static void decide_allocates_nothing(void **state) {
   (void)state;
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if LK_TEST_ALLOC_COUNTING
   lk_retry_policy p;
   init_policy(&p, 4, 200, 2000, 0.5);
   lk_rand_fast r;

@@ -13,7 +13,7 @@ extern void *__libc_realloc(void *, size_t);
 static _Atomic int counting;
 static _Atomic uint64_t allocations;
 
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && !defined(LK_NO_ALLOC_HOOK)
+#if LK_TEST_ALLOC_COUNTING
 void *malloc(size_t n) {
   if (atomic_load_explicit(&counting, memory_order_relaxed))
     atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
