@@ -3,12 +3,16 @@
 #ifndef LINKD_LINKD_H
 #define LINKD_LINKD_H
 
+#include <linkd/advisor.h>
 #include <linkd/backoff.h>
+#include <linkd/callmetrics.h>
 #include <linkd/clock.h>
 #include <linkd/common.h>
 #include <linkd/deadline.h>
 #include <linkd/error.h>
 #include <linkd/failure.h>
+#include <linkd/hist.h>
+#include <linkd/metrics.h>
 #include <linkd/rand.h>
 #include <linkd/retry.h>
 #include <linkd/version.h>
