@@ -5,6 +5,8 @@
 
 #include <linkd/advisor.h>
 #include <linkd/backoff.h>
+#include <linkd/breaker.h>
+#include <linkd/budget.h>
 #include <linkd/callmetrics.h>
 #include <linkd/clock.h>
 #include <linkd/common.h>

@@ -1,0 +1,49 @@
+/* Internal layout of lk_budget, shared by budget.c (all forms) and budget_ratio.c (the window). */
+#ifndef LINKD_BUDGET_INTERNAL_H
+#define LINKD_BUDGET_INTERNAL_H
+
+#include <linkd/budget.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define LK_BUDGET_LINE 64
+#define LK_RATIO_RETRY INT64_C(1000000) /* one retry in micro-retries */
+#define LK_RATIO_EMPTY INT64_MIN        /* head epoch before the first event */
+
+/* One time bucket of the RATIO window: what was deposited and withdrawn during `epoch`. */
+typedef struct lk_ratio_bucket {
+  _Atomic int64_t epoch;    /* floor(now / width) this bucket holds */
+  _Atomic int64_t requests; /* requests recorded */
+  _Atomic int64_t retries;  /* retries granted */
+} lk_ratio_bucket;
+
+struct lk_budget {
+  /* Immutable after construction, read on every call (shares its line with `head`). */
+  lk_budget_kind kind;
+  int n;                /* RATIO: buckets */
+  int64_t max;          /* TOKEN: max milli-tokens; QUOTA: capacity */
+  int64_t gain;         /* TOKEN: milli-tokens per success; QUOTA: no-retry increment;
+                           RATIO: micro-retries per request */
+  int64_t cost;         /* QUOTA: retry cost; RATIO: LK_RATIO_RETRY */
+  int64_t cost_timeout; /* QUOTA: retry-after-timeout cost; RATIO: LK_RATIO_RETRY */
+  int64_t reserve;      /* RATIO: micro-retries always allowed per window (the floor) */
+  int64_t width;        /* RATIO: ns per bucket */
+  lk_ratio_bucket *ring;
+  _Atomic int64_t head; /* RATIO: newest epoch in the ring; changes once per bucket width */
+
+  /* The balance: RATIO micro-retries, TOKEN milli-tokens, QUOTA units. Hot: own line. */
+  _Alignas(LK_BUDGET_LINE) _Atomic int64_t level;
+  _Alignas(LK_BUDGET_LINE) _Atomic uint64_t refused;
+  pthread_mutex_t mu; /* RATIO: serialises moving the window to a new bucket */
+};
+
+/* RATIO: the bucket events at `now` go to, moving the window first if `now` is past its head
+ * (events from before the head are counted in the head bucket). */
+lk_ratio_bucket *lk__ratio_bucket(lk_budget *b, int64_t now);
+/* RATIO: sums of the buckets still inside the window at `now` (read-only). */
+void lk__ratio_sums(lk_budget *b, int64_t now, int64_t *requests, int64_t *retries);
+/* floor(a / b) for b > 0. */
+int64_t lk__floor_div(int64_t a, int64_t b);
+
+#endif

@@ -1,0 +1,1028 @@
+/* Circuit breaker, driven by a fake clock (time is always a parameter).
+ *
+ * Behavioural reference: Resilience4j's documented CircuitBreaker state machine
+ * (resilience4j.readme.io/docs/circuitbreaker). Documented scenarios reproduced here:
+ *  R1  CLOSED -> OPEN when the failure rate is equal to or greater than the threshold
+ *        count_opens_at_failure_threshold, count_threshold_boundary
+ *  R2  no rate before minimumNumberOfCalls ("if only 9 calls have been recorded the breaker will
+ *      not transition to open even if all 9 calls have failed")   count_opens_at_failure_threshold
+ *  R3  COUNT_BASED window = circular array of the last N outcomes, subtract-on-evict
+ *        count_window_slides, window_matches_model
+ *  R4  TIME_BASED window = N one-second buckets, older seconds evicted
+ *        time_window_expiry, time_window_long_gap, window_matches_model
+ *  R5  slow calls: duration above slowCallDurationThreshold; CLOSED -> OPEN when the slow-call
+ *      rate is equal to or greater than its threshold              slow_calls_open
+ *  R6  OPEN rejects calls (CallNotPermittedException -> LK_EBREAKER_OPEN), counted as not
+ *      permitted                                                   open_rejects_then_half_open
+ *  R7  after waitDurationInOpenState OPEN -> HALF_OPEN (on the next call, like Resilience4j
+ *      without automaticTransitionFromOpenToHalfOpenEnabled)       open_rejects_then_half_open
+ *  R8  HALF_OPEN admits permittedNumberOfCallsInHalfOpenState calls, rejects further calls
+ *      until they complete; releasePermission gives one back      half_open_permits_and_release
+ *  R9  HALF_OPEN -> OPEN if the rate over the permitted calls >= threshold, else -> CLOSED
+ *        half_open_closes, half_open_reopens, half_open_boundary, half_open_slow_reopens
+ *  R10 maxWaitDurationInHalfOpenState: HALF_OPEN -> OPEN after it; 0 = wait for all permitted
+ *      calls                                                       half_open_max_wait
+ *  R11 waitIntervalFunctionInOpenState: the wait grows with consecutive openings and is reset
+ *      once the breaker closes                           wait_backoff_grows_and_resets,
+ *                                                        wait_backoff_jitter_seeded
+ *  R12 recordExceptions / ignoreExceptions: listed failures count, others are successes,
+ *      ignored ones count as neither (and give a half-open permission back)
+ *        failure_masks, ignored_kinds
+ *  R13 DISABLED: always allow, no metrics, no transitions         disabled_state
+ *  R14 FORCED_OPEN: always deny                                    forced_open_state
+ *  R15 METRICS_ONLY: always allow, record metrics, never transition   metrics_only_state
+ *  R16 manual transitions (transitionToXxxState) and reset()       manual_transitions_every_pair,
+ *                                                                  reset_clears
+ *  R17 state transition events                                     every test checks the callback
+ *  R18 for COUNT_BASED, minimumNumberOfCalls above slidingWindowSize is capped at it
+ *        min_calls_capped_for_count_window
+ * Beyond Resilience4j: permits tied to their half-open period (permit_exactness), no allocation
+ * per call (no_allocation_per_call), configuration errors (config_rejected). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <linkd/breaker.h>
+#include <linkd/clock.h>
+#include <linkd/error.h>
+
+#include "testutil.h"
+
+#include <math.h>
+#include <string.h>
+
+/* --- fixtures --------------------------------------------------------------------------------- */
+
+typedef struct ev {
+  lk_breaker_state from, to;
+  int64_t now;
+} ev;
+
+typedef struct events {
+  ev e[256];
+  int n;
+} events;
+
+static void on_transition(void *ctx, lk_breaker_state from, lk_breaker_state to, int64_t now) {
+  events *r = ctx;
+  if (r->n < 256)
+    r->e[r->n++] = (ev){from, to, now};
+}
+
+static void expect_event(const events *r, int i, lk_breaker_state from, lk_breaker_state to,
+                         int64_t now) {
+  assert_true(i < r->n);
+  assert_int_equal(r->e[i].from, from);
+  assert_int_equal(r->e[i].to, to);
+  assert_int_equal(r->e[i].now, now);
+}
+
+static lk_fake_clock fc;
+static int64_t T(void) { return fc.base.now(&fc.base); }
+static void advance(int64_t d) { lk_fake_clock_advance(&fc, d); }
+
+static int setup(void **state) {
+  (void)state;
+  lk_fake_clock_init(&fc, LK_SEC(1000));
+  return 0;
+}
+
+/* COUNT window of 10, minimum 10, 50 %, slow > 1 s at 100 %, 10 s open, 3 half-open calls. */
+static lk_breaker_config small(events *r) {
+  lk_breaker_config c;
+  lk_breaker_config_init_default(&c);
+  c.window_size = 10;
+  c.minimum_calls = 10;
+  c.failure_rate_threshold = 50;
+  c.slow_call_duration = LK_SEC(1);
+  c.wait_open = LK_SEC(10);
+  c.permitted_half_open = 3;
+  c.on_transition = on_transition;
+  c.on_transition_ctx = r;
+  return c;
+}
+
+static lk_breaker *make(const lk_breaker_config *c) {
+  lk_breaker *b = NULL;
+  const char *why = NULL;
+  assert_int_equal(lk_breaker_new(c, &b, &why), LK_OK);
+  assert_null(why);
+  return b;
+}
+
+/* One admitted call at the fake clock's time. */
+static void call(lk_breaker *b, int64_t duration, lk_failure kind) {
+  assert_int_equal(lk_breaker_acquire(b, T()), LK_OK);
+  lk_breaker_record(b, T(), duration, kind);
+}
+
+static void calls(lk_breaker *b, int n, lk_failure kind) {
+  for (int i = 0; i < n; i++)
+    call(b, 0, kind);
+}
+
+static lk_breaker_metrics metrics(lk_breaker *b) {
+  lk_breaker_metrics m;
+  assert_int_equal(lk_breaker_metrics_get(b, T(), &m), LK_OK);
+  return m;
+}
+
+/* Trips a `small` breaker: 10 failures. */
+static void trip(lk_breaker *b) {
+  calls(b, 10, LK_F_HTTP_500);
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_OPEN);
+}
+
+/* --- configuration ---------------------------------------------------------------------------- */
+
+static void defaults_match_resilience4j(void **state) {
+  (void)state;
+  lk_breaker_config c;
+  lk_breaker_config_init_default(&c);
+  assert_int_equal(c.window, LK_BREAKER_WINDOW_COUNT);
+  assert_int_equal(c.window_size, 100);
+  assert_int_equal(c.minimum_calls, 100);
+  assert_true(c.failure_rate_threshold == 50.0);
+  assert_true(c.slow_call_rate_threshold == 100.0);
+  assert_int_equal(c.slow_call_duration, LK_SEC(60));
+  assert_int_equal(c.wait_open, LK_SEC(60));
+  assert_false(c.wait_backoff);
+  assert_int_equal(c.permitted_half_open, 10);
+  assert_int_equal(c.max_wait_half_open, 0);
+  assert_int_equal(c.failures, lk_breaker_failures_default());
+  assert_int_equal(c.ignore, lk_breaker_ignore_default());
+  assert_null(c.on_transition);
+  assert_int_equal(lk_breaker_config_validate(&c, NULL), LK_OK);
+  assert_true(c.failures & LK_FAILURE_BIT(LK_F_CONNECT_REFUSED));
+  assert_true(c.failures & LK_FAILURE_BIT(LK_F_TOO_MANY_REQUESTS));
+  assert_false(c.failures & LK_FAILURE_BIT(LK_F_CLIENT_4XX));
+  assert_true(c.ignore & LK_FAILURE_BIT(LK_F_CANCELLED));
+  assert_false(c.failures & c.ignore);
+  lk_breaker *b = make(&c);
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_CLOSED);
+  lk_breaker_free(b);
+}
+
+typedef void (*mutator)(lk_breaker_config *);
+static lk_rand_fast cfg_rng;
+static void m_window(lk_breaker_config *c) { c->window = (lk_breaker_window)7; }
+static void m_count0(lk_breaker_config *c) { c->window_size = 0; }
+static void m_count_big(lk_breaker_config *c) { c->window_size = 1000001; }
+static void m_time_big(lk_breaker_config *c) {
+  c->window = LK_BREAKER_WINDOW_TIME;
+  c->window_size = 86401;
+}
+static void m_min0(lk_breaker_config *c) { c->minimum_calls = 0; }
+static void m_fail0(lk_breaker_config *c) { c->failure_rate_threshold = 0; }
+static void m_fail_big(lk_breaker_config *c) { c->failure_rate_threshold = 100.5; }
+static void m_fail_nan(lk_breaker_config *c) { c->failure_rate_threshold = NAN; }
+static void m_fail_tiny(lk_breaker_config *c) { c->failure_rate_threshold = 0.00001; }
+static void m_slow0(lk_breaker_config *c) { c->slow_call_rate_threshold = -1; }
+static void m_slowd(lk_breaker_config *c) { c->slow_call_duration = 0; }
+static void m_wait(lk_breaker_config *c) { c->wait_open = 0; }
+static void m_backoff(lk_breaker_config *c) {
+  c->wait_backoff = true;
+  c->backoff.base = 0;
+}
+static void m_rng(lk_breaker_config *c) {
+  c->wait_backoff = true;
+  c->backoff.jitter = LK_JITTER_FULL;
+}
+static void m_permitted0(lk_breaker_config *c) { c->permitted_half_open = 0; }
+static void m_permitted_big(lk_breaker_config *c) { c->permitted_half_open = 1000001; }
+static void m_maxwait(lk_breaker_config *c) { c->max_wait_half_open = -1; }
+static void m_fail_bits(lk_breaker_config *c) { c->failures |= UINT64_C(1) << 63; }
+static void m_ignore_bits(lk_breaker_config *c) { c->ignore |= UINT64_C(1) << 62; }
+static void m_fail_none(lk_breaker_config *c) { c->failures |= LK_FAILURE_BIT(LK_F_NONE); }
+static void m_ignore_none(lk_breaker_config *c) { c->ignore |= LK_FAILURE_BIT(LK_F_NONE); }
+
+static void config_rejected(void **state) {
+  (void)state;
+  const struct {
+    mutator m;
+    const char *words;
+  } cases[] = {
+      {m_window, "window must be COUNT or TIME"},
+      {m_count0, "window_size must be within [1, 1000000]"},
+      {m_count_big, "window_size must be within [1, 1000000]"},
+      {m_time_big, "window_size must be within [1, 86400] seconds"},
+      {m_min0, "minimum_calls"},
+      {m_fail0, "failure_rate_threshold"},
+      {m_fail_big, "failure_rate_threshold"},
+      {m_fail_nan, "failure_rate_threshold"},
+      {m_fail_tiny, "failure_rate_threshold"},
+      {m_slow0, "slow_call_rate_threshold"},
+      {m_slowd, "slow_call_duration"},
+      {m_wait, "wait_open"},
+      {m_backoff, "backoff base"},
+      {m_rng, "rng"},
+      {m_permitted0, "permitted_half_open"},
+      {m_permitted_big, "permitted_half_open"},
+      {m_maxwait, "max_wait_half_open"},
+      {m_fail_bits, "failures has bits"},
+      {m_ignore_bits, "ignore has bits"},
+      {m_fail_none, "failures must not contain LK_F_NONE"},
+      {m_ignore_none, "ignore must not contain LK_F_NONE"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    lk_breaker_config c;
+    lk_breaker_config_init_default(&c);
+    cases[i].m(&c);
+    const char *why = NULL;
+    lk_breaker *b = (lk_breaker *)&c;
+    assert_int_equal(lk_breaker_new(&c, &b, &why), LK_ECONFIG);
+    assert_null(b);
+    assert_non_null(why);
+    if (!strstr(why, cases[i].words))
+      fail_msg("case %zu: \"%s\" lacks \"%s\"", i, why, cases[i].words);
+  }
+  /* Fine: wait_open unused with a backoff; rng not needed without jitter. */
+  lk_breaker_config c;
+  lk_breaker_config_init_default(&c);
+  c.wait_backoff = true;
+  c.wait_open = 0;
+  c.backoff.jitter = LK_JITTER_NONE;
+  assert_int_equal(lk_breaker_config_validate(&c, NULL), LK_OK);
+  c.backoff.jitter = LK_JITTER_FULL;
+  lk_rand_fast_seeded(&cfg_rng, 1);
+  c.rng = &cfg_rng.base;
+  assert_int_equal(lk_breaker_config_validate(&c, NULL), LK_OK);
+  /* NULL arguments. */
+  lk_breaker *b = NULL;
+  assert_int_equal(lk_breaker_new(NULL, &b, NULL), LK_EINVAL);
+  assert_int_equal(lk_breaker_new(&c, NULL, NULL), LK_EINVAL);
+  const char *why = NULL;
+  assert_int_equal(lk_breaker_config_validate(NULL, &why), LK_ECONFIG);
+  assert_non_null(why);
+  lk_breaker_metrics m;
+  assert_int_equal(lk_breaker_metrics_get(NULL, 0, &m), LK_EINVAL);
+  assert_int_equal(lk_breaker_transition(NULL, LK_BREAKER_OPEN, 0), LK_EINVAL);
+  lk_breaker_free(NULL);
+  lk_breaker_reset(NULL, 0);
+}
+
+/* --- CLOSED: the windows ---------------------------------------------------------------------- */
+
+static void count_opens_at_failure_threshold(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  lk_breaker *b = make(&c);
+  calls(b, 9, LK_F_CONNECT_REFUSED); /* R2: 9 of 9 failed, still below the minimum */
+  lk_breaker_metrics m = metrics(b);
+  assert_int_equal(m.state, LK_BREAKER_CLOSED);
+  assert_int_equal(m.calls, 9);
+  assert_int_equal(m.failed, 9);
+  assert_true(m.failure_rate == -1.0);
+  assert_int_equal(r.n, 0);
+  advance(LK_MS(5));
+  call(b, 0, LK_F_NONE); /* 9 of 10 */
+  m = metrics(b);
+  assert_int_equal(m.state, LK_BREAKER_OPEN);
+  assert_true(m.failure_rate == 90.0);
+  assert_int_equal(m.openings, 1);
+  assert_int_equal(m.open_until, T() + LK_SEC(10));
+  assert_int_equal(m.transitions, 1);
+  assert_int_equal(r.n, 1);
+  expect_event(&r, 0, LK_BREAKER_CLOSED, LK_BREAKER_OPEN, T());
+  lk_breaker_free(b);
+}
+
+static void count_threshold_boundary(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  lk_breaker *b = make(&c);
+  calls(b, 4, LK_F_HTTP_503);
+  calls(b, 6, LK_F_NONE);
+  lk_breaker_metrics m = metrics(b);
+  assert_int_equal(m.state, LK_BREAKER_CLOSED); /* 40 % < 50 % */
+  assert_true(m.failure_rate == 40.0);
+  lk_breaker_free(b);
+  b = make(&c);
+  calls(b, 5, LK_F_HTTP_503);
+  calls(b, 4, LK_F_NONE);
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_CLOSED);
+  call(b, 0, LK_F_NONE); /* exactly 50 %: equal opens */
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_OPEN);
+  assert_int_equal(r.n, 1);
+  lk_breaker_free(b);
+}
+
+/* The oldest outcome leaves as a new one comes in. */
+static void count_window_slides(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  lk_breaker *b = make(&c);
+  calls(b, 4, LK_F_READ_TIMEOUT);
+  calls(b, 6, LK_F_NONE);
+  /* Four more failures evict the four old ones: still 4 of 10. */
+  for (int i = 0; i < 4; i++) {
+    call(b, 0, LK_F_READ_TIMEOUT);
+    lk_breaker_metrics m = metrics(b);
+    assert_int_equal(m.state, LK_BREAKER_CLOSED);
+    assert_int_equal(m.calls, 10);
+    assert_int_equal(m.failed, 4);
+  }
+  /* The next one evicts a success: 5 of 10. */
+  call(b, 0, LK_F_READ_TIMEOUT);
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_OPEN);
+  lk_breaker_free(b);
+}
+
+/* Property: the windows agree with a straightforward model for random outcomes and times. */
+static void window_matches_model(void **state) {
+  (void)state;
+  lk_rand_fast rng;
+  lk_rand_fast_seeded(&rng, lk_test_seed());
+  for (int kind = 0; kind < 2; kind++) {
+    lk_breaker_config c;
+    lk_breaker_config_init_default(&c);
+    c.window = kind ? LK_BREAKER_WINDOW_TIME : LK_BREAKER_WINDOW_COUNT;
+    c.window_size = kind ? 5 : 7;
+    c.minimum_calls = 1;
+    c.slow_call_duration = LK_MS(100);
+    lk_breaker *b = make(&c);
+    assert_int_equal(lk_breaker_transition(b, LK_BREAKER_METRICS_ONLY, T()), LK_OK);
+    enum { N = 3000 };
+    static int64_t when[N];
+    static unsigned what[N];
+    int n = 0;
+    int64_t now = LK_SEC(50);
+    for (int i = 0; i < N; i++) {
+      now += kind ? (int64_t)lk_rand_below(&rng.base, (uint64_t)LK_MS(1700)) : 1;
+      uint64_t pick = lk_rand_below(&rng.base, 4);
+      lk_failure k = pick == 0 ? LK_F_HTTP_502 : pick == 1 ? LK_F_CANCELLED : LK_F_NONE;
+      int64_t d = (int64_t)lk_rand_below(&rng.base, (uint64_t)LK_MS(200));
+      assert_int_equal(lk_breaker_acquire(b, now), LK_OK);
+      lk_breaker_record(b, now, d, k);
+      if (k != LK_F_CANCELLED) {
+        when[n] = now;
+        what[n++] = (k != LK_F_NONE ? 1u : 0u) | (d > LK_MS(100) ? 2u : 0u);
+      }
+      int64_t mc = 0, mf = 0, ms = 0;
+      for (int j = n - 1; j >= 0; j--) {
+        bool in = kind ? when[j] / LK_NS_PER_S > now / LK_NS_PER_S - 5 : n - j <= 7;
+        if (!in)
+          break;
+        mc++;
+        mf += what[j] & 1u;
+        ms += (what[j] >> 1) & 1u;
+      }
+      lk_breaker_metrics m;
+      lk_breaker_metrics_get(b, now, &m);
+      if (m.calls != mc || m.failed != mf || m.slow != ms)
+        fail_msg("kind %d step %d: got %lld/%lld/%lld, model %lld/%lld/%lld", kind, i,
+                 (long long)m.calls, (long long)m.failed, (long long)m.slow, (long long)mc,
+                 (long long)mf, (long long)ms);
+    }
+    assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_METRICS_ONLY);
+    lk_breaker_free(b);
+  }
+}
+
+static void slow_calls_open(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  c.slow_call_rate_threshold = 50;
+  lk_breaker *b = make(&c);
+  for (int i = 0; i < 5; i++)
+    call(b, LK_SEC(1), LK_F_NONE); /* exactly the duration: not slow */
+  call(b, -5, LK_F_NONE);           /* negative counts as 0 */
+  for (int i = 0; i < 3; i++)
+    call(b, LK_SEC(1) + 1, LK_F_NONE);
+  lk_breaker_metrics m = metrics(b);
+  assert_int_equal(m.slow, 3);
+  assert_int_equal(m.state, LK_BREAKER_CLOSED);
+  call(b, LK_SEC(2), LK_F_NONE); /* 4 of 10: 40 % */
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_CLOSED);
+  call(b, LK_SEC(2), LK_F_NONE); /* evicts a fast one: 5 of 10 */
+  m = metrics(b);
+  assert_int_equal(m.state, LK_BREAKER_OPEN);
+  assert_int_equal(m.failed, 0);
+  assert_true(m.failure_rate == 0.0);
+  assert_true(m.slow_call_rate == 50.0);
+  lk_breaker_free(b);
+  /* A slow failure counts in both rates. */
+  b = make(&c);
+  lk_breaker_transition(b, LK_BREAKER_METRICS_ONLY, T());
+  call(b, LK_SEC(5), LK_F_HTTP_500);
+  m = metrics(b);
+  assert_int_equal(m.calls, 1);
+  assert_int_equal(m.failed, 1);
+  assert_int_equal(m.slow, 1);
+  lk_breaker_free(b);
+}
+
+static void time_window_expiry(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  c.window = LK_BREAKER_WINDOW_TIME;
+  c.window_size = 10;
+  c.minimum_calls = 5;
+  lk_breaker *b = make(&c);
+  int64_t t0 = T(); /* a whole second */
+  calls(b, 4, LK_F_HTTP_500);
+  lk_fake_clock_set(&fc, t0 + LK_SEC(10) - 1); /* second t0+9: t0's calls still in */
+  call(b, 0, LK_F_NONE);
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_OPEN);
+  lk_breaker_free(b);
+
+  lk_fake_clock_set(&fc, t0);
+  b = make(&c);
+  calls(b, 4, LK_F_HTTP_500);
+  lk_fake_clock_set(&fc, t0 + LK_SEC(10)); /* t0's second has left */
+  call(b, 0, LK_F_NONE);
+  lk_breaker_metrics m = metrics(b);
+  assert_int_equal(m.state, LK_BREAKER_CLOSED);
+  assert_int_equal(m.calls, 1);
+  assert_int_equal(m.failed, 0);
+  advance(LK_MS(500));
+  calls(b, 3, LK_F_HTTP_500); /* 3 of 4: below the minimum */
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_CLOSED);
+  call(b, 0, LK_F_HTTP_500); /* 4 of 5 */
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_OPEN);
+  lk_breaker_free(b);
+}
+
+static void time_window_long_gap(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  c.window = LK_BREAKER_WINDOW_TIME;
+  c.window_size = 3;
+  c.minimum_calls = 3;
+  lk_breaker *b = make(&c);
+  calls(b, 2, LK_F_HTTP_500);
+  advance(LK_SEC(1));
+  calls(b, 1, LK_F_NONE);
+  lk_breaker_metrics m = metrics(b);
+  assert_int_equal(m.calls, 3);
+  assert_true(fabs(m.failure_rate - 200.0 / 3.0) < 1e-9);
+  assert_int_equal(m.state, LK_BREAKER_OPEN);
+  lk_breaker_reset(b, T());
+  calls(b, 2, LK_F_HTTP_500); /* the reset emptied the window */
+  assert_int_equal(metrics(b).calls, 2);
+  advance(LK_SEC(1000)); /* queries judge the window as of now without moving it */
+  m = metrics(b);
+  assert_int_equal(m.calls, 0);
+  assert_true(m.failure_rate == -1.0);
+  calls(b, 2, LK_F_HTTP_500);
+  call(b, 0, LK_F_NONE);
+  assert_int_equal(metrics(b).calls, 3);
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_OPEN);
+  lk_breaker_free(b);
+}
+
+static void min_calls_capped_for_count_window(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  c.window_size = 5;
+  c.minimum_calls = 100;
+  lk_breaker *b = make(&c);
+  calls(b, 5, LK_F_HTTP_500);
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_OPEN);
+  lk_breaker_free(b);
+  c.window = LK_BREAKER_WINDOW_TIME; /* not capped for a time window */
+  c.window_size = 1;
+  b = make(&c);
+  calls(b, 99, LK_F_HTTP_500);
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_CLOSED);
+  call(b, 0, LK_F_HTTP_500);
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_OPEN);
+  lk_breaker_free(b);
+}
+
+/* --- OPEN and HALF_OPEN ----------------------------------------------------------------------- */
+
+static void open_rejects_then_half_open(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  lk_breaker *b = make(&c);
+  trip(b);
+  int64_t opened = T();
+  lk_breaker_metrics m = metrics(b);
+  assert_int_equal(m.open_until, opened + LK_SEC(10));
+  assert_int_equal(m.not_permitted, 0);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(lk_breaker_acquire(b, T()), LK_EBREAKER_OPEN);
+  lk_breaker_record(b, T(), 0, LK_F_HTTP_500); /* a late outcome: OPEN records nothing */
+  lk_fake_clock_set(&fc, opened + LK_SEC(10) - 1);
+  assert_int_equal(lk_breaker_acquire(b, T()), LK_EBREAKER_OPEN);
+  m = metrics(b);
+  assert_int_equal(m.not_permitted, 4);
+  assert_int_equal(m.calls, 10); /* the window that tripped it is kept for metrics */
+  assert_int_equal(m.state, LK_BREAKER_OPEN);
+  advance(1);
+  assert_int_equal(lk_breaker_acquire(b, T()), LK_OK);
+  m = metrics(b);
+  assert_int_equal(m.state, LK_BREAKER_HALF_OPEN);
+  assert_int_equal(m.half_open_left, 2);
+  assert_int_equal(m.calls, 0);
+  assert_int_equal(m.open_until, 0);
+  assert_int_equal(r.n, 2);
+  expect_event(&r, 1, LK_BREAKER_OPEN, LK_BREAKER_HALF_OPEN, opened + LK_SEC(10));
+  lk_breaker_free(b);
+}
+
+static void half_open_permits_and_release(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  lk_breaker *b = make(&c);
+  trip(b);
+  advance(LK_SEC(10));
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(lk_breaker_acquire(b, T()), LK_OK);
+  assert_int_equal(lk_breaker_acquire(b, T()), LK_EBREAKER_OPEN);
+  assert_int_equal(lk_breaker_acquire(b, T() + LK_SEC(3600)), LK_EBREAKER_OPEN); /* no max wait */
+  lk_breaker_release(b);
+  assert_int_equal(metrics(b).half_open_left, 1);
+  assert_int_equal(lk_breaker_acquire(b, T()), LK_OK);
+  assert_int_equal(lk_breaker_acquire(b, T()), LK_EBREAKER_OPEN);
+  for (int i = 0; i < 10; i++)
+    lk_breaker_release(b); /* never more than permitted */
+  assert_int_equal(metrics(b).half_open_left, 3);
+  assert_int_equal(metrics(b).not_permitted, 3);
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_HALF_OPEN);
+  lk_breaker_free(b);
+}
+
+static void half_open_closes(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  lk_breaker *b = make(&c);
+  trip(b);
+  advance(LK_SEC(10));
+  call(b, 0, LK_F_NONE);
+  call(b, 0, LK_F_CLIENT_4XX); /* not a failure by default */
+  lk_breaker_metrics m = metrics(b);
+  assert_int_equal(m.state, LK_BREAKER_HALF_OPEN);
+  assert_int_equal(m.calls, 2);
+  assert_true(m.failure_rate == -1.0); /* judged once all permitted calls are in */
+  call(b, 0, LK_F_NONE);
+  m = metrics(b);
+  assert_int_equal(m.state, LK_BREAKER_CLOSED);
+  assert_int_equal(m.calls, 0); /* a fresh window */
+  assert_int_equal(m.openings, 0);
+  assert_int_equal(r.n, 3);
+  expect_event(&r, 2, LK_BREAKER_HALF_OPEN, LK_BREAKER_CLOSED, T());
+  /* The fresh window judges from scratch. */
+  calls(b, 9, LK_F_HTTP_500);
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_CLOSED);
+  lk_breaker_free(b);
+}
+
+static void half_open_reopens(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  lk_breaker *b = make(&c);
+  trip(b);
+  advance(LK_SEC(10));
+  call(b, 0, LK_F_NONE);
+  call(b, 0, LK_F_HTTP_500);
+  call(b, 0, LK_F_CONNECT_TIMEOUT);
+  lk_breaker_metrics m = metrics(b);
+  assert_int_equal(m.state, LK_BREAKER_OPEN);
+  assert_int_equal(m.openings, 2);
+  assert_int_equal(m.open_until, T() + LK_SEC(10));
+  expect_event(&r, 2, LK_BREAKER_HALF_OPEN, LK_BREAKER_OPEN, T());
+  lk_breaker_free(b);
+}
+
+static void half_open_boundary(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  c.permitted_half_open = 4;
+  lk_breaker *b = make(&c);
+  trip(b);
+  advance(LK_SEC(10));
+  calls(b, 2, LK_F_HTTP_500);
+  calls(b, 2, LK_F_NONE); /* 50 %: equal reopens */
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_OPEN);
+  advance(LK_SEC(10));
+  calls(b, 1, LK_F_HTTP_500);
+  calls(b, 3, LK_F_NONE); /* 25 % */
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_CLOSED);
+  lk_breaker_free(b);
+}
+
+static void half_open_slow_reopens(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  c.permitted_half_open = 2;
+  c.slow_call_rate_threshold = 50;
+  lk_breaker *b = make(&c);
+  trip(b);
+  advance(LK_SEC(10));
+  call(b, LK_SEC(3), LK_F_NONE);
+  call(b, 0, LK_F_NONE);
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_OPEN);
+  lk_breaker_free(b);
+}
+
+static void half_open_max_wait(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  c.max_wait_half_open = LK_SEC(5);
+  lk_breaker *b = make(&c);
+  trip(b);
+  advance(LK_SEC(10));
+  int64_t since = T();
+  assert_int_equal(lk_breaker_acquire(b, since), LK_OK);
+  assert_int_equal(lk_breaker_acquire(b, since + LK_SEC(5) - 1), LK_OK);
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_HALF_OPEN);
+  assert_int_equal(lk_breaker_acquire(b, since + LK_SEC(5)), LK_EBREAKER_OPEN);
+  lk_breaker_metrics m;
+  lk_breaker_metrics_get(b, since + LK_SEC(5), &m);
+  assert_int_equal(m.state, LK_BREAKER_OPEN);
+  assert_int_equal(m.open_until, since + LK_SEC(15));
+  assert_int_equal(m.openings, 2);
+  expect_event(&r, 2, LK_BREAKER_HALF_OPEN, LK_BREAKER_OPEN, since + LK_SEC(5));
+  /* A record arriving after the max wait also ends the half-open period. */
+  lk_fake_clock_set(&fc, since + LK_SEC(15));
+  since = T();
+  assert_int_equal(lk_breaker_acquire(b, since), LK_OK);
+  lk_breaker_record(b, since + LK_SEC(5), 0, LK_F_NONE);
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_OPEN);
+  expect_event(&r, 4, LK_BREAKER_HALF_OPEN, LK_BREAKER_OPEN, since + LK_SEC(5));
+  lk_breaker_free(b);
+}
+
+/* Drives a `small` breaker through one failed half-open period; returns the wait it got. */
+static int64_t reopen(lk_breaker *b) {
+  lk_breaker_metrics m = metrics(b);
+  lk_fake_clock_set(&fc, m.open_until);
+  calls(b, 3, LK_F_HTTP_500);
+  m = metrics(b);
+  assert_int_equal(m.state, LK_BREAKER_OPEN);
+  return m.open_until - T();
+}
+
+static void wait_backoff_grows_and_resets(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  c.wait_backoff = true;
+  c.backoff.kind = LK_BACKOFF_EXPONENTIAL;
+  c.backoff.base = LK_SEC(1);
+  c.backoff.max = LK_SEC(8);
+  c.backoff.jitter = LK_JITTER_NONE;
+  lk_breaker *b = make(&c);
+  trip(b);
+  assert_int_equal(metrics(b).open_until - T(), LK_SEC(1));
+  const int64_t expect[] = {LK_SEC(2), LK_SEC(4), LK_SEC(8), LK_SEC(8)};
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(reopen(b), expect[i]);
+  assert_int_equal(metrics(b).openings, 5);
+  /* Close it: the next opening waits the base again. */
+  lk_fake_clock_set(&fc, metrics(b).open_until);
+  calls(b, 3, LK_F_NONE);
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_CLOSED);
+  trip(b);
+  assert_int_equal(metrics(b).openings, 1);
+  assert_int_equal(metrics(b).open_until - T(), LK_SEC(1));
+  lk_breaker_free(b);
+}
+
+static void wait_backoff_jitter_seeded(void **state) {
+  (void)state;
+  events r = {0};
+  lk_rand_fast rng, replay;
+  lk_rand_fast_seeded(&rng, 42);
+  lk_rand_fast_seeded(&replay, 42);
+  lk_breaker_config c = small(&r);
+  c.wait_backoff = true;
+  c.backoff.base = LK_SEC(1);
+  c.backoff.max = LK_SEC(30);
+  c.backoff.jitter = LK_JITTER_FULL;
+  c.rng = &rng.base;
+  lk_breaker *b = make(&c);
+  trip(b);
+  int64_t prev = lk_backoff_delay(&c.backoff, 1, 0, &replay.base);
+  assert_int_equal(metrics(b).open_until - T(), prev);
+  for (int n = 2; n <= 6; n++) {
+    int64_t want = lk_backoff_delay(&c.backoff, n, prev, &replay.base);
+    int64_t got = reopen(b);
+    assert_int_equal(got, want);
+    assert_true(got >= 0 && got <= lk_backoff_base_delay(&c.backoff, n));
+    prev = want;
+  }
+  lk_breaker_free(b);
+}
+
+/* --- outcome classification ------------------------------------------------------------------- */
+
+static void ignored_kinds(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  lk_breaker *b = make(&c);
+  calls(b, 10, LK_F_CANCELLED);
+  calls(b, 10, LK_F_BULKHEAD_FULL);
+  lk_breaker_metrics m = metrics(b);
+  assert_int_equal(m.calls, 0);
+  assert_int_equal(m.state, LK_BREAKER_CLOSED);
+  trip(b);
+  advance(LK_SEC(10));
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(lk_breaker_acquire(b, T()), LK_OK);
+  assert_int_equal(metrics(b).half_open_left, 0);
+  lk_breaker_record(b, T(), 0, LK_F_CANCELLED); /* gives its permission back */
+  m = metrics(b);
+  assert_int_equal(m.half_open_left, 1);
+  assert_int_equal(m.calls, 0);
+  lk_breaker_free(b);
+}
+
+static void failure_masks(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  c.failures = LK_FAILURE_BIT(LK_F_HTTP_503);
+  c.ignore = LK_FAILURE_BIT(LK_F_HTTP_504) | LK_FAILURE_BIT(LK_F_HTTP_503); /* ignore wins */
+  lk_breaker *b = make(&c);
+  lk_breaker_transition(b, LK_BREAKER_METRICS_ONLY, T());
+  call(b, 0, LK_F_HTTP_500); /* not listed: a success */
+  call(b, 0, LK_F_HTTP_503); /* ignored */
+  call(b, 0, LK_F_HTTP_504); /* ignored */
+  lk_breaker_metrics m = metrics(b);
+  assert_int_equal(m.calls, 1);
+  assert_int_equal(m.failed, 0);
+  lk_breaker_free(b);
+  lk_breaker_config_init_default(&c);
+  b = make(&c);
+  lk_breaker_transition(b, LK_BREAKER_METRICS_ONLY, T());
+  call(b, 0, LK_F_CLIENT_4XX);                       /* success */
+  call(b, 0, LK_F_TOO_MANY_REQUESTS);                /* failure */
+  call(b, 0, (lk_failure)(LK_F__COUNT + 3));         /* unknown: failure */
+  call(b, 0, LK_F_NONE);                             /* success */
+  m = metrics(b);
+  assert_int_equal(m.calls, 4);
+  assert_int_equal(m.failed, 2);
+  lk_breaker_free(b);
+}
+
+/* --- special states and manual control -------------------------------------------------------- */
+
+static void disabled_state(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  lk_breaker *b = make(&c);
+  calls(b, 3, LK_F_HTTP_500);
+  assert_int_equal(lk_breaker_transition(b, LK_BREAKER_DISABLED, T()), LK_OK);
+  calls(b, 100, LK_F_HTTP_500);
+  lk_breaker_metrics m = metrics(b);
+  assert_int_equal(m.state, LK_BREAKER_DISABLED);
+  assert_int_equal(m.calls, 3); /* nothing recorded */
+  assert_int_equal(m.not_permitted, 0);
+  assert_int_equal(r.n, 1);
+  expect_event(&r, 0, LK_BREAKER_CLOSED, LK_BREAKER_DISABLED, T());
+  lk_breaker_release(b); /* harmless */
+  assert_int_equal(lk_breaker_transition(b, LK_BREAKER_CLOSED, T()), LK_OK);
+  assert_int_equal(metrics(b).calls, 0);
+  lk_breaker_free(b);
+}
+
+static void forced_open_state(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  lk_breaker *b = make(&c);
+  assert_int_equal(lk_breaker_transition(b, LK_BREAKER_FORCED_OPEN, T()), LK_OK);
+  for (int i = 0; i < 5; i++) {
+    advance(LK_SEC(3600)); /* no wait ever ends it */
+    assert_int_equal(lk_breaker_acquire(b, T()), LK_EBREAKER_OPEN);
+  }
+  lk_breaker_record(b, T(), 0, LK_F_HTTP_500);
+  lk_breaker_metrics m = metrics(b);
+  assert_int_equal(m.state, LK_BREAKER_FORCED_OPEN);
+  assert_int_equal(m.not_permitted, 5);
+  assert_int_equal(m.calls, 0);
+  assert_int_equal(m.open_until, 0);
+  assert_int_equal(lk_breaker_transition(b, LK_BREAKER_CLOSED, T()), LK_OK);
+  assert_int_equal(lk_breaker_acquire(b, T()), LK_OK);
+  lk_breaker_free(b);
+}
+
+static void metrics_only_state(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  lk_breaker *b = make(&c);
+  calls(b, 5, LK_F_HTTP_500);
+  assert_int_equal(lk_breaker_transition(b, LK_BREAKER_METRICS_ONLY, T()), LK_OK);
+  assert_int_equal(metrics(b).calls, 0); /* a fresh window */
+  calls(b, 30, LK_F_HTTP_500);
+  lk_breaker_metrics m = metrics(b);
+  assert_int_equal(m.state, LK_BREAKER_METRICS_ONLY);
+  assert_int_equal(m.calls, 10);
+  assert_true(m.failure_rate == 100.0);
+  assert_int_equal(r.n, 1);
+  lk_breaker_free(b);
+}
+
+static void manual_transitions_every_pair(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  lk_breaker *b = make(&c);
+  uint64_t transitions = 0;
+  for (int from = 0; from <= LK_BREAKER_METRICS_ONLY; from++) {
+    for (int to = 0; to <= LK_BREAKER_METRICS_ONLY; to++) {
+      assert_int_equal(lk_breaker_transition(b, (lk_breaker_state)from, T()), LK_OK);
+      int before = r.n;
+      advance(LK_MS(1));
+      assert_int_equal(lk_breaker_transition(b, (lk_breaker_state)to, T()), LK_OK);
+      transitions += 2;
+      lk_breaker_metrics m = metrics(b);
+      assert_int_equal(m.state, to);
+      assert_int_equal(m.transitions, transitions);
+      expect_event(&r, before, (lk_breaker_state)from, (lk_breaker_state)to, T());
+      if (to == LK_BREAKER_OPEN)
+        assert_int_equal(m.open_until, T() + LK_SEC(10));
+      if (to == LK_BREAKER_HALF_OPEN)
+        assert_int_equal(m.half_open_left, 3);
+      int expect_ok = to != LK_BREAKER_OPEN && to != LK_BREAKER_FORCED_OPEN;
+      assert_int_equal(lk_breaker_acquire(b, T()) == LK_OK, expect_ok);
+      r.n = 0;
+    }
+  }
+  assert_int_equal(lk_breaker_transition(b, (lk_breaker_state)6, T()), LK_EINVAL);
+  assert_int_equal(lk_breaker_transition(b, (lk_breaker_state)-1, T()), LK_EINVAL);
+  lk_breaker_free(b);
+}
+
+static void reset_clears(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  lk_breaker *b = make(&c);
+  trip(b);
+  assert_int_equal(lk_breaker_acquire(b, T()), LK_EBREAKER_OPEN);
+  lk_breaker_reset(b, T());
+  lk_breaker_metrics m = metrics(b);
+  assert_int_equal(m.state, LK_BREAKER_CLOSED);
+  assert_int_equal(m.not_permitted, 0);
+  assert_int_equal(m.openings, 0);
+  assert_int_equal(m.calls, 0);
+  expect_event(&r, 1, LK_BREAKER_OPEN, LK_BREAKER_CLOSED, T());
+  lk_breaker_free(b);
+}
+
+/* --- permits ---------------------------------------------------------------------------------- */
+
+static void permit_exactness(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  lk_breaker *b = make(&c);
+  lk_breaker_permit closed_p, a, bp;
+  assert_int_equal(lk_breaker_acquire_permit(b, T(), &closed_p), LK_OK);
+  assert_int_equal(closed_p.state, LK_BREAKER_CLOSED);
+  lk_breaker_transition(b, LK_BREAKER_HALF_OPEN, T()); /* period A */
+  assert_int_equal(lk_breaker_acquire_permit(b, T(), &a), LK_OK);
+  assert_int_equal(a.state, LK_BREAKER_HALF_OPEN);
+  /* A call admitted in CLOSED is not a probe: its outcome does not count in HALF_OPEN. */
+  lk_breaker_record_permit(b, &closed_p, T(), 0, LK_F_HTTP_500);
+  assert_int_equal(metrics(b).calls, 0);
+  lk_breaker_transition(b, LK_BREAKER_OPEN, T());
+  lk_breaker_transition(b, LK_BREAKER_HALF_OPEN, T()); /* period B */
+  assert_int_equal(lk_breaker_acquire_permit(b, T(), &bp), LK_OK);
+  assert_true(bp.period > a.period);
+  assert_int_equal(metrics(b).half_open_left, 2);
+  lk_breaker_release_permit(b, &a); /* A's permission does not come back into B */
+  assert_int_equal(metrics(b).half_open_left, 2);
+  lk_breaker_record_permit(b, &a, T(), 0, LK_F_HTTP_500); /* nor does A's outcome */
+  assert_int_equal(metrics(b).calls, 0);
+  lk_breaker_record_permit(b, &bp, T(), 0, LK_F_HTTP_500);
+  assert_int_equal(metrics(b).calls, 1);
+  lk_breaker_release(b); /* the plain release credits the current period */
+  assert_int_equal(metrics(b).half_open_left, 3);
+  /* An ignored kind with a permit gives it back to its own period only. */
+  assert_int_equal(lk_breaker_acquire_permit(b, T(), &bp), LK_OK);
+  lk_breaker_record_permit(b, &bp, T(), 0, LK_F_CANCELLED);
+  assert_int_equal(metrics(b).half_open_left, 3);
+  /* Outside HALF_OPEN a permit records like the plain call. */
+  lk_breaker_transition(b, LK_BREAKER_CLOSED, T());
+  lk_breaker_record_permit(b, &a, T(), 0, LK_F_HTTP_500);
+  assert_int_equal(metrics(b).calls, 1);
+  lk_breaker_free(b);
+}
+
+static void state_names_and_parse(void **state) {
+  (void)state;
+  const char *names[] = {"CLOSED",   "OPEN",        "HALF_OPEN",
+                         "DISABLED", "FORCED_OPEN", "METRICS_ONLY"};
+  for (int i = 0; i < 6; i++) {
+    assert_string_equal(lk_breaker_state_name((lk_breaker_state)i), names[i]);
+    lk_breaker_state s;
+    assert_int_equal(lk_breaker_state_parse(names[i], &s), LK_OK);
+    assert_int_equal(s, i);
+  }
+  assert_string_equal(lk_breaker_state_name((lk_breaker_state)9), "UNKNOWN");
+  lk_breaker_state s;
+  assert_int_equal(lk_breaker_state_parse("half-open", &s), LK_OK);
+  assert_int_equal(s, LK_BREAKER_HALF_OPEN);
+  assert_int_equal(lk_breaker_state_parse("Forced_Open", &s), LK_OK);
+  assert_int_equal(s, LK_BREAKER_FORCED_OPEN);
+  assert_int_equal(lk_breaker_state_parse("OPENX", &s), LK_EINVAL);
+  assert_int_equal(lk_breaker_state_parse("OPE", &s), LK_EINVAL);
+  assert_int_equal(lk_breaker_state_parse("", &s), LK_EINVAL);
+  assert_int_equal(lk_breaker_state_parse(NULL, &s), LK_EINVAL);
+}
+
+/* --- no allocation per call ------------------------------------------------------------------- */
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && !defined(LK_NO_ALLOC_HOOK)
+#define COUNTS_ALLOCATIONS 1
+#endif
+
+static void no_allocation_per_call(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  c.wait_open = LK_MS(50);
+  lk_breaker *count = make(&c);
+  c.window = LK_BREAKER_WINDOW_TIME;
+  c.minimum_calls = 5;
+  lk_breaker *timed = make(&c);
+  lk_breaker *bs[2] = {count, timed};
+  lk_test_alloc_count_start();
+  int64_t now = T();
+  int ok = 0;
+  for (int i = 0; i < 50000; i++) {
+    now += LK_MS(3);
+    for (int k = 0; k < 2; k++) {
+      lk_breaker_permit p;
+      if (lk_breaker_acquire_permit(bs[k], now, &p) != LK_OK)
+        continue;
+      ok++;
+      if (i % 7 == 0)
+        lk_breaker_release_permit(bs[k], &p);
+      else
+        lk_breaker_record_permit(bs[k], &p, now, i % 5 == 0 ? LK_SEC(2) : 0,
+                                 i % 3 != 0 ? LK_F_HTTP_503 : LK_F_NONE);
+      r.n = 0;
+    }
+  }
+  uint64_t allocs = lk_test_alloc_count_stop();
+#ifdef COUNTS_ALLOCATIONS
+  assert_int_equal(allocs, 0);
+#else
+  (void)allocs;
+#endif
+  assert_true(ok > 1000);
+  lk_breaker_metrics m;
+  lk_breaker_metrics_get(count, now, &m);
+  assert_true(m.transitions > 3); /* the loop went through the whole state machine */
+  lk_breaker_free(count);
+  lk_breaker_free(timed);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup(defaults_match_resilience4j, setup),
+      cmocka_unit_test_setup(config_rejected, setup),
+      cmocka_unit_test_setup(count_opens_at_failure_threshold, setup),
+      cmocka_unit_test_setup(count_threshold_boundary, setup),
+      cmocka_unit_test_setup(count_window_slides, setup),
+      cmocka_unit_test_setup(window_matches_model, setup),
+      cmocka_unit_test_setup(slow_calls_open, setup),
+      cmocka_unit_test_setup(time_window_expiry, setup),
+      cmocka_unit_test_setup(time_window_long_gap, setup),
+      cmocka_unit_test_setup(min_calls_capped_for_count_window, setup),
+      cmocka_unit_test_setup(open_rejects_then_half_open, setup),
+      cmocka_unit_test_setup(half_open_permits_and_release, setup),
+      cmocka_unit_test_setup(half_open_closes, setup),
+      cmocka_unit_test_setup(half_open_reopens, setup),
+      cmocka_unit_test_setup(half_open_boundary, setup),
+      cmocka_unit_test_setup(half_open_slow_reopens, setup),
+      cmocka_unit_test_setup(half_open_max_wait, setup),
+      cmocka_unit_test_setup(wait_backoff_grows_and_resets, setup),
+      cmocka_unit_test_setup(wait_backoff_jitter_seeded, setup),
+      cmocka_unit_test_setup(ignored_kinds, setup),
+      cmocka_unit_test_setup(failure_masks, setup),
+      cmocka_unit_test_setup(disabled_state, setup),
+      cmocka_unit_test_setup(forced_open_state, setup),
+      cmocka_unit_test_setup(metrics_only_state, setup),
+      cmocka_unit_test_setup(manual_transitions_every_pair, setup),
+      cmocka_unit_test_setup(reset_clears, setup),
+      cmocka_unit_test_setup(permit_exactness, setup),
+      cmocka_unit_test_setup(state_names_and_parse, setup),
+      cmocka_unit_test_setup(no_allocation_per_call, setup),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
