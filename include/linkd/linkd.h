@@ -3,17 +3,21 @@
 #ifndef LINKD_LINKD_H
 #define LINKD_LINKD_H
 
+#include <linkd/adaptive.h>
 #include <linkd/advisor.h>
 #include <linkd/backoff.h>
 #include <linkd/breaker.h>
 #include <linkd/budget.h>
+#include <linkd/bulkhead.h>
 #include <linkd/callmetrics.h>
 #include <linkd/clock.h>
 #include <linkd/common.h>
 #include <linkd/deadline.h>
 #include <linkd/error.h>
 #include <linkd/failure.h>
+#include <linkd/hedge.h>
 #include <linkd/hist.h>
+#include <linkd/limiter.h>
 #include <linkd/metrics.h>
 #include <linkd/rand.h>
 #include <linkd/retry.h>
