@@ -17,6 +17,8 @@
 #include <linkd/failure.h>
 #include <linkd/hedge.h>
 #include <linkd/hist.h>
+#include <linkd/http.h>
+#include <linkd/idem.h>
 #include <linkd/limiter.h>
 #include <linkd/metrics.h>
 #include <linkd/rand.h>

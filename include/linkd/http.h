@@ -1,0 +1,472 @@
+/* linkd/http.h: logical HTTP calls on libcurl, every attempt classified, all under one deadline.
+ *
+ * A *logical call* is one request (method, URL, headers, replayable body) run under one policy
+ * bundle (lk_http_policy) until it succeeds, fails for good, or its deadline passes. Each try is an
+ * *attempt*. The order of wrappers around every attempt is fixed (DESIGN.md section 2):
+ *
+ *   deadline = now + policy.deadline (or policy.deadline_at if earlier), fixed once
+ *   for each attempt:
+ *     no attempt starts once the deadline has passed                 -> LK_EDEADLINE
+ *     bulkhead slot  (wait <= min(pool_timeout, remaining))          -> LK_EBULKHEAD_FULL, final
+ *     rate limiter   (reserve a token, wait <= remaining)            -> LK_ERATE_LIMITED, final
+ *     breaker allow?                                                 -> LK_EBREAKER_OPEN, final
+ *     attempt timeout = min(attempt_timeout, remaining); connect timeout <= that
+ *     send with headers Idempotency-Key (same on every attempt), Linkd-Deadline (remaining minus
+ *       deadline_reserve, ms), optional grpc-timeout, Linkd-Attempt (1-based number)
+ *     classify the attempt from evidence (phase reached, bytes written, response) -> lk_failure;
+ *       then the classification hook may override it
+ *     record into breaker, budget, call metrics and the timeline; release the bulkhead slot
+ *     decide with lk_retry_decide (Retry-After honoured, capped); a retry also needs a budget
+ *       token (lk_budget_acquire_retry); the delay must end before the deadline
+ *     wait the delay (a timer; cancellable)
+ *
+ * Phases and their timeouts. libcurl reports every timeout as error 28 without saying which phase
+ * expired, and has no time-to-first-byte option, so the driver keeps its own timers and classifies
+ * from evidence: the open-socket callback (DNS done), CURLINFO_CONNECT_TIME_T / APPCONNECT_TIME_T
+ * (TCP / TLS done; 0 on a reused connection), CURLOPT_PREREQFUNCTION (runs just before the request
+ * is written; never called = never sent), bytes uploaded vs the body size (fully written), header
+ * and body callbacks (first byte, last byte). Every phase timeout ends the attempt with its own
+ * lk_failure kind:
+ *
+ *   pool_timeout       waiting for a bulkhead slot          LK_F_POOL_TIMEOUT   (not sent)
+ *   dns_timeout        resolving the host name              LK_F_DNS_TIMEOUT    (not sent)
+ *   connect_timeout    TCP handshake                        LK_F_CONNECT_TIMEOUT (not sent)
+ *   tls_timeout        TLS handshake                        LK_F_TLS_TIMEOUT    (not sent)
+ *   write_timeout      writing the request, headers + body  LK_F_WRITE_TIMEOUT  (not fully sent)
+ *   first_byte_timeout request written -> first reply byte  LK_F_FIRST_BYTE_TIMEOUT (maybe processed)
+ *   idle_timeout       gap between two reply bytes          LK_F_IDLE_TIMEOUT   (maybe processed)
+ *   attempt timeout    the whole attempt: the kind of the phase it expired in (DNS_TIMEOUT,
+ *                      CONNECT_TIMEOUT, TLS_TIMEOUT, WRITE_TIMEOUT, or READ_TIMEOUT after the
+ *                      request was written)
+ *
+ * Other kinds come from evidence as well: DNS_FAILED, CONNECT_REFUSED, TLS_FAILED,
+ * RESET_BEFORE_SEND (reset/error while the request was not fully written), RESET_AFTER_SEND,
+ * EMPTY_RESPONSE (closed after the request, no reply byte), JUNK_RESPONSE, PARTIAL_BODY (reply
+ * started, connection lost before its end), the status kinds of lk_failure_from_status(), and
+ * CANCELLED / DEADLINE_EXCEEDED / BREAKER_OPEN / RATE_LIMITED / BULKHEAD_FULL.
+ *
+ * libcurl's silent re-send. When a reused keep-alive connection dies before any reply byte,
+ * libcurl 7.88 opens a new connection and writes the request again inside the same transfer: a
+ * POST can reach the server twice while the caller sees one success. The driver detects it (the
+ * pre-request callback runs twice in one attempt), counts it (lk_http_attempt_info.resends,
+ * lk_call_metrics_resend_detected) and, for a non-idempotent request without an Idempotency-Key,
+ * prevents it as lk_http_policy.resend_guard says.
+ *
+ * Threading. An lk_http_client and everything submitted to it belong to one thread at a time;
+ * the only calls allowed from other threads are lk_http_cancel_fire() and lk_http_client_wakeup().
+ * Policy objects referenced from a policy (budget, breaker, limiter, bulkhead, call metrics) are
+ * thread-safe and may be shared by many clients. Requests are immutable once submitted.
+ *
+ * Ownership. Strings passed in are copied before the function returns, except where a comment
+ * says otherwise. A result belongs to whoever receives it and is freed with lk_http_result_free().
+ *
+ * Time. The driver measures deadlines, phase timers, attempt offsets and retry delays on
+ * policy.clock (CLOCK_MONOTONIC by default); libcurl's socket waits run in real time, so a fake
+ * clock is only meaningful against a server that answers at once.
+ */
+#ifndef LINKD_HTTP_H
+#define LINKD_HTTP_H
+
+#include <linkd/clock.h>
+#include <linkd/common.h>
+#include <linkd/deadline.h>
+#include <linkd/error.h>
+#include <linkd/failure.h>
+#include <linkd/idem.h>
+#include <linkd/rand.h>
+#include <linkd/retry.h>
+
+LK_BEGIN_DECLS
+
+/* Shared policy objects; their own headers (budget.h, breaker.h, limiter.h, bulkhead.h,
+ * callmetrics.h) create and configure them. Repeating these typedefs is valid C11. */
+typedef struct lk_budget lk_budget;
+typedef struct lk_breaker lk_breaker;
+typedef struct lk_limiter lk_limiter;
+typedef struct lk_bulkhead lk_bulkhead;
+typedef struct lk_call_metrics lk_call_metrics;
+
+/* ============================================================================================
+ * Requests
+ * ========================================================================================== */
+
+/* An HTTP request: method, URL, headers and a body that is replayed on every attempt.
+ * Opaque and reference-counted: submitting it takes a reference, so the caller may free it at
+ * once. It must not be modified while a call uses it (setters then return LK_ESTATE).
+ * Thread-safety: one thread may modify it; once complete it may be submitted from any thread. */
+typedef struct lk_http_request lk_http_request;
+
+/* Creates a request. `method` is any HTTP token ("GET", "post", "PROPFIND": sent as given);
+ * `url` is an absolute http:// or https:// URL. Both are copied.
+ * Returns NULL on a NULL/blank argument, a method that is not an RFC 9110 token, or no memory. */
+LK_EXPORT lk_http_request *lk_http_request_new(const char *method, const char *url);
+
+/* Adds a header "Name: value". `name` must be an RFC 9110 token and `value` must hold no CR, LF
+ * or NUL (header injection is refused). Names the driver owns are refused with LK_EINVAL:
+ * Linkd-Attempt, Linkd-Deadline, grpc-timeout (set per attempt) and Content-Length,
+ * Transfer-Encoding (framing). Adding an "Idempotency-Key" header (a valid key, see idem.h) makes
+ * it the call's key, sent as given whatever idem_mode says.
+ * Returns LK_OK, LK_EINVAL, LK_ESTATE (in use by a call) or LK_ENOMEM. */
+LK_EXPORT int lk_http_request_add_header(lk_http_request *r, const char *name, const char *value);
+
+/* Sets the body, copied. `len` 0 with a non-NULL pointer sends an empty body with
+ * Content-Length: 0. Replaces any previous body. LK_OK, LK_EINVAL, LK_ESTATE or LK_ENOMEM. */
+LK_EXPORT int lk_http_request_set_body(lk_http_request *r, const void *data, size_t len);
+
+/* Sets the body without copying: `data` must stay valid and unchanged until every call using
+ * this request has completed (its result delivered). For large uploads. */
+LK_EXPORT int lk_http_request_set_body_ref(lk_http_request *r, const void *data, size_t len);
+
+/* The method and URL as given (owned by the request). */
+LK_EXPORT const char *lk_http_request_method(const lk_http_request *r);
+LK_EXPORT const char *lk_http_request_url(const lk_http_request *r);
+
+/* Drops the caller's reference; the request is destroyed when no call uses it. NULL is a no-op. */
+LK_EXPORT void lk_http_request_free(lk_http_request *r);
+
+/* ============================================================================================
+ * Responses
+ * ========================================================================================== */
+
+typedef struct lk_http_header {
+  const char *name;  /* as received, NUL-terminated */
+  const char *value; /* leading/trailing blanks removed, NUL-terminated */
+} lk_http_header;
+
+/* One HTTP response as received (read-only view; owned by the result it came from). */
+typedef struct lk_http_response {
+  int status;                   /* final status code (1xx interim responses are skipped) */
+  const lk_http_header *headers; /* of the final response, in order received */
+  size_t header_count;
+  const char *body;             /* body bytes, followed by a NUL not counted in body_len */
+  size_t body_len;
+  bool complete;                /* the whole body arrived (false: partial body kept) */
+} lk_http_response;
+
+/* The first header named `name` (ASCII case-insensitive) or NULL. */
+LK_EXPORT const char *lk_http_response_header(const lk_http_response *resp, const char *name);
+
+/* ============================================================================================
+ * Policy bundle
+ * ========================================================================================== */
+
+/* Classification hook: called once per attempt that received a status line, after the driver
+ * classified it as `kind` (LK_F_NONE for success). Return `kind` to keep it, or another kind to
+ * override it (e.g. LK_F_RESULT_RETRYABLE for a 200 whose body says "busy", or LK_F_NONE to accept
+ * a 404). `resp->complete` is false if the body was cut short. Runs on the driver's thread;
+ * must not call into the same client. An out-of-range return value is ignored. */
+typedef lk_failure (*lk_http_classify_fn)(void *ctx, const lk_http_response *resp,
+                                          lk_failure kind);
+
+/* How a non-idempotent request without an Idempotency-Key is protected from libcurl's silent
+ * re-send on a reused connection (see the top of this file). Idempotent or keyed requests may
+ * always be re-sent by libcurl; every re-send is counted. */
+typedef enum lk_http_resend_guard {
+  LK_RESEND_ABORT,            /* default: stop the second write in the pre-request callback; the
+                                 attempt ends as LK_F_RESET_AFTER_SEND (it may have been
+                                 processed), so the retry rules apply as to any reset */
+  LK_RESEND_FRESH_CONNECTION, /* never reuse a connection for such a request (costs a handshake) */
+  LK_RESEND_ALLOW             /* libcurl's behaviour: only count it (for comparisons and demos) */
+} lk_http_resend_guard;
+
+/* Everything that governs one logical call. Plain value: fill with lk_http_policy_init_default()
+ * and change fields. Durations are ns; 0 for a phase timeout means "bounded only by the attempt
+ * timeout". The struct is copied when a call starts; pointed-to objects are not copied and must
+ * outlive every call that uses them. One policy may serve any number of calls and threads, except
+ * `rng` (one thread at a time). */
+typedef struct lk_http_policy {
+  /* --- time ------------------------------------------------------------------------------- */
+  int64_t deadline;        /* budget for the whole logical call, from its start; > 0;
+                              default 3 s (seed 000) */
+  lk_deadline deadline_at; /* optional absolute deadline on `clock` (e.g. inherited from an
+                              incoming request); the earlier of the two wins; default none */
+  int64_t attempt_timeout; /* per-attempt cap; each attempt gets min(cap, remaining); > 0;
+                              default 800 ms (seed 000) */
+  int64_t connect_timeout; /* TCP handshake, <= the attempt's timeout; default 500 ms (seed 000);
+                              0 = bounded by the attempt timeout only */
+  int64_t dns_timeout;        /* name resolution; default 0 */
+  int64_t pool_timeout;       /* waiting for a bulkhead slot; default 0 (= up to the deadline) */
+  int64_t tls_timeout;        /* TLS handshake; default 0 */
+  int64_t write_timeout;      /* writing the request (headers and body); default 0 */
+  int64_t first_byte_timeout; /* request fully written -> first response byte; default 0 */
+  int64_t idle_timeout;       /* longest gap between two response bytes; default 0 */
+  int64_t pool_idle_lifetime; /* pooled connections idle longer than this are not reused
+                                 (>= 1 s; libcurl counts whole idle seconds, so a connection
+                                 idle up to 1 s longer may still be reused); default 30 s */
+
+  /* --- retries ---------------------------------------------------------------------------- */
+  lk_retry_policy retry; /* initialised from lk_retry_config_init_default(): 4 attempts,
+                            exponential 200 ms..2 s, symmetric jitter 0.5, Retry-After honoured
+                            and capped at 60 s. Re-init with lk_retry_policy_init() to change. */
+  bool assume_idempotent; /* treat every request as idempotent for retry decisions. Unsafe;
+                             for comparisons (the demo's naive clients). Default false */
+
+  /* --- shared protection (all optional, NULL = not used; not owned) ---------------------- */
+  lk_budget *budget;     /* one request recorded per call; every retry asks for a token */
+  lk_breaker *breaker;   /* asked before every attempt; every attempt's outcome recorded */
+  lk_limiter *limiter;   /* one token reserved before every attempt */
+  lk_bulkhead *bulkhead; /* one slot held for the duration of every attempt */
+  lk_call_metrics *metrics; /* seed 001's per-call observations recorded here */
+
+  /* --- idempotency ------------------------------------------------------------------------- */
+  lk_idem_mode idem_mode; /* default LK_IDEM_NONE */
+  const char *idem_key;    /* LK_IDEM_KEY: the caller's key (copied at call start) */
+  const char *idem_tenant; /* optional prefix for generated and supplied keys: "<tenant>:<key>" */
+  lk_http_resend_guard resend_guard; /* default LK_RESEND_ABORT */
+
+  /* --- classification ---------------------------------------------------------------------- */
+  lk_http_classify_fn classify; /* optional hook; default NULL */
+  void *classify_ctx;
+
+  /* --- deadline propagation ---------------------------------------------------------------- */
+  bool send_deadline;       /* send "Linkd-Deadline: <ms>": this attempt's timeout (which is
+                               min(cap, remaining): the client abandons the attempt after it, so
+                               the server gets no more) minus deadline_reserve, rounded down,
+                               >= 0; default true */
+  bool send_grpc_timeout;   /* also send "grpc-timeout" (rounded up, gRPC's form); default false */
+  int64_t deadline_reserve; /* ns kept for local work after the reply; default 0 */
+  bool send_attempt;        /* send "Linkd-Attempt: <n>"; default true */
+
+  /* --- limits and plumbing ----------------------------------------------------------------- */
+  size_t max_response_body; /* a bigger body ends the call with LK_ETOOBIG; default 64 MiB */
+  const lk_clock *clock;    /* NULL = lk_clock_system(); default NULL */
+  lk_rand *rng;             /* jitter; NULL = a per-thread generator seeded from getrandom */
+  const char *user_agent;   /* sent as User-Agent when non-empty; NULL or "" sends none (libcurl's
+                               default); default NULL */
+  bool verify_tls;          /* verify the peer's certificate and host name; default true */
+} lk_http_policy;
+
+/* Sets every field to its default (see the struct). Never fails. */
+LK_EXPORT void lk_http_policy_init_default(lk_http_policy *p);
+
+/* Checks a policy. LK_OK or LK_ECONFIG with *why (if non-NULL) a static message naming the bad
+ * field: deadline <= 0, attempt_timeout <= 0, a negative phase timeout, idem_mode LK_IDEM_KEY
+ * without a valid key, an invalid tenant, pool_idle_lifetime < 1 s, ... Calls validate too. */
+LK_EXPORT int lk_http_policy_validate(const lk_http_policy *p, const char **why);
+
+/* ============================================================================================
+ * Cancellation
+ * ========================================================================================== */
+
+/* A cancellation token, shareable by many calls (like a context): firing it ends every call
+ * that uses it at once (the driver's wait is woken through an eventfd), with LK_ECANCELED and
+ * the last attempt recorded as LK_F_CANCELLED. A call started with a token already fired ends
+ * before its first attempt. Thread-safety: lk_http_cancel_fire() and lk_http_cancel_fired() are
+ * safe from any thread and fire is async-signal-safe; free only when no call uses the token. */
+typedef struct lk_http_cancel lk_http_cancel;
+
+/* A new, unfired token, or NULL on no memory. */
+LK_EXPORT lk_http_cancel *lk_http_cancel_new(void);
+/* Fires the token (idempotent). */
+LK_EXPORT void lk_http_cancel_fire(lk_http_cancel *c);
+/* Whether the token has fired. */
+LK_EXPORT bool lk_http_cancel_fired(const lk_http_cancel *c);
+/* Frees the token. NULL is a no-op. */
+LK_EXPORT void lk_http_cancel_free(lk_http_cancel *c);
+
+/* ============================================================================================
+ * Results and the attempt timeline
+ * ========================================================================================== */
+
+/* How far an attempt got. */
+typedef enum lk_http_phase {
+  LK_PHASE_QUEUED,   /* waiting for bulkhead / limiter / breaker; no I/O yet */
+  LK_PHASE_DNS,      /* resolving */
+  LK_PHASE_CONNECT,  /* TCP handshake */
+  LK_PHASE_TLS,      /* TLS handshake */
+  LK_PHASE_SEND,     /* writing the request (pre-request callback ran) */
+  LK_PHASE_WAIT,     /* request fully written, no reply byte yet */
+  LK_PHASE_RECEIVE,  /* reply started (status line / headers / body) */
+  LK_PHASE_DONE      /* complete response received */
+} lk_http_phase;
+
+/* One attempt of the timeline. */
+typedef struct lk_http_attempt_info {
+  int number;              /* 1-based */
+  int64_t start;           /* ns from the start of the logical call */
+  int64_t duration;        /* ns */
+  lk_http_phase phase;     /* furthest phase reached */
+  lk_failure failure;      /* final kind (after the hook); LK_F_NONE = success */
+  lk_failure classified;   /* kind before the hook */
+  int status;              /* HTTP status; 0 if no status line */
+  int curl_code;           /* CURLcode the transfer ended with; 0 if ended by the driver/OK */
+  uint64_t bytes_sent;     /* request bytes written (headers + body) */
+  uint64_t bytes_received; /* response bytes received (headers + body) */
+  bool request_sent;       /* every request byte was written */
+  bool reused_connection;  /* ran on a pooled connection */
+  int resends;             /* libcurl silent re-sends detected within this attempt */
+  int64_t timeout;         /* the attempt timeout used: min(cap, remaining) */
+  int64_t connect_timeout; /* the connect timeout used (<= timeout) */
+  int64_t retry_after;     /* ns from the reply's Retry-After, -1 if none/unparseable */
+  lk_decision decision;    /* what happened next: retry + delay, or why the call stopped */
+  char reason[80];         /* lk_decision_format() text (or "success", "cancelled", ...) */
+} lk_http_attempt_info;
+
+/* The outcome of one logical call. Opaque; owned by its receiver; not thread-safe. */
+typedef struct lk_http_result lk_http_result;
+
+/* The call's typed error:
+ *   LK_OK            the final attempt succeeded (2xx/3xx, or the hook said LK_F_NONE)
+ *   LK_EHTTP         the final attempt got an HTTP status that is not retried (e.g. 404, or a
+ *                    503 to a POST without a key) -> the response is available
+ *   LK_ENOTRETRYABLE a transport failure that may not be retried (e.g. read timeout on a POST
+ *                    without a key)
+ *   LK_EATTEMPTS     retryable, but max_attempts were used
+ *   LK_EDEADLINE     the deadline ended the call (during an attempt, or no time for the delay)
+ *   LK_EBUDGET       the retry budget refused a retry
+ *   LK_EBREAKER_OPEN, LK_ERATE_LIMITED, LK_EBULKHEAD_FULL  the protection refused an attempt
+ *   LK_ECANCELED     cancelled
+ *   LK_ETOOBIG       the response body exceeded max_response_body
+ *   LK_EINVAL / LK_ECONFIG / LK_ENOMEM / LK_ESYS  the call could not be started */
+LK_EXPORT int lk_http_result_err(const lk_http_result *r);
+/* The kind of the final attempt (LK_F_NONE on success; a TERMINAL kind when the call was stopped
+ * before or between attempts). */
+LK_EXPORT lk_failure lk_http_result_failure(const lk_http_result *r);
+/* The final response: the last attempt that received a status line (on exhaustion the last real
+ * response, never a synthetic one), or NULL if no attempt got one. Owned by the result. */
+LK_EXPORT const lk_http_response *lk_http_result_response(const lk_http_result *r);
+/* The final status (0 if no response). */
+LK_EXPORT int lk_http_result_status(const lk_http_result *r);
+/* The timeline: `*n` attempts in order. An attempt refused by a protection (bulkhead, limiter,
+ * breaker) appears with phase LK_PHASE_QUEUED and its terminal kind; `*n` is 0 only when the call
+ * ended before any attempt (cancelled or invalid). Owned by the result. */
+LK_EXPORT const lk_http_attempt_info *lk_http_result_attempts(const lk_http_result *r, size_t *n);
+/* Why the call ended, as text (static or owned by the result), e.g. "attempts exhausted". */
+LK_EXPORT const char *lk_http_result_stop(const lk_http_result *r);
+/* The Idempotency-Key sent on every attempt, or NULL if none. Owned by the result. */
+LK_EXPORT const char *lk_http_result_idempotency_key(const lk_http_result *r);
+/* Wall time of the logical call in ns (start to result). */
+LK_EXPORT int64_t lk_http_result_elapsed(const lk_http_result *r);
+/* libcurl re-sends detected over all attempts. */
+LK_EXPORT int lk_http_result_resends(const lk_http_result *r);
+
+/* The timeline as a JSON array, one object per attempt:
+ *   {"attempt":1,"start_ms":0.000,"duration_ms":12.345,"phase":"WAIT",
+ *    "failure":"READ_TIMEOUT","classified":"READ_TIMEOUT","status":0,"curl_code":28,
+ *    "bytes_sent":87,"bytes_received":0,"request_sent":true,"reused_connection":false,
+ *    "resends":0,"timeout_ms":800.000,"connect_timeout_ms":500.000,"retry_after_ms":null,
+ *    "decision":"RETRY","retry":true,"delay_ms":250.000,"reason":"retry READ_TIMEOUT"}
+ * Written to a malloc'd NUL-terminated buffer the caller frees with free(). *len (if non-NULL)
+ * gets the length. LK_OK, LK_EINVAL or LK_ENOMEM. The schema is in docs/http.md. */
+LK_EXPORT int lk_http_result_timeline_json(const lk_http_result *r, char **out, size_t *len);
+/* The whole result as one JSON object: {"ok","error","error_message","failure","status",
+ * "attempts","elapsed_ms","stop","idempotency_key","resends","body_bytes","timeline":[...]}.
+ * Same conventions as above. */
+LK_EXPORT int lk_http_result_json(const lk_http_result *r, char **out, size_t *len);
+
+/* Frees a result. NULL is a no-op. */
+LK_EXPORT void lk_http_result_free(lk_http_result *r);
+
+/* ============================================================================================
+ * The driver: synchronous and asynchronous calls on curl's multi interface
+ * ========================================================================================== */
+
+/* A client owns a libcurl multi handle, its connection pool (keep-alive) and the timers of the
+ * calls it runs. Many calls run concurrently on one thread; retry delays are timers, never sleeps.
+ * Thread-safety: one thread at a time, except lk_http_client_wakeup(). */
+typedef struct lk_http_client lk_http_client;
+
+/* Event bits for the embedding callbacks. */
+#define LK_HTTP_POLL_IN 1
+#define LK_HTTP_POLL_OUT 2
+
+/* Embedding into an external event loop (libuv, libevent, epoll): the client reports the file
+ * descriptors it needs watched and the single timer it needs, and the loop reports readiness back
+ * with lk_http_client_socket_action() / lk_http_client_timer_action(). Same model as curl's
+ * CURLMOPT_SOCKETFUNCTION / CURLMOPT_TIMERFUNCTION.
+ *   socket_fn: watch `fd` for `events` (LK_HTTP_POLL_IN|OUT), replacing any previous interest;
+ *              events == 0 means stop watching it.
+ *   timer_fn:  (re)arm the one timer to fire `delay` ns from now (0 = as soon as possible);
+ *              delay < 0 disarms it.
+ * Callbacks run inside lk_http_* calls on the client's thread and must not call back into the
+ * client. The client's own wake-up eventfd (cancellation, lk_http_client_wakeup) is reported
+ * through socket_fn like any other descriptor. */
+typedef void (*lk_http_socket_fn)(void *ud, int fd, int events);
+typedef void (*lk_http_timer_fn)(void *ud, int64_t delay);
+
+typedef struct lk_http_client_config {
+  long max_connections;      /* total open connections; 0 = unlimited (default) */
+  long max_host_connections; /* per host; 0 = unlimited (default) */
+  long max_pool;             /* connections kept in the pool; 0 = libcurl's default */
+  /* External loop mode when both are set; otherwise the client runs its own poll loop in
+   * lk_http_call() / lk_http_client_run(). */
+  lk_http_socket_fn socket_fn;
+  lk_http_timer_fn timer_fn;
+  void *loop_ud;
+} lk_http_client_config;
+
+/* Sets every field to its default (see the struct). */
+LK_EXPORT void lk_http_client_config_init_default(lk_http_client_config *c);
+
+/* Creates a client (cfg NULL = defaults). Initialises libcurl globally on first use (thread-safe).
+ * Returns NULL on no memory or a libcurl failure. */
+LK_EXPORT lk_http_client *lk_http_client_new(const lk_http_client_config *cfg);
+
+/* Frees a client. Calls still in flight are cancelled and their callbacks run with LK_ECANCELED
+ * before this returns. NULL is a no-op. Must not be called from a callback. */
+LK_EXPORT void lk_http_client_free(lk_http_client *c);
+
+/* Completion callback of an asynchronous call: the receiver owns `res` (free it with
+ * lk_http_result_free()). Runs on the client's thread, inside a driver function; it may submit
+ * new calls but must not free the client or run it. */
+typedef void (*lk_http_done_fn)(void *ud, lk_http_result *res);
+
+/* Starts a logical call asynchronously on `c`. The request gets a reference, the policy is
+ * copied (strings included), `cancel` (optional) must outlive the call. Returns LK_OK (the
+ * callback will run exactly once, from a later driver function, never from inside this one),
+ * or LK_EINVAL / LK_ECONFIG (policy invalid) / LK_ENOMEM / LK_ESYS (no entropy for a key)
+ * without calling the callback. */
+LK_EXPORT int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy *pol,
+                             lk_http_cancel *cancel, lk_http_done_fn done, void *ud);
+
+/* Runs the client's own loop (not in external mode): performs I/O, fires timers and completes
+ * calls, waiting at most `max_wait` ns for events (< 0: until no call is in flight; 0: do what is
+ * ready without waiting). With max_wait > 0 it also returns early when lk_http_client_wakeup()
+ * is called, and at once when no call is in flight. Returns the number of calls still in flight
+ * (>= 0), LK_ESTATE in external mode or from a callback, or LK_ESYS. */
+LK_EXPORT int lk_http_client_run(lk_http_client *c, int64_t max_wait);
+
+/* External loop mode: `fd` is ready for `events` (LK_HTTP_POLL_IN|OUT; 0 if unknown). Performs
+ * the I/O, completes calls, re-arms timers. LK_OK, LK_ESTATE (not external mode) or LK_ESYS. */
+LK_EXPORT int lk_http_client_socket_action(lk_http_client *c, int fd, int events);
+/* External loop mode: the timer armed through timer_fn fired. Same returns. */
+LK_EXPORT int lk_http_client_timer_action(lk_http_client *c);
+
+/* Calls in flight (submitted, result not yet delivered). */
+LK_EXPORT int lk_http_client_active(const lk_http_client *c);
+
+/* Wakes a wait inside lk_http_client_run() / lk_http_call() (or, in external mode, makes the
+ * wake-up descriptor readable). Safe from any thread and from signal handlers. */
+LK_EXPORT void lk_http_client_wakeup(lk_http_client *c);
+
+/* Runs one logical call to completion on the calling thread and stores its result in *out
+ * (always set on return when out is non-NULL, even on failure, except LK_EINVAL for NULL
+ * arguments). `c` NULL uses a temporary client (no connection reuse across calls); otherwise the
+ * client's pool is reused and other calls submitted to it progress meanwhile. Not allowed in
+ * external mode or from a callback (LK_ESTATE). Returns lk_http_result_err(*out). */
+LK_EXPORT int lk_http_call(lk_http_client *c, lk_http_request *req, const lk_http_policy *pol,
+                           lk_http_cancel *cancel, lk_http_result **out);
+
+/* ============================================================================================
+ * Helpers (exposed for tests and other transports)
+ * ========================================================================================== */
+
+/* Parses a Retry-After value (RFC 9110 10.2.3): delay-seconds (1*DIGIT, saturating at INT64_MAX
+ * ns) or an HTTP-date (IMF-fixdate, or the obsolete RFC 850 and asctime forms), given the current
+ * wall time `now_wall` (ns since the epoch). A date in the past gives 0. Hostile values are not
+ * capped here; the retry policy caps them (retry_after_cap). `len` bytes, no NUL needed; optional
+ * surrounding blanks allowed. Returns LK_OK with *out in ns, or LK_EPARSE / LK_EINVAL. */
+LK_EXPORT int lk_http_retry_after_parse(const char *value, size_t len, int64_t now_wall,
+                                        int64_t *out);
+
+/* Parses an HTTP-date into seconds since the epoch (the three forms above; RFC 850's two-digit
+ * years 70-99 are 19xx, 00-69 are 20xx). The weekday name is checked for form, not for agreement
+ * with the date. LK_OK, LK_EPARSE or LK_EINVAL. */
+LK_EXPORT int lk_http_date_parse(const char *value, size_t len, int64_t *epoch_seconds);
+
+/* "QUEUED", "DNS", "CONNECT", "TLS", "SEND", "WAIT", "RECEIVE", "DONE" ("UNKNOWN" otherwise). */
+LK_EXPORT const char *lk_http_phase_name(lk_http_phase p);
+
+LK_END_DECLS
+
+#endif

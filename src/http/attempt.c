@@ -1,0 +1,236 @@
+/* One attempt on libcurl: easy-handle options, the evidence callbacks and the per-attempt
+ * headers (Idempotency-Key, Linkd-Deadline, grpc-timeout, Linkd-Attempt). */
+#include "call_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int64_t now_of(const lk_call *k) { return k->clock->now(k->clock); }
+
+/* "<prefix><decimal>" into buf (large enough); the per-attempt headers are built on every
+ * attempt, so this avoids snprintf's cost on the hot path. */
+static void fmt_header(char *buf, const char *prefix, uint64_t v) {
+  size_t n = strlen(prefix);
+  memcpy(buf, prefix, n);
+  char tmp[24];
+  int i = 0;
+  do {
+    tmp[i++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  while (i)
+    buf[n++] = tmp[--i];
+  buf[n] = '\0';
+}
+
+/* A socket is created once the name is resolved: DNS is over, TCP connect starts. */
+static int on_sockopt(void *ud, curl_socket_t fd, curlsocktype purpose) {
+  (void)fd;
+  lk_call *k = ((lk_easy *)ud)->k;
+  if (purpose == CURLSOCKTYPE_IPCXN && !k->att.sock_seen) {
+    k->att.sock_seen = true;
+    k->att.t_sock = now_of(k);
+  }
+  return CURL_SOCKOPT_OK;
+}
+
+/* OpenSSL's context is made once TCP is connected, just before the handshake: the evidence that
+ * the connect phase ended and the TLS phase began (libcurl stamps CONNECT_TIME only once the
+ * whole connection, TLS included, is up). */
+static CURLcode on_ssl_ctx(CURL *e, void *sslctx, void *ud) {
+  (void)e, (void)sslctx;
+  lk_call *k = ((lk_easy *)ud)->k;
+  if (!k->att.tls_started) {
+    k->att.tls_started = true;
+    k->att.t_tls = now_of(k);
+  }
+  return CURLE_OK;
+}
+
+/* Runs just before libcurl writes the request. A second run within one attempt is libcurl
+ * re-sending the request on a fresh connection after a reused one died. */
+static int on_prereq(void *ud, char *ip, char *local_ip, int port, int local_port) {
+  (void)ip, (void)local_ip, (void)port, (void)local_port;
+  lk_call *k = ((lk_easy *)ud)->k;
+  lk_att *a = &k->att;
+  int64_t now = now_of(k);
+  if (++a->prereq_calls == 1) {
+    a->reused = !a->sock_seen;
+  } else {
+    a->resends++;
+    lk__cm_resend(k->pol.metrics);
+    if (k->unsafe && k->pol.resend_guard == LK_RESEND_ABORT) {
+      a->resend_aborted = true;
+      return CURL_PREREQFUNC_ABORT;
+    }
+    a->sent = false; /* a new write of the whole request starts */
+  }
+  a->t_prereq = now;
+  if (k->req->body_len == 0) {
+    /* nothing but headers: they are handed to the kernel right after this callback; a failed
+     * write shows up as CURLE_SEND_ERROR, which the classifier treats as not sent */
+    a->sent = true;
+    a->t_sent = now;
+  }
+  return CURL_PREREQFUNC_OK;
+}
+
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow) {
+  (void)dltotal, (void)dlnow, (void)ultotal;
+  lk_call *k = ((lk_easy *)ud)->k;
+  lk_att *a = &k->att;
+  a->uploaded = ulnow;
+  if (a->prereq_calls > 0 && !a->sent && ulnow >= (curl_off_t)k->req->body_len) {
+    a->sent = true;
+    a->t_sent = now_of(k);
+  }
+  return 0;
+}
+
+static void got_bytes(lk_call *k, size_t n) {
+  lk_att *a = &k->att;
+  a->got_bytes = true;
+  if (k->pol.idle_timeout > 0) /* the idle timer is the only reader of t_last */
+    a->t_last = now_of(k);
+  a->rx_bytes += n;
+}
+
+static size_t on_header(char *buf, size_t size, size_t n, void *ud) {
+  lk_call *k = ((lk_easy *)ud)->k;
+  size_t len = size * n;
+  got_bytes(k, len);
+  if (!lk__resp_header_line(&k->cur, buf, len)) {
+    k->att.oom = true;
+    return 0;
+  }
+  return len;
+}
+
+static size_t on_body(char *buf, size_t size, size_t n, void *ud) {
+  lk_call *k = ((lk_easy *)ud)->k;
+  size_t len = size * n;
+  got_bytes(k, len);
+  if (!lk__resp_body(&k->cur, buf, len, k->pol.max_response_body, &k->att.too_big)) {
+    if (!k->att.too_big)
+      k->att.oom = true;
+    return 0; /* CURLE_WRITE_ERROR */
+  }
+  return len;
+}
+
+#define SET(opt, val)                                                                            \
+  do {                                                                                           \
+    if (curl_easy_setopt(e, opt, val) != CURLE_OK)                                               \
+      return LK_ENOMEM;                                                                          \
+  } while (0)
+
+int lk__easy_init(lk_easy *x) {
+  CURL *e = x->h;
+  SET(CURLOPT_PRIVATE, (void *)x);
+  SET(CURLOPT_NOSIGNAL, 1L);
+  SET(CURLOPT_SOCKOPTFUNCTION, on_sockopt);
+  SET(CURLOPT_SOCKOPTDATA, (void *)x);
+  SET(CURLOPT_PREREQFUNCTION, on_prereq);
+  SET(CURLOPT_PREREQDATA, (void *)x);
+  SET(CURLOPT_NOPROGRESS, 0L);
+  SET(CURLOPT_XFERINFOFUNCTION, on_progress);
+  SET(CURLOPT_XFERINFODATA, (void *)x);
+  SET(CURLOPT_HEADERFUNCTION, on_header);
+  SET(CURLOPT_HEADERDATA, (void *)x);
+  SET(CURLOPT_WRITEFUNCTION, on_body);
+  SET(CURLOPT_WRITEDATA, (void *)x);
+  /* TLS backends without this callback still work: the TLS phase is then told from
+   * CONNECT_TIME / APPCONNECT_TIME only */
+  if (curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx) == CURLE_OK)
+    curl_easy_setopt(e, CURLOPT_SSL_CTX_DATA, (void *)x);
+  return LK_OK;
+}
+
+int lk__attempt_setup_call(lk_call *k) {
+  lk_easy *x = k->ex;
+  CURL *e = x->h;
+  const lk_http_request *r = k->req;
+  const lk_http_policy *p = &k->pol;
+  bool fresh = k->unsafe && p->resend_guard == LK_RESEND_FRESH_CONNECTION;
+  long maxage = (long)(p->pool_idle_lifetime / LK_NS_PER_S);
+  unsigned sig = (unsigned)fresh | (unsigned)p->verify_tls << 1 | (unsigned)(maxage & 0xffffff) << 2;
+  /* a pooled handle set up for the same request version and options needs nothing new */
+  if (x->req_id == r->id && x->sig == sig)
+    return LK_OK;
+  x->req_id = 0;
+  SET(CURLOPT_URL, r->url);
+  SET(CURLOPT_CUSTOMREQUEST, (char *)NULL);
+  bool get = strcmp(r->method, "GET") == 0, head = strcmp(r->method, "HEAD") == 0;
+  if (!r->body) {
+    SET(CURLOPT_HTTPGET, 1L);
+    if (head)
+      SET(CURLOPT_NOBODY, 1L);
+    else if (!get)
+      SET(CURLOPT_CUSTOMREQUEST, r->method);
+  } else {
+    /* POSTFIELDS does not copy and lets libcurl rewind: the body is replayed on every attempt */
+    SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+    SET(CURLOPT_POSTFIELDS, (const char *)r->body);
+    if (strcmp(r->method, "POST") != 0)
+      SET(CURLOPT_CUSTOMREQUEST, r->method);
+  }
+  SET(CURLOPT_FRESH_CONNECT, (long)fresh);
+  SET(CURLOPT_MAXAGE_CONN, maxage);
+  SET(CURLOPT_SSL_VERIFYPEER, (long)p->verify_tls);
+  SET(CURLOPT_SSL_VERIFYHOST, p->verify_tls ? 2L : 0L);
+  x->req_id = r->id;
+  x->sig = sig;
+  return LK_OK;
+}
+
+static struct curl_slist *node(lk_call *k, char *data) {
+  struct curl_slist *n = &k->nodes[k->nnodes++];
+  n->data = data;
+  n->next = NULL;
+  return n;
+}
+
+int lk__attempt_setup(lk_call *k) {
+  CURL *e = k->easy;
+  const lk_http_request *r = k->req;
+  const lk_http_policy *p = &k->pol;
+  lk_att *a = &k->att;
+
+  /* libcurl's timers are a backstop 2 ms behind the driver's own, which know the phase
+   * (libcurl rounds to whole ms and may fire up to 1 ms early) */
+  long ms = (long)((a->timeout + LK_NS_PER_MS - 1) / LK_NS_PER_MS) + 2;
+  SET(CURLOPT_TIMEOUT_MS, ms);
+  SET(CURLOPT_CONNECTTIMEOUT_MS, ms);
+
+  /* Headers: the caller's, then the driver's, as a list built in place. */
+  k->nnodes = 0;
+  for (size_t i = 0; i < r->nheaders; i++)
+    node(k, r->headers[i]);
+  if (k->ua_line)
+    node(k, k->ua_line);
+  if (r->body_len > 0 && !r->has_expect)
+    node(k, "Expect:"); /* no 100-continue round trip: the body follows the headers */
+  if (k->res->has_key && !k->key_in_request)
+    node(k, k->h_idem);
+  int64_t budget = a->timeout - p->deadline_reserve;
+  if (budget < 0)
+    budget = 0;
+  if (p->send_deadline) {
+    fmt_header(k->h_deadline, "Linkd-Deadline: ", (uint64_t)(budget / LK_NS_PER_MS));
+    node(k, k->h_deadline);
+  }
+  if (p->send_grpc_timeout) {
+    memcpy(k->h_grpc, "grpc-timeout: ", 14);
+    if (lk_grpc_timeout_format(budget, k->h_grpc + 14, sizeof k->h_grpc - 14) > 0)
+      node(k, k->h_grpc);
+  }
+  if (p->send_attempt) {
+    fmt_header(k->h_attempt, "Linkd-Attempt: ", (uint64_t)k->number);
+    node(k, k->h_attempt);
+  }
+  for (size_t i = 1; i < k->nnodes; i++)
+    k->nodes[i - 1].next = &k->nodes[i];
+  SET(CURLOPT_HTTPHEADER, k->nnodes ? k->nodes : (struct curl_slist *)NULL);
+  return LK_OK;
+}

@@ -1,0 +1,110 @@
+/* The driver's private state: clients, calls and attempts (shared by client.c, call.c, attempt.c). */
+#ifndef LINKD_HTTP_CALL_INTERNAL_H
+#define LINKD_HTTP_CALL_INTERNAL_H
+
+#include "http_internal.h"
+
+typedef struct lk_call lk_call;
+
+/* A pooled easy handle. Callbacks get the wrapper (set once), which points at the current call,
+ * so per-call options need re-setting only when the request or the policy's options change. */
+typedef struct lk_easy {
+  CURL *h;
+  lk_call *k;
+  uint64_t req_id; /* request configured last (0: none) */
+  unsigned sig;    /* policy-derived options configured last */
+} lk_easy;
+
+typedef enum lk_call_state { LK_CALL_WAIT, LK_CALL_ATTEMPT, LK_CALL_DONE } lk_call_state;
+
+/* Per-attempt evidence collected by libcurl callbacks and the driver's timers. */
+typedef struct lk_att {
+  int64_t start, end_at;    /* clock ns */
+  int64_t timeout, ctimeout;
+  int64_t t_sock, t_tls, t_prereq, t_sent, t_last;
+  curl_off_t uploaded;
+  uint64_t rx_bytes;
+  int prereq_calls;
+  int resends;
+  bool sock_seen, tls_started, reused, sent, got_bytes, resend_aborted, too_big, oom;
+} lk_att;
+
+struct lk_call {
+  lk_call *prev, *next;
+  lk_http_client *cl;
+  lk_http_request *req;
+  lk_http_policy pol; /* copy; idem strings cleared (the key is computed at submit) */
+  const lk_clock *clock;
+  lk_rand *rng;
+  lk_http_cancel *cancel;
+  lk_http_done_fn done;
+  void *ud;
+  lk_http_result *res;
+  lk_call_state state;
+  int64_t t0, deadline, timer_at; /* clock ns; timer_at: next try to start an attempt */
+  int number;                     /* attempts started */
+  int64_t prev_delay;
+  int64_t bulkhead_wait_start;    /* INT64_MIN: not waiting */
+  bool bulkhead_held, limiter_reserved;
+  lk_prot prot; /* breaker permit, budget ticket */
+  bool https, unsafe, key_in_request;
+  lk_easy *ex;
+  CURL *easy; /* ex->h */
+  bool easy_added;
+  char *ua_line; /* "User-Agent: ..." or NULL */
+  lk_att att;
+  lk_resp cur; /* the attempt's response as it arrives */
+  struct curl_slist *nodes; /* header list built in place: no allocation per attempt */
+  size_t nnodes;
+  struct curl_slist inline_nodes[16]; /* nodes points here when the request has few headers */
+  char h_idem[LK_IDEM_KEY_MAX + 20];
+  char h_deadline[48];
+  char h_grpc[32];
+  char h_attempt[32];
+};
+
+typedef struct lk_tok_reg {
+  lk_http_cancel *tok;
+  int refs;
+} lk_tok_reg;
+
+struct lk_http_client {
+  CURLM *multi;
+  int wake_fd;
+  lk_http_client_config cfg;
+  bool external;
+  int depth;         /* > 0 while the driver runs (callbacks may not re-enter run/call) */
+  lk_call *calls;    /* in-flight calls */
+  int ncalls;
+  lk_easy **easy_pool;
+  size_t neasy, cap_easy;
+  lk_tok_reg *toks;
+  size_t ntoks, cap_toks;
+  lk_call *spare; /* one finished call's memory (and response buffers), reused by the next */
+  struct curl_waitfd *wfds;
+  size_t cap_wfds;
+  int64_t curl_timer_at; /* external mode: absolute system ns, -1 none */
+  int64_t armed_delay_at; /* external mode: last timer armed (absolute), INT64_MIN none */
+};
+
+/* call.c */
+void lk__call_try_start(lk_call *k, int64_t now);
+void lk__call_end_attempt(lk_call *k, int curl_code, lk_timer_kind timer, bool cancelled);
+void lk__call_finish(lk_call *k, int err, lk_failure kind, const char *stop);
+void lk__call_abort(lk_call *k); /* cancellation, in whatever state */
+/* The earliest of the call's own timers (clock ns) and which phase it is; INT64_MAX if none. */
+int64_t lk__call_next_timer(lk_call *k, lk_timer_kind *which);
+
+/* attempt.c */
+int lk__easy_init(lk_easy *x);           /* options set once per pooled handle */
+int lk__attempt_setup_call(lk_call *k);   /* per call options on the easy handle */
+int lk__attempt_setup(lk_call *k);        /* per attempt options + headers */
+
+/* client.c */
+lk_easy *lk__client_easy_get(lk_http_client *c);
+void lk__client_easy_put(lk_http_client *c, lk_easy *x);
+int lk__client_tok_register(lk_http_client *c, lk_http_cancel *t);
+void lk__client_tok_unregister(lk_http_client *c, lk_http_cancel *t);
+void lk__client_unlink(lk_http_client *c, lk_call *k);
+
+#endif

@@ -1,0 +1,564 @@
+/* lk_http_client: a libcurl multi handle running many logical calls on one thread, with its own
+ * poll loop or embedded in an external event loop. Retry delays and phase timeouts are timers
+ * checked at every wake-up, never sleeps. */
+#include "call_internal.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static bool curl_ok;
+static void curl_init_once(void) { curl_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK; }
+
+#define EASY_POOL_MAX 1024
+
+static void easy_free(lk_easy *x) {
+  curl_easy_cleanup(x->h);
+  free(x);
+}
+
+lk_easy *lk__client_easy_get(lk_http_client *c) {
+  if (c->neasy)
+    return c->easy_pool[--c->neasy];
+  lk_easy *x = calloc(1, sizeof *x);
+  if (x && !(x->h = curl_easy_init())) {
+    free(x);
+    x = NULL;
+  }
+  if (x && lk__easy_init(x) != LK_OK) {
+    easy_free(x);
+    x = NULL;
+  }
+  return x;
+}
+
+void lk__client_easy_put(lk_http_client *c, lk_easy *e) {
+  e->k = NULL;
+  if (c->neasy == c->cap_easy && c->cap_easy < EASY_POOL_MAX) {
+    size_t nc = c->cap_easy ? 2 * c->cap_easy : 8;
+    lk_easy **np = realloc(c->easy_pool, nc * sizeof *np);
+    if (np) {
+      c->easy_pool = np;
+      c->cap_easy = nc;
+    }
+  }
+  if (c->neasy < c->cap_easy)
+    c->easy_pool[c->neasy++] = e;
+  else
+    easy_free(e);
+}
+
+int lk__client_tok_register(lk_http_client *c, lk_http_cancel *t) {
+  for (size_t i = 0; i < c->ntoks; i++)
+    if (c->toks[i].tok == t) {
+      c->toks[i].refs++;
+      return LK_OK;
+    }
+  if (c->ntoks == c->cap_toks) {
+    size_t nc = c->cap_toks ? 2 * c->cap_toks : 4;
+    lk_tok_reg *nt = realloc(c->toks, nc * sizeof *nt);
+    if (!nt)
+      return LK_ENOMEM;
+    c->toks = nt;
+    c->cap_toks = nc;
+  }
+  c->toks[c->ntoks++] = (lk_tok_reg){t, 1};
+  if (c->external)
+    c->cfg.socket_fn(c->cfg.loop_ud, t->fd, LK_HTTP_POLL_IN);
+  return LK_OK;
+}
+
+void lk__client_tok_unregister(lk_http_client *c, lk_http_cancel *t) {
+  for (size_t i = 0; i < c->ntoks; i++)
+    if (c->toks[i].tok == t) {
+      if (--c->toks[i].refs == 0) {
+        c->toks[i] = c->toks[--c->ntoks];
+        if (c->external)
+          c->cfg.socket_fn(c->cfg.loop_ud, t->fd, 0);
+      }
+      return;
+    }
+}
+
+void lk__client_unlink(lk_http_client *c, lk_call *k) {
+  if (k->prev)
+    k->prev->next = k->next;
+  else
+    c->calls = k->next;
+  if (k->next)
+    k->next->prev = k->prev;
+  k->prev = k->next = NULL;
+  c->ncalls--;
+}
+
+/* --- external loop plumbing ---------------------------------------------------------------- */
+static int on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *socketp) {
+  (void)e, (void)socketp;
+  lk_http_client *c = userp;
+  int ev = 0;
+  if (what != CURL_POLL_REMOVE) {
+    if (what & CURL_POLL_IN)
+      ev |= LK_HTTP_POLL_IN;
+    if (what & CURL_POLL_OUT)
+      ev |= LK_HTTP_POLL_OUT;
+  }
+  c->cfg.socket_fn(c->cfg.loop_ud, s, ev);
+  return 0;
+}
+
+static int on_timer(CURLM *m, long timeout_ms, void *userp) {
+  (void)m;
+  lk_http_client *c = userp;
+  c->curl_timer_at = timeout_ms < 0 ? -1 : lk_now_ns() + (int64_t)timeout_ms * LK_NS_PER_MS;
+  return 0;
+}
+
+/* --- lifecycle ------------------------------------------------------------------------------ */
+lk_http_client *lk_http_client_new(const lk_http_client_config *cfg) {
+  pthread_once(&curl_once, curl_init_once);
+  if (!curl_ok)
+    return NULL;
+  lk_http_client *c = calloc(1, sizeof *c);
+  if (!c)
+    return NULL;
+  if (cfg)
+    c->cfg = *cfg;
+  c->external = c->cfg.socket_fn && c->cfg.timer_fn;
+  c->curl_timer_at = -1;
+  c->armed_delay_at = INT64_MIN;
+  c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  c->multi = curl_multi_init();
+  if (c->wake_fd < 0 || !c->multi) {
+    if (c->wake_fd >= 0)
+      close(c->wake_fd);
+    if (c->multi)
+      curl_multi_cleanup(c->multi);
+    free(c);
+    return NULL;
+  }
+  if (c->cfg.max_connections > 0)
+    curl_multi_setopt(c->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, c->cfg.max_connections);
+  if (c->cfg.max_host_connections > 0)
+    curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, c->cfg.max_host_connections);
+  if (c->cfg.max_pool > 0)
+    curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, c->cfg.max_pool);
+  if (c->external) {
+    curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, (void *)c);
+    curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+    curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, (void *)c);
+    c->cfg.socket_fn(c->cfg.loop_ud, c->wake_fd, LK_HTTP_POLL_IN);
+  }
+  return c;
+}
+
+void lk_http_client_free(lk_http_client *c) {
+  if (!c)
+    return;
+  c->depth++;
+  while (c->calls)
+    lk__call_abort(c->calls);
+  for (size_t i = 0; i < c->neasy; i++)
+    easy_free(c->easy_pool[i]);
+  if (c->external)
+    c->cfg.socket_fn(c->cfg.loop_ud, c->wake_fd, 0);
+  curl_multi_cleanup(c->multi);
+  close(c->wake_fd);
+  if (c->spare) {
+    lk__resp_free(&c->spare->cur);
+    free(c->spare);
+  }
+  free(c->easy_pool);
+  free(c->toks);
+  free(c->wfds);
+  free(c);
+}
+
+void lk_http_client_wakeup(lk_http_client *c) {
+  if (!c)
+    return;
+  uint64_t one = 1;
+  ssize_t n = write(c->wake_fd, &one, sizeof one);
+  (void)n;
+}
+
+int lk_http_client_active(const lk_http_client *c) { return c ? c->ncalls : 0; }
+
+static void drain(int fd) {
+  uint64_t v;
+  ssize_t n = read(fd, &v, sizeof v);
+  (void)n;
+}
+
+/* --- submission ----------------------------------------------------------------------------- */
+static int pick_key(lk_call *k, const lk_http_policy *pol) {
+  lk_http_result *res = k->res;
+  const lk_http_request *r = k->req;
+  int n = 0;
+  if (r->idem_key) {
+    n = lk_idem_key_compose(NULL, r->idem_key, res->idem_key, sizeof res->idem_key);
+    k->key_in_request = true;
+  } else if (pol->idem_mode == LK_IDEM_KEY) {
+    n = lk_idem_key_compose(pol->idem_tenant, pol->idem_key, res->idem_key, sizeof res->idem_key);
+  } else if (pol->idem_mode == LK_IDEM_ALWAYS ||
+             (pol->idem_mode == LK_IDEM_AUTO && !lk_method_is_idempotent(r->method))) {
+    n = lk_idem_key_new(pol->idem_tenant, res->idem_key, sizeof res->idem_key);
+  } else {
+    return LK_OK;
+  }
+  if (n < 0)
+    return n;
+  res->has_key = true;
+  snprintf(k->h_idem, sizeof k->h_idem, "Idempotency-Key: %s", res->idem_key);
+  return LK_OK;
+}
+
+static void rearm(lk_http_client *c);
+
+int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy *pol,
+                   lk_http_cancel *cancel, lk_http_done_fn done, void *ud) {
+  if (!c || !req || !pol || !done)
+    return LK_EINVAL;
+  if (lk_http_policy_validate(pol, NULL) != LK_OK)
+    return LK_ECONFIG;
+  lk_call *k = c->spare;
+  if (k) {
+    /* reuse the memory of a finished call, keeping its response buffers */
+    lk_resp keep = k->cur;
+    c->spare = NULL;
+    memset(k, 0, sizeof *k);
+    k->cur = keep;
+  } else if (!(k = calloc(1, sizeof *k))) {
+    return LK_ENOMEM;
+  }
+  k->cl = c;
+  k->req = req;
+  k->pol = *pol;
+  k->clock = lk__policy_clock(pol);
+  k->rng = pol->rng ? pol->rng : lk__thread_rng();
+  k->cancel = cancel;
+  k->done = done;
+  k->ud = ud;
+  k->bulkhead_wait_start = INT64_MIN;
+  k->https = strncasecmp(req->url, "https:", 6) == 0;
+  k->nodes = req->nheaders + 7 <= sizeof k->inline_nodes / sizeof k->inline_nodes[0]
+                 ? k->inline_nodes
+                 : malloc((req->nheaders + 7) * sizeof *k->nodes);
+  k->res = lk__result_new();
+  int rc = k->nodes && k->res ? LK_OK : LK_ENOMEM;
+  if (rc == LK_OK)
+    rc = pick_key(k, pol);
+  /* the key is computed; the policy's strings are not kept */
+  k->pol.idem_key = k->pol.idem_tenant = NULL;
+  k->unsafe = !lk_method_is_idempotent(req->method) && !k->res->has_key && !pol->assume_idempotent;
+  if (rc == LK_OK) {
+    k->ex = lk__client_easy_get(c);
+    if (k->ex) {
+      k->ex->k = k;
+      k->easy = k->ex->h;
+    }
+    rc = k->ex ? lk__attempt_setup_call(k) : LK_ENOMEM;
+  }
+  if (rc == LK_OK && pol->user_agent && *pol->user_agent) {
+    size_t ul = strlen(pol->user_agent);
+    k->ua_line = malloc(ul + 13);
+    if (!k->ua_line)
+      rc = LK_ENOMEM;
+    else
+      snprintf(k->ua_line, ul + 13, "User-Agent: %s", pol->user_agent);
+  }
+  k->pol.user_agent = NULL;
+  if (rc == LK_OK && cancel)
+    rc = lk__client_tok_register(c, cancel);
+  if (rc != LK_OK) {
+    if (k->ex)
+      lk__client_easy_put(c, k->ex);
+    free(k->ua_line);
+    lk_http_result_free(k->res);
+    if (k->nodes != k->inline_nodes)
+      free(k->nodes);
+    lk__resp_free(&k->cur);
+    free(k);
+    return rc;
+  }
+  lk__request_ref(req);
+  k->t0 = k->clock->now(k->clock);
+  int64_t at = pol->deadline > INT64_MAX - k->t0 ? INT64_MAX : k->t0 + pol->deadline;
+  k->deadline = pol->deadline_at.at < at ? pol->deadline_at.at : at;
+  k->state = LK_CALL_WAIT;
+  k->timer_at = k->t0; /* the first attempt starts from the loop, never inside submit */
+  k->next = c->calls;
+  if (c->calls)
+    c->calls->prev = k;
+  c->calls = k;
+  c->ncalls++;
+  lk__cm_call_start(pol->metrics);
+  lk__budget_request(pol->budget, k->t0);
+  if (c->external && c->depth == 0)
+    rearm(c);
+  return LK_OK;
+}
+
+/* --- the loop ------------------------------------------------------------------------------- */
+static void process_msgs(lk_http_client *c) {
+  CURLMsg *m;
+  int left;
+  while ((m = curl_multi_info_read(c->multi, &left))) {
+    if (m->msg != CURLMSG_DONE)
+      continue;
+    lk_easy *x = NULL;
+    curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+    lk_call *k = x ? x->k : NULL;
+    if (k && k->state == LK_CALL_ATTEMPT)
+      lk__call_end_attempt(k, (int)m->data.result, LK_TIMER_NONE, false);
+  }
+}
+
+/* Calls on the system clock (nearly all) share one clock read per pass. */
+static int64_t call_now(const lk_call *k, const lk_clock *sys, int64_t sys_now) {
+  return k->clock == sys ? sys_now : k->clock->now(k->clock);
+}
+
+static void service_calls(lk_http_client *c) {
+  const lk_clock *sys = lk_clock_system();
+  int64_t sys_now = lk_now_ns();
+  lk_call *next;
+  for (lk_call *k = c->calls; k; k = next) {
+    next = k->next; /* k may finish (and be freed) below; new calls go to the head */
+    int64_t now = call_now(k, sys, sys_now);
+    if (lk_http_cancel_fired(k->cancel)) {
+      lk__call_abort(k);
+      continue;
+    }
+    lk_timer_kind w;
+    int64_t at = lk__call_next_timer(k, &w);
+    if (now < at)
+      continue;
+    if (k->state == LK_CALL_WAIT)
+      lk__call_try_start(k, now);
+    else
+      lk__call_end_attempt(k, CURLE_OK, w, false);
+  }
+}
+
+/* ns until the earliest call timer (>= 0), INT64_MAX if none. */
+static int64_t next_wait(lk_http_client *c) {
+  const lk_clock *sys = lk_clock_system();
+  int64_t sys_now = lk_now_ns();
+  int64_t best = INT64_MAX;
+  for (lk_call *k = c->calls; k; k = k->next) {
+    lk_timer_kind w;
+    int64_t at = lk__call_next_timer(k, &w);
+    if (at == INT64_MAX)
+      continue;
+    int64_t d = at - call_now(k, sys, sys_now);
+    if (d < best)
+      best = d < 0 ? 0 : d;
+  }
+  return best;
+}
+
+static void service(lk_http_client *c) {
+  process_msgs(c);
+  service_calls(c);
+}
+
+static void rearm(lk_http_client *c) {
+  int64_t now = lk_now_ns();
+  int64_t at = c->curl_timer_at >= 0 ? c->curl_timer_at : INT64_MAX;
+  int64_t w = next_wait(c);
+  if (w != INT64_MAX && now + w < at)
+    at = now + w;
+  if (at == INT64_MAX) {
+    if (c->armed_delay_at != INT64_MIN)
+      c->cfg.timer_fn(c->cfg.loop_ud, -1);
+    c->armed_delay_at = INT64_MIN;
+  } else if (at != c->armed_delay_at) {
+    c->armed_delay_at = at;
+    c->cfg.timer_fn(c->cfg.loop_ud, at > now ? at - now : 0);
+  }
+}
+
+static int run_internal(lk_http_client *c, int64_t max_wait, const bool *stop) {
+  int64_t start = lk_now_ns();
+  int rc = 0;
+  c->depth++;
+  service_calls(c); /* start what is due first, so the first perform already writes requests */
+  for (;;) {
+    int running;
+    if (curl_multi_perform(c->multi, &running) != CURLM_OK) {
+      rc = LK_ESYS;
+      break;
+    }
+    service(c);
+    if (stop ? *stop : c->ncalls == 0)
+      break;
+    int64_t wait = next_wait(c);
+    long cm = -1;
+    curl_multi_timeout(c->multi, &cm);
+    if (cm >= 0 && (int64_t)cm * LK_NS_PER_MS < wait)
+      wait = (int64_t)cm * LK_NS_PER_MS;
+    if (max_wait >= 0) {
+      int64_t left = start + max_wait - lk_now_ns();
+      if (left <= 0 && max_wait > 0)
+        break;
+      if (left < wait)
+        wait = left < 0 ? 0 : left;
+    }
+    /* ms granularity, rounded up so timers never fire early; capped so a fake clock that moves
+     * without I/O is still noticed */
+    int ms = wait >= LK_SEC(1) ? 1000 : (int)((wait + LK_NS_PER_MS - 1) / LK_NS_PER_MS);
+    size_t need = 1 + c->ntoks;
+    if (need > c->cap_wfds) {
+      struct curl_waitfd *nw = realloc(c->wfds, need * sizeof *nw);
+      if (!nw) {
+        rc = LK_ENOMEM;
+        break;
+      }
+      c->wfds = nw;
+      c->cap_wfds = need;
+    }
+    c->wfds[0] = (struct curl_waitfd){.fd = c->wake_fd, .events = CURL_WAIT_POLLIN};
+    for (size_t i = 0; i < c->ntoks; i++)
+      c->wfds[1 + i] = (struct curl_waitfd){.fd = c->toks[i].tok->fd, .events = CURL_WAIT_POLLIN};
+    if (curl_multi_poll(c->multi, c->wfds, (unsigned)need, ms, NULL) != CURLM_OK) {
+      rc = LK_ESYS;
+      break;
+    }
+    bool woken = c->wfds[0].revents & CURL_WAIT_POLLIN;
+    if (woken)
+      drain(c->wake_fd);
+    if (max_wait == 0 || (woken && max_wait > 0 && !stop))
+      break;
+  }
+  c->depth--;
+  return rc < 0 ? rc : c->ncalls;
+}
+
+int lk_http_client_run(lk_http_client *c, int64_t max_wait) {
+  if (!c)
+    return LK_EINVAL;
+  if (c->external || c->depth > 0)
+    return LK_ESTATE;
+  return run_internal(c, max_wait, NULL);
+}
+
+static int after_action(lk_http_client *c) {
+  service(c);
+  rearm(c);
+  c->depth--;
+  return LK_OK;
+}
+
+int lk_http_client_socket_action(lk_http_client *c, int fd, int events) {
+  if (!c)
+    return LK_EINVAL;
+  if (!c->external || c->depth > 0)
+    return LK_ESTATE;
+  c->depth++;
+  if (fd == c->wake_fd) {
+    drain(fd);
+  } else {
+    bool tok = false;
+    for (size_t i = 0; i < c->ntoks && !tok; i++)
+      tok = c->toks[i].tok->fd == fd;
+    if (!tok) {
+      int mask = (events & LK_HTTP_POLL_IN ? CURL_CSELECT_IN : 0) |
+                 (events & LK_HTTP_POLL_OUT ? CURL_CSELECT_OUT : 0);
+      int running;
+      if (curl_multi_socket_action(c->multi, fd, mask, &running) != CURLM_OK) {
+        c->depth--;
+        return LK_ESYS;
+      }
+    }
+  }
+  return after_action(c);
+}
+
+int lk_http_client_timer_action(lk_http_client *c) {
+  if (!c)
+    return LK_EINVAL;
+  if (!c->external || c->depth > 0)
+    return LK_ESTATE;
+  c->depth++;
+  c->armed_delay_at = INT64_MIN; /* the timer is one-shot: it fired */
+  if (c->curl_timer_at >= 0 && lk_now_ns() >= c->curl_timer_at - LK_MS(1)) {
+    c->curl_timer_at = -1;
+    int running;
+    if (curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running) != CURLM_OK) {
+      c->depth--;
+      return LK_ESYS;
+    }
+  }
+  return after_action(c);
+}
+
+/* --- synchronous calls ---------------------------------------------------------------------- */
+typedef struct sync_slot {
+  lk_http_result *res;
+  bool done;
+} sync_slot;
+
+static void sync_done(void *ud, lk_http_result *res) {
+  sync_slot *s = ud;
+  s->res = res;
+  s->done = true;
+}
+
+static lk_http_result *error_result(int err) {
+  lk_http_result *r = lk__result_new();
+  if (r) {
+    r->err = err;
+    r->failure = LK_F_NONE;
+    snprintf(r->stop, sizeof r->stop, "%s", lk_strerror(err));
+  }
+  return r;
+}
+
+int lk_http_call(lk_http_client *c, lk_http_request *req, const lk_http_policy *pol,
+                 lk_http_cancel *cancel, lk_http_result **out) {
+  if (out)
+    *out = NULL;
+  if (!req || !pol || !out)
+    return LK_EINVAL;
+  lk_http_client *tmp = NULL;
+  if (!c) {
+    c = tmp = lk_http_client_new(NULL);
+    if (!c) {
+      *out = error_result(LK_ENOMEM);
+      return LK_ENOMEM;
+    }
+  }
+  int rc;
+  sync_slot slot = {NULL, false};
+  if (c->external || c->depth > 0)
+    rc = LK_ESTATE;
+  else
+    rc = lk_http_submit(c, req, pol, cancel, sync_done, &slot);
+  if (rc == LK_OK) {
+    while (!slot.done) {
+      int r = run_internal(c, -1, &slot.done);
+      if (r < 0 && !slot.done) {
+        /* the poll itself failed: end the call rather than spin */
+        for (lk_call *k = c->calls; k; k = k->next)
+          if (k->ud == &slot) {
+            lk__call_abort(k);
+            break;
+          }
+        if (slot.res)
+          slot.res->err = r;
+      }
+    }
+    *out = slot.res;
+    rc = slot.res ? slot.res->err : LK_ENOMEM;
+  } else {
+    *out = error_result(rc);
+  }
+  lk_http_client_free(tmp);
+  return rc;
+}

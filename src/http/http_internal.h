@@ -1,0 +1,178 @@
+/* Internal declarations shared by the files of the HTTP layer (not installed). */
+#ifndef LINKD_HTTP_INTERNAL_H
+#define LINKD_HTTP_INTERNAL_H
+
+#include <linkd/http.h>
+
+#include <curl/curl.h>
+#include <stdatomic.h>
+
+/* --- requests ---------------------------------------------------------------------------------- */
+struct lk_http_request {
+  _Atomic int refs;       /* the caller's reference + one per call using it */
+  uint64_t id;            /* unique per content version: lets a client skip re-setting options */
+  char *method;
+  char *url;
+  char **headers;         /* "Name: value" lines */
+  size_t nheaders, cap_headers;
+  const char *idem_key;   /* points into a header line when the caller added Idempotency-Key */
+  bool has_expect;        /* the caller set Expect (we then do not disable 100-continue) */
+  unsigned char *body_own; /* copied body, or NULL */
+  const unsigned char *body; /* NULL = no body */
+  size_t body_len;
+};
+
+void lk__request_ref(lk_http_request *r);
+void lk__request_touch(lk_http_request *r); /* new id after a change */
+bool lk__request_in_use(const lk_http_request *r);
+
+/* --- response buffers ---------------------------------------------------------------------- */
+typedef struct lk_resp {
+  int status;          /* from the status line; 0 = none yet */
+  bool status_seen;    /* a status line arrived during this attempt */
+  bool headers_done;   /* the blank line after the final response's headers arrived */
+  char *hdr;           /* "name\0value\0" pairs */
+  size_t hdr_len, hdr_cap, nhdr;
+  char *body;
+  size_t body_len, body_cap;
+  bool complete;
+  lk_http_header *views; /* built by lk__resp_view() */
+  lk_http_response view;
+} lk_resp;
+
+void lk__resp_reset(lk_resp *r); /* empties, keeps buffers */
+void lk__resp_free(lk_resp *r);
+/* Feeds one header line as libcurl delivers it (status line, header, or blank end line).
+ * Returns false on no memory. */
+bool lk__resp_header_line(lk_resp *r, const char *line, size_t len);
+/* Appends body bytes; returns false on no memory or when `max` would be exceeded (*too_big). */
+bool lk__resp_body(lk_resp *r, const char *data, size_t len, size_t max, bool *too_big);
+/* Builds r->view (pointers into r's buffers). Returns false on no memory. */
+bool lk__resp_view(lk_resp *r);
+/* First header value named `name` (case-insensitive) in the raw buffer, or NULL. */
+const char *lk__resp_find(const lk_resp *r, const char *name);
+
+/* --- classification ---------------------------------------------------------------------- */
+/* Which of the driver's own timers ended the attempt. */
+typedef enum lk_timer_kind {
+  LK_TIMER_NONE,
+  LK_TIMER_ATTEMPT, /* the attempt timeout (classified by the phase it expired in) */
+  LK_TIMER_DNS,
+  LK_TIMER_CONNECT,
+  LK_TIMER_TLS,
+  LK_TIMER_WRITE,
+  LK_TIMER_FIRST_BYTE,
+  LK_TIMER_IDLE
+} lk_timer_kind;
+
+/* Everything known about how an attempt ended. */
+typedef struct lk_evidence {
+  int curl_code;       /* CURLcode; CURLE_OK when the transfer completed */
+  int os_errno;        /* CURLINFO_OS_ERRNO */
+  int status;          /* final status, 0 if no status line */
+  bool https;
+  bool socket_opened;  /* a socket was created (name resolved) */
+  bool connected;      /* TCP handshake done (or a reused connection) */
+  bool tls_done;       /* TLS handshake done (https) */
+  bool prereq;         /* the pre-request callback ran: writing started */
+  bool fully_sent;     /* every request byte was handed to the kernel */
+  bool got_bytes;      /* any response byte arrived */
+  bool complete;       /* the response completed (curl_code OK) */
+  bool resend_aborted; /* the driver stopped libcurl's silent re-send */
+  bool too_big;        /* the body exceeded the limit */
+  bool cancelled;
+  lk_timer_kind timer; /* a driver timer ended it */
+} lk_evidence;
+
+/* The phase an attempt reached, from its evidence. */
+lk_http_phase lk__phase_of(const lk_evidence *e);
+/* The failure kind, from evidence (never from the CURLcode alone). */
+lk_failure lk__classify(const lk_evidence *e);
+/* Whether a kind is a timeout (for budgets and metrics). */
+bool lk__kind_is_timeout(lk_failure k);
+
+/* --- cancellation ---------------------------------------------------------------------- */
+struct lk_http_cancel {
+  atomic_bool fired;
+  int fd; /* eventfd: readable once fired (never drained, so every loop sees it) */
+};
+
+/* --- JSON writer ------------------------------------------------------------------------- */
+typedef struct lk_jbuf {
+  char *p;
+  size_t len, cap;
+  bool oom;
+} lk_jbuf;
+void lk__j_raw(lk_jbuf *j, const char *s, size_t n);
+void lk__j_str(lk_jbuf *j, const char *s); /* quoted, escaped; NULL -> null */
+void lk__j_fmt(lk_jbuf *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void lk__j_ms(lk_jbuf *j, int64_t ns);     /* ns as ms with 3 decimals */
+
+/* --- results ----------------------------------------------------------------------------- */
+struct lk_http_result {
+  int err;
+  lk_failure failure;
+  lk_resp resp;          /* the last real response (status != 0) or empty */
+  bool has_resp;
+  lk_http_attempt_info *attempts; /* `first` until a second attempt needs the heap */
+  size_t nattempts, cap_attempts;
+  lk_http_attempt_info first;
+  char stop[96];
+  char idem_key[LK_IDEM_KEY_MAX];
+  bool has_key;
+  int64_t elapsed;
+  int resends;
+};
+
+lk_http_result *lk__result_new(void);
+/* Appends a zeroed timeline entry; NULL on no memory. */
+lk_http_attempt_info *lk__result_add_attempt(lk_http_result *r);
+
+/* --- policy ------------------------------------------------------------------------------ */
+const lk_clock *lk__policy_clock(const lk_http_policy *p);
+lk_rand *lk__thread_rng(void);
+
+/* --- protection glue (a part whose header is absent compiles to "not used") ---------------- */
+#if __has_include(<linkd/budget.h>)
+#include <linkd/budget.h>
+#define LK_HAVE_BUDGET 1
+#endif
+#if __has_include(<linkd/breaker.h>)
+#include <linkd/breaker.h>
+#define LK_HAVE_BREAKER 1
+#endif
+
+/* Per-call state the shared protections hand out: the breaker's permit (so a record or release
+ * lands in the state period that admitted the attempt) and the budget's ticket (so QUOTA refunds
+ * exactly what the call's retry cost). */
+typedef struct lk_prot {
+#ifdef LK_HAVE_BREAKER
+  lk_breaker_permit permit;
+#endif
+#ifdef LK_HAVE_BUDGET
+  lk_budget_ticket ticket;
+#endif
+  int unused_;
+} lk_prot;
+
+void lk__budget_request(lk_budget *b, int64_t now);
+void lk__budget_outcome(lk_budget *b, lk_prot *ps, int64_t now, bool success);
+int lk__budget_retry(lk_budget *b, lk_prot *ps, int64_t now, bool after_timeout);
+int lk__breaker_acquire(lk_breaker *b, lk_prot *ps, int64_t now);
+void lk__breaker_record(lk_breaker *b, lk_prot *ps, int64_t now, int64_t duration,
+                        lk_failure kind);
+void lk__breaker_release(lk_breaker *b, lk_prot *ps);
+/* Copies budget and breaker state into the call metrics (gauges), when both are set. */
+void lk__cm_protection_state(lk_call_metrics *m, lk_budget *b, lk_breaker *br, int64_t now);
+int64_t lk__limiter_reserve(lk_limiter *l, int64_t now, int64_t max_wait);
+int lk__bulkhead_try(lk_bulkhead *b);
+void lk__bulkhead_release(lk_bulkhead *b);
+int64_t lk__bulkhead_queue(lk_bulkhead *b);
+void lk__cm_call_start(lk_call_metrics *m);
+void lk__cm_attempt(lk_call_metrics *m, int n, lk_failure kind, int status, int64_t dur);
+void lk__cm_call_end(lk_call_metrics *m, bool ok, bool first_ok, int attempts, int64_t lat,
+                     int err);
+void lk__cm_resend(lk_call_metrics *m);
+void lk__cm_bulkhead_wait(lk_call_metrics *m, int64_t wait, int64_t depth);
+
+#endif

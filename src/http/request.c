@@ -1,0 +1,151 @@
+/* lk_http_request: method, URL, headers and a replayable body; reference-counted. */
+#include "http_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static bool is_tchar(unsigned char ch) {
+  if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9'))
+    return true;
+  return ch && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
+}
+
+static bool is_token(const char *s) {
+  if (!s || !*s)
+    return false;
+  for (; *s; s++)
+    if (!is_tchar((unsigned char)*s))
+      return false;
+  return true;
+}
+
+static bool url_ok(const char *url) {
+  CURLU *u = curl_url();
+  if (!u)
+    return false;
+  char *scheme = NULL;
+  bool ok = curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+            curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+            (strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0);
+  curl_free(scheme);
+  curl_url_cleanup(u);
+  return ok;
+}
+
+static _Atomic uint64_t next_id = 1;
+
+void lk__request_touch(lk_http_request *r) { r->id = atomic_fetch_add(&next_id, 1); }
+
+lk_http_request *lk_http_request_new(const char *method, const char *url) {
+  if (!is_token(method) || !url || !*url || !url_ok(url))
+    return NULL;
+  lk_http_request *r = calloc(1, sizeof *r);
+  if (!r)
+    return NULL;
+  atomic_init(&r->refs, 1);
+  lk__request_touch(r);
+  r->method = strdup(method);
+  r->url = strdup(url);
+  if (!r->method || !r->url) {
+    lk_http_request_free(r);
+    return NULL;
+  }
+  return r;
+}
+
+void lk__request_ref(lk_http_request *r) { atomic_fetch_add(&r->refs, 1); }
+
+bool lk__request_in_use(const lk_http_request *r) {
+  return atomic_load((_Atomic int *)&r->refs) > 1;
+}
+
+static const char *const reserved[] = {"Linkd-Attempt", "Linkd-Deadline", "grpc-timeout",
+                                       "Content-Length", "Transfer-Encoding"};
+
+int lk_http_request_add_header(lk_http_request *r, const char *name, const char *value) {
+  if (!r || !is_token(name) || !value)
+    return LK_EINVAL;
+  for (const char *p = value; *p; p++)
+    if (*p == '\r' || *p == '\n')
+      return LK_EINVAL;
+  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+    if (strcasecmp(name, reserved[i]) == 0)
+      return LK_EINVAL;
+  bool idem = strcasecmp(name, "Idempotency-Key") == 0;
+  if (idem && (r->idem_key || !lk_idem_key_valid(value, strlen(value))))
+    return LK_EINVAL;
+  if (lk__request_in_use(r))
+    return LK_ESTATE;
+  if (r->nheaders == r->cap_headers) {
+    size_t nc = r->cap_headers ? 2 * r->cap_headers : 8;
+    char **nh = realloc(r->headers, nc * sizeof *nh);
+    if (!nh)
+      return LK_ENOMEM;
+    r->headers = nh;
+    r->cap_headers = nc;
+  }
+  size_t nl = strlen(name), vl = strlen(value);
+  char *line = malloc(nl + vl + 3);
+  if (!line)
+    return LK_ENOMEM;
+  memcpy(line, name, nl);
+  line[nl] = ':';
+  line[nl + 1] = ' ';
+  memcpy(line + nl + 2, value, vl + 1);
+  if (vl == 0) { /* libcurl drops "Name:"; "Name;" is its syntax for an empty value */
+    line[nl] = ';';
+    line[nl + 1] = '\0';
+  }
+  r->headers[r->nheaders++] = line;
+  lk__request_touch(r);
+  if (idem)
+    r->idem_key = line + nl + 2;
+  if (strcasecmp(name, "Expect") == 0)
+    r->has_expect = true;
+  return LK_OK;
+}
+
+static int set_body(lk_http_request *r, const void *data, size_t len, bool copy) {
+  if (!r || (!data && len))
+    return LK_EINVAL;
+  if (lk__request_in_use(r))
+    return LK_ESTATE;
+  unsigned char *own = NULL;
+  if (copy && data) {
+    own = malloc(len ? len : 1);
+    if (!own)
+      return LK_ENOMEM;
+    if (len)
+      memcpy(own, data, len);
+  }
+  free(r->body_own);
+  r->body_own = own;
+  r->body = copy ? own : data;
+  r->body_len = data ? len : 0;
+  lk__request_touch(r);
+  return LK_OK;
+}
+
+int lk_http_request_set_body(lk_http_request *r, const void *data, size_t len) {
+  return set_body(r, data, len, true);
+}
+
+int lk_http_request_set_body_ref(lk_http_request *r, const void *data, size_t len) {
+  return set_body(r, data, len, false);
+}
+
+const char *lk_http_request_method(const lk_http_request *r) { return r ? r->method : NULL; }
+const char *lk_http_request_url(const lk_http_request *r) { return r ? r->url : NULL; }
+
+void lk_http_request_free(lk_http_request *r) {
+  if (!r || atomic_fetch_sub(&r->refs, 1) > 1)
+    return;
+  for (size_t i = 0; i < r->nheaders; i++)
+    free(r->headers[i]);
+  free(r->headers);
+  free(r->body_own);
+  free(r->method);
+  free(r->url);
+  free(r);
+}

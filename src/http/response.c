@@ -1,0 +1,147 @@
+/* Response accumulation: header lines and body bytes as libcurl delivers them. */
+#include "http_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+void lk__resp_reset(lk_resp *r) {
+  r->status = 0;
+  r->status_seen = false;
+  r->headers_done = false;
+  r->hdr_len = r->nhdr = 0;
+  r->body_len = 0;
+  r->complete = false;
+}
+
+void lk__resp_free(lk_resp *r) {
+  free(r->hdr);
+  free(r->body);
+  free(r->views);
+  memset(r, 0, sizeof *r);
+}
+
+static bool grow(char **buf, size_t *cap, size_t need) {
+  if (need <= *cap)
+    return true;
+  size_t nc = *cap ? *cap : 256;
+  while (nc < need) {
+    if (nc > SIZE_MAX / 2)
+      return false;
+    nc *= 2;
+  }
+  char *nb = realloc(*buf, nc);
+  if (!nb)
+    return false;
+  *buf = nb;
+  *cap = nc;
+  return true;
+}
+
+static bool blank(char ch) { return ch == ' ' || ch == '\t'; }
+
+bool lk__resp_header_line(lk_resp *r, const char *line, size_t len) {
+  while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+    len--;
+  if (len == 0) {
+    /* end of a header block; an interim 1xx block is followed by the real one */
+    if (r->status >= 200 || r->status == 0)
+      r->headers_done = true;
+    return true;
+  }
+  if (len > 5 && memcmp(line, "HTTP/", 5) == 0) {
+    /* a status line starts a new response: forget an interim one's headers */
+    r->hdr_len = r->nhdr = 0;
+    r->headers_done = false;
+    r->status_seen = true;
+    const char *sp = memchr(line, ' ', len);
+    int st = 0;
+    if (sp) {
+      size_t i = (size_t)(sp - line) + 1;
+      int n = 0;
+      for (; i < len && line[i] >= '0' && line[i] <= '9' && n < 3; i++, n++)
+        st = st * 10 + (line[i] - '0');
+      if (n != 3)
+        st = 0;
+    }
+    r->status = st;
+    return true;
+  }
+  const char *colon = memchr(line, ':', len);
+  if (!colon || colon == line)
+    return true; /* not a header line (obs-fold or junk): ignored */
+  size_t nl = (size_t)(colon - line);
+  const char *v = colon + 1, *ve = line + len;
+  while (v < ve && blank(*v))
+    v++;
+  while (ve > v && blank(ve[-1]))
+    ve--;
+  size_t vl = (size_t)(ve - v);
+  if (!grow(&r->hdr, &r->hdr_cap, r->hdr_len + nl + vl + 2))
+    return false;
+  memcpy(r->hdr + r->hdr_len, line, nl);
+  r->hdr[r->hdr_len + nl] = '\0';
+  memcpy(r->hdr + r->hdr_len + nl + 1, v, vl);
+  r->hdr[r->hdr_len + nl + 1 + vl] = '\0';
+  r->hdr_len += nl + vl + 2;
+  r->nhdr++;
+  return true;
+}
+
+bool lk__resp_body(lk_resp *r, const char *data, size_t len, size_t max, bool *too_big) {
+  if (len > max || r->body_len > max - len) {
+    *too_big = true;
+    return false;
+  }
+  if (!grow(&r->body, &r->body_cap, r->body_len + len + 1))
+    return false;
+  memcpy(r->body + r->body_len, data, len);
+  r->body_len += len;
+  return true;
+}
+
+bool lk__resp_view(lk_resp *r) {
+  free(r->views);
+  r->views = NULL;
+  if (r->nhdr) {
+    r->views = malloc(r->nhdr * sizeof *r->views);
+    if (!r->views)
+      return false;
+    const char *p = r->hdr;
+    for (size_t i = 0; i < r->nhdr; i++) {
+      r->views[i].name = p;
+      p += strlen(p) + 1;
+      r->views[i].value = p;
+      p += strlen(p) + 1;
+    }
+  }
+  if (r->body)
+    r->body[r->body_len] = '\0';
+  r->view.status = r->status;
+  r->view.headers = r->views;
+  r->view.header_count = r->nhdr;
+  r->view.body = r->body ? r->body : "";
+  r->view.body_len = r->body_len;
+  r->view.complete = r->complete;
+  return true;
+}
+
+const char *lk__resp_find(const lk_resp *r, const char *name) {
+  const char *p = r->hdr;
+  for (size_t i = 0; i < r->nhdr; i++) {
+    const char *v = p + strlen(p) + 1;
+    if (strcasecmp(p, name) == 0)
+      return v;
+    p = v + strlen(v) + 1;
+  }
+  return NULL;
+}
+
+const char *lk_http_response_header(const lk_http_response *resp, const char *name) {
+  if (!resp || !name)
+    return NULL;
+  for (size_t i = 0; i < resp->header_count; i++)
+    if (strcasecmp(resp->headers[i].name, name) == 0)
+      return resp->headers[i].value;
+  return NULL;
+}

@@ -1,0 +1,122 @@
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "httptest.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ht_policy(lk_http_policy *p) {
+  lk_http_policy_init_default(p);
+  p->deadline = LK_MS(1500);
+  p->attempt_timeout = LK_MS(300);
+  p->connect_timeout = LK_MS(150);
+  lk_retry_config rc = p->retry.cfg;
+  rc.max_attempts = 3;
+  rc.backoff.kind = LK_BACKOFF_FIXED;
+  rc.backoff.base = LK_MS(30);
+  rc.backoff.max = LK_MS(30);
+  rc.backoff.jitter = LK_JITTER_NONE;
+  assert_int_equal(lk_retry_policy_init(&p->retry, &rc, NULL), LK_OK);
+}
+
+void ht_start(faultd_proc *fp, const char *mode, ...) {
+  const char *args[32];
+  int n = 0;
+  va_list ap;
+  va_start(ap, mode);
+  for (const char *a = va_arg(ap, const char *); a && n < 29; a = va_arg(ap, const char *))
+    args[n++] = a;
+  va_end(ap);
+  args[n++] = "--max-seconds";
+  args[n++] = "60";
+  args[n] = NULL;
+  assert_int_equal(faultd_start(fp, mode, args), 0);
+}
+
+static void print(const ht_run *r) {
+  char *js = NULL;
+  if (lk_http_result_json(r->res, &js, NULL) == LK_OK) {
+    printf("# wall %.1f ms: %s\n", (double)r->wall / 1e6, js);
+    free(js);
+  }
+}
+
+void ht_call_url(lk_http_client *c, const char *method, const char *url, const void *body,
+                 size_t body_len, const lk_http_policy *pol, ht_run *out) {
+  memset(out, 0, sizeof *out);
+  lk_http_request *req = lk_http_request_new(method, url);
+  assert_non_null(req);
+  if (body)
+    assert_int_equal(lk_http_request_set_body_ref(req, body, body_len), LK_OK);
+  int64_t t = lk_now_ns();
+  out->err = lk_http_call(c, req, pol, NULL, &out->res);
+  out->wall = lk_now_ns() - t;
+  lk_http_request_free(req);
+  assert_non_null(out->res);
+  assert_int_equal(out->err, lk_http_result_err(out->res));
+  out->att = lk_http_result_attempts(out->res, &out->nattempts);
+  print(out);
+}
+
+void ht_call(faultd_proc *fp, lk_http_client *c, const char *method, const void *body,
+             size_t body_len, const lk_http_policy *pol, int expect_reqs, ht_run *out) {
+  char url[128];
+  assert_int_equal(faultd_url(fp, "/x", url, sizeof url), 0);
+  ht_call_url(c, method, url, body, body_len, pol, out);
+  if (expect_reqs > 0)
+    faultd_wait_requests(fp, expect_reqs, 2000);
+  out->nreqs = faultd_requests(fp, out->reqs, HT_MAX_REQS);
+  assert_true(out->nreqs >= 0);
+}
+
+void ht_free(ht_run *r) {
+  lk_http_result_free(r->res);
+  r->res = NULL;
+}
+
+void ht_all_kinds(const ht_run *r, lk_failure kind) {
+  assert_true(r->nattempts > 0);
+  for (size_t i = 0; i < r->nattempts; i++) {
+    if (r->att[i].failure != kind)
+      fail_msg("attempt %zu: %s, expected %s", i + 1, lk_failure_name(r->att[i].failure),
+               lk_failure_name(kind));
+  }
+}
+
+void ht_within_deadline(const ht_run *r, const lk_http_policy *pol) {
+  if (r->wall > pol->deadline + LK_MS(50))
+    fail_msg("call took %.1f ms, deadline %.1f ms", (double)r->wall / 1e6,
+             (double)pol->deadline / 1e6);
+}
+
+void ht_server_saw_one_key(const ht_run *r, const lk_http_policy *pol) {
+  const char *key = lk_http_result_idempotency_key(r->res);
+  for (int i = 0; i < r->nreqs; i++) {
+    const faultd_req *q = &r->reqs[i];
+    if (key) {
+      assert_true(q->has_idempotency_key);
+      assert_string_equal(q->idempotency_key, key);
+    } else {
+      assert_false(q->has_idempotency_key);
+    }
+    char want[16];
+    snprintf(want, sizeof want, "%d", i + 1);
+    assert_true(q->has_attempt);
+    assert_string_equal(q->attempt, want);
+    assert_true(q->has_deadline);
+    long long ms = atoll(q->deadline);
+    assert_true(ms >= 0 && ms <= pol->attempt_timeout / LK_NS_PER_MS);
+  }
+}
+
+void *ht_blob(size_t n) {
+  unsigned char *b = malloc(n);
+  assert_non_null(b);
+  for (size_t i = 0; i < n; i++)
+    b[i] = (unsigned char)('a' + i % 26);
+  return b;
+}

@@ -1,0 +1,50 @@
+/* Shared helpers of the HTTP integration tests: faultd per scenario, one logical call, checks
+ * on what the server received. */
+#ifndef LINKD_HTTPTEST_H
+#define LINKD_HTTPTEST_H
+
+#include <linkd/http.h>
+
+#include "faultd_client.h"
+
+#define HT_MAX_REQS 64
+
+typedef struct ht_run {
+  lk_http_result *res;
+  int err;
+  int64_t wall;              /* ns, measured around lk_http_call */
+  faultd_req reqs[HT_MAX_REQS];
+  int nreqs;                 /* requests faultd logged */
+  size_t nattempts;
+  const lk_http_attempt_info *att;
+} ht_run;
+
+/* A fast policy for tests: deadline 1.5 s, attempts of 300 ms, connect 150 ms, 3 attempts,
+ * fixed 30 ms backoff without jitter. */
+void ht_policy(lk_http_policy *p);
+
+/* Starts faultd (asserts) with a NULL-terminated argument list. */
+void ht_start(faultd_proc *fp, const char *mode, ...);
+
+/* Runs one call against fp's server (path "/x"), then reads the server log (waiting up to
+ * `expect_reqs` entries for a short while, so late log lines are not missed) and prints the
+ * result as JSON to stdout. body may be NULL. */
+void ht_call(faultd_proc *fp, lk_http_client *c, const char *method, const void *body,
+             size_t body_len, const lk_http_policy *pol, int expect_reqs, ht_run *out);
+/* The same against an arbitrary URL (no server log). */
+void ht_call_url(lk_http_client *c, const char *method, const char *url, const void *body,
+                 size_t body_len, const lk_http_policy *pol, ht_run *out);
+void ht_free(ht_run *r);
+
+/* Every attempt ended in `kind`. */
+void ht_all_kinds(const ht_run *r, lk_failure kind);
+/* The call ended within its deadline plus 50 ms. */
+void ht_within_deadline(const ht_run *r, const lk_http_policy *pol);
+/* Every logged request carried the result's Idempotency-Key (or none if the result has none), and
+ * Linkd-Attempt values are 1, 2, ... in log order; Linkd-Deadline <= the attempt cap. */
+void ht_server_saw_one_key(const ht_run *r, const lk_http_policy *pol);
+
+/* A buffer of n bytes (malloc'd, filled). */
+void *ht_blob(size_t n);
+
+#endif

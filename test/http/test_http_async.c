@@ -1,0 +1,537 @@
+/* The asynchronous driver: hundreds of concurrent calls on one thread, retry delays as timers,
+ * embedding in an external epoll loop, cancellation from another thread, and the shared
+ * protections (bulkhead, limiter) around attempts. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "httptest.h"
+
+#if __has_include(<linkd/bulkhead.h>)
+#include <linkd/bulkhead.h>
+#define HAVE_BULKHEAD 1
+#endif
+#if __has_include(<linkd/limiter.h>)
+#include <linkd/limiter.h>
+#define HAVE_LIMITER 1
+#endif
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+static faultd_proc FP;
+
+static int teardown(void **s) {
+  (void)s;
+  faultd_stop(&FP);
+  return 0;
+}
+
+typedef struct tally {
+  int done, ok, err[32];
+  int attempts[8];
+  int64_t max_elapsed;
+  lk_http_result *keep; /* first result, for inspection */
+} tally;
+
+static void on_done(void *ud, lk_http_result *res) {
+  tally *t = ud;
+  t->done++;
+  int e = lk_http_result_err(res);
+  if (e == LK_OK)
+    t->ok++;
+  if (-e >= 0 && -e < 32)
+    t->err[-e]++;
+  size_t n;
+  lk_http_result_attempts(res, &n);
+  if (n < 8)
+    t->attempts[n]++;
+  if (lk_http_result_elapsed(res) > t->max_elapsed)
+    t->max_elapsed = lk_http_result_elapsed(res);
+  if (!t->keep)
+    t->keep = res;
+  else
+    lk_http_result_free(res);
+}
+
+static lk_http_request *req_for(const char *method, const char *path) {
+  char url[128];
+  assert_int_equal(faultd_url(&FP, path, url, sizeof url), 0);
+  lk_http_request *r = lk_http_request_new(method, url);
+  assert_non_null(r);
+  return r;
+}
+
+static void run_all(lk_http_client *c) {
+  int64_t t = lk_now_ns();
+  while (lk_http_client_active(c) > 0) {
+    assert_true(lk_http_client_run(c, LK_SEC(1)) >= 0);
+    assert_true(lk_now_ns() - t < LK_SEC(60));
+  }
+}
+
+/* 256 calls in flight at once against a server that takes 200 ms per answer: one thread, and
+ * the whole batch takes about one answer's time, not 256 of them. */
+static void test_many_concurrent(void **s) {
+  (void)s;
+  const char *args[] = {"--delay-ms", "200", "--max-conns", "300", "--max-seconds", "60", NULL};
+  assert_int_equal(faultd_start(&FP, "slow", args), 0);
+  lk_http_client *c = lk_http_client_new(NULL);
+  lk_http_policy pol;
+  ht_policy(&pol);
+  pol.deadline = LK_SEC(20);
+  pol.attempt_timeout = LK_SEC(15);
+  pol.connect_timeout = LK_SEC(5);
+  lk_http_request *req = req_for("GET", "/many");
+  tally t = {0};
+  int64_t start = lk_now_ns();
+  for (int i = 0; i < 256; i++)
+    assert_int_equal(lk_http_submit(c, req, &pol, NULL, on_done, &t), LK_OK);
+  lk_http_request_free(req); /* the calls hold their own references */
+  assert_int_equal(lk_http_client_active(c), 256);
+  run_all(c);
+  int64_t wall = lk_now_ns() - start;
+  printf("# 256 concurrent calls of 200 ms: %.0f ms\n", (double)wall / 1e6);
+  assert_int_equal(t.done, 256);
+  assert_int_equal(t.ok, 256);
+  assert_true(wall < LK_SEC(10)); /* sequentially: 51 s */
+  assert_int_equal(faultd_wait_requests(&FP, 256, 1000), 256);
+  lk_http_result_free(t.keep);
+  lk_http_client_free(c);
+}
+
+/* Retry delays are timers: 100 calls, each with 3 attempts and 150 ms between them, finish in
+ * about 2 delays, not 200. */
+static void test_delays_are_timers(void **s) {
+  (void)s;
+  const char *args[] = {"--max-conns", "300", "--max-seconds", "60", NULL};
+  assert_int_equal(faultd_start(&FP, "read_then_close", args), 0);
+  lk_http_client *c = lk_http_client_new(NULL);
+  lk_http_policy pol;
+  ht_policy(&pol);
+  pol.deadline = LK_SEC(20);
+  pol.attempt_timeout = LK_SEC(5);
+  pol.connect_timeout = LK_SEC(5);
+  pol.retry.cfg.backoff.base = pol.retry.cfg.backoff.max = LK_MS(150);
+  lk_http_request *req = req_for("GET", "/timers");
+  tally t = {0};
+  int64_t start = lk_now_ns();
+  for (int i = 0; i < 100; i++)
+    assert_int_equal(lk_http_submit(c, req, &pol, NULL, on_done, &t), LK_OK);
+  run_all(c);
+  int64_t wall = lk_now_ns() - start;
+  printf("# 100 calls x 3 attempts, 150 ms delays: %.0f ms\n", (double)wall / 1e6);
+  assert_int_equal(t.done, 100);
+  assert_int_equal(t.attempts[3], 100);
+  assert_int_equal(t.err[-LK_EATTEMPTS], 100);
+  assert_true(wall < LK_SEC(8)); /* sleeping threads one at a time: 30 s */
+  size_t n;
+  const lk_http_attempt_info *a = lk_http_result_attempts(t.keep, &n);
+  for (size_t i = 1; i < n; i++)
+    assert_true(a[i].start >= a[i - 1].start + a[i - 1].duration + LK_MS(150));
+  lk_http_result_free(t.keep);
+  lk_http_request_free(req);
+  lk_http_client_free(c);
+}
+
+/* --- an external epoll loop ---------------------------------------------------------------- */
+typedef struct ext_loop {
+  int ep;
+  int64_t timer_at; /* -1 none */
+  int watched;
+  int socket_calls, timer_calls;
+} ext_loop;
+
+static void ext_socket(void *ud, int fd, int events) {
+  ext_loop *l = ud;
+  l->socket_calls++;
+  struct epoll_event ev = {0};
+  ev.data.fd = fd;
+  if (events & LK_HTTP_POLL_IN)
+    ev.events |= EPOLLIN;
+  if (events & LK_HTTP_POLL_OUT)
+    ev.events |= EPOLLOUT;
+  if (events == 0) {
+    if (epoll_ctl(l->ep, EPOLL_CTL_DEL, fd, NULL) == 0)
+      l->watched--;
+    return;
+  }
+  if (epoll_ctl(l->ep, EPOLL_CTL_MOD, fd, &ev) != 0) {
+    assert_int_equal(epoll_ctl(l->ep, EPOLL_CTL_ADD, fd, &ev), 0);
+    l->watched++;
+  }
+}
+
+static void ext_timer(void *ud, int64_t delay) {
+  ext_loop *l = ud;
+  l->timer_calls++;
+  l->timer_at = delay < 0 ? -1 : lk_now_ns() + delay;
+}
+
+static void ext_run(lk_http_client *c, ext_loop *l) {
+  int64_t start = lk_now_ns();
+  while (lk_http_client_active(c) > 0) {
+    assert_true(lk_now_ns() - start < LK_SEC(30));
+    int ms = 1000;
+    if (l->timer_at >= 0) {
+      int64_t d = l->timer_at - lk_now_ns();
+      ms = d <= 0 ? 0 : (int)((d + LK_NS_PER_MS - 1) / LK_NS_PER_MS);
+    }
+    struct epoll_event evs[64];
+    int n = epoll_wait(l->ep, evs, 64, ms);
+    for (int i = 0; i < n; i++) {
+      int e = (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR) ? LK_HTTP_POLL_IN : 0) |
+              (evs[i].events & EPOLLOUT ? LK_HTTP_POLL_OUT : 0);
+      assert_int_equal(lk_http_client_socket_action(c, evs[i].data.fd, e), LK_OK);
+    }
+    if (l->timer_at >= 0 && lk_now_ns() >= l->timer_at) {
+      l->timer_at = -1;
+      assert_int_equal(lk_http_client_timer_action(c), LK_OK);
+    }
+  }
+}
+
+static void test_external_loop(void **s) {
+  (void)s;
+  const char *args[] = {"--script", "503:ra=0,ok", "--max-seconds", "60", NULL};
+  assert_int_equal(faultd_start(&FP, "status", args), 0);
+  ext_loop l = {.ep = epoll_create1(EPOLL_CLOEXEC), .timer_at = -1};
+  assert_true(l.ep >= 0);
+  lk_http_client_config cfg;
+  lk_http_client_config_init_default(&cfg);
+  cfg.socket_fn = ext_socket;
+  cfg.timer_fn = ext_timer;
+  cfg.loop_ud = &l;
+  lk_http_client *c = lk_http_client_new(&cfg);
+  assert_non_null(c);
+  assert_int_equal(l.watched, 1); /* the wake-up descriptor */
+  /* the client's own loop is not available in external mode */
+  assert_int_equal(lk_http_client_run(c, 0), LK_ESTATE);
+  lk_http_request *req = req_for("GET", "/ext");
+  lk_http_result *res = NULL;
+  assert_int_equal(lk_http_call(c, req, &(lk_http_policy){0}, NULL, &res), LK_ESTATE);
+  lk_http_result_free(res);
+  lk_http_policy pol;
+  ht_policy(&pol);
+  tally t = {0};
+  for (int i = 0; i < 40; i++)
+    assert_int_equal(lk_http_submit(c, req, &pol, NULL, on_done, &t), LK_OK);
+  assert_int_equal(t.done, 0); /* never completes inside submit */
+  ext_run(c, &l);
+  assert_int_equal(t.done, 40);
+  assert_int_equal(t.ok, 40);
+  assert_int_equal(t.attempts[1] + t.attempts[2], 40);
+  assert_int_equal(t.attempts[2], 1); /* the script's one 503, then retried */
+  assert_true(l.socket_calls > 1 && l.timer_calls > 0);
+  lk_http_result_free(t.keep);
+  /* a cancellation token is watched through the loop's callbacks while a call uses it */
+  memset(&t, 0, sizeof t);
+  lk_http_cancel *tok = lk_http_cancel_new();
+  assert_int_equal(lk_http_submit(c, req, &pol, tok, on_done, &t), LK_OK);
+  assert_int_equal(l.watched, 2);
+  lk_http_cancel_fire(tok);
+  ext_run(c, &l);
+  assert_int_equal(t.err[-LK_ECANCELED], 1);
+  assert_int_equal(l.watched, 1);
+  lk_http_cancel_free(tok);
+  lk_http_result_free(t.keep);
+  lk_http_request_free(req);
+  lk_http_client_free(c);
+  assert_int_equal(l.watched, 0); /* everything unregistered */
+  close(l.ep);
+}
+
+/* --- cancellation ---------------------------------------------------------------------------- */
+typedef struct canceller {
+  lk_http_cancel *tok;
+  int delay_ms;
+  int64_t fired_at;
+} canceller;
+
+static void *cancel_later(void *arg) {
+  canceller *k = arg;
+  struct timespec ts = {k->delay_ms / 1000, (long)(k->delay_ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+  k->fired_at = lk_now_ns();
+  lk_http_cancel_fire(k->tok);
+  return NULL;
+}
+
+/* Cancelling from another thread ends a call at once: during an attempt, and during a delay. */
+static void test_cancel_from_thread(void **s) {
+  (void)s;
+  const char *modes[] = {"accept_noread", "read_then_close"};
+  for (int m = 0; m < 2; m++) {
+    const char *args[] = {"--max-seconds", "60", NULL};
+    assert_int_equal(faultd_start(&FP, modes[m], args), 0);
+    lk_http_policy pol;
+    ht_policy(&pol);
+    pol.deadline = LK_SEC(30);
+    pol.attempt_timeout = LK_SEC(20);
+    pol.retry.cfg.backoff.base = pol.retry.cfg.backoff.max = LK_SEC(10); /* a long delay */
+    lk_http_cancel *tok = lk_http_cancel_new();
+    canceller k = {tok, 200, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, cancel_later, &k), 0);
+    lk_http_request *req = req_for("GET", "/cancel");
+    lk_http_result *res = NULL;
+    int rc = lk_http_call(NULL, req, &pol, tok, &res);
+    int64_t end = lk_now_ns();
+    pthread_join(th, NULL);
+    assert_int_equal(rc, LK_ECANCELED);
+    assert_int_equal(lk_http_result_failure(res), LK_F_CANCELLED);
+    assert_true(lk_http_cancel_fired(tok));
+    printf("# %s: cancel took effect after %.3f ms\n", modes[m], (double)(end - k.fired_at) / 1e6);
+    assert_true(end - k.fired_at < LK_MS(250)); /* at once; generous for a loaded machine */
+    size_t n;
+    const lk_http_attempt_info *a = lk_http_result_attempts(res, &n);
+    assert_int_equal(n, 1);
+    if (m == 0)
+      assert_int_equal(a[0].failure, LK_F_CANCELLED); /* cancelled mid-attempt */
+    else
+      assert_true(a[0].decision.retry); /* cancelled while waiting for the retry */
+    lk_http_result_free(res);
+    lk_http_request_free(req);
+    lk_http_cancel_free(tok);
+    faultd_stop(&FP);
+  }
+}
+
+/* A token already fired: the call ends before any attempt. One token cancels many calls. */
+static void test_cancel_many(void **s) {
+  (void)s;
+  const char *args[] = {"--max-seconds", "60", NULL};
+  assert_int_equal(faultd_start(&FP, "accept_noread", args), 0);
+  lk_http_request *req = req_for("GET", "/many-cancel");
+  lk_http_policy pol;
+  ht_policy(&pol);
+  pol.deadline = LK_SEC(30);
+  pol.attempt_timeout = LK_SEC(20);
+  lk_http_cancel *tok = lk_http_cancel_new();
+  lk_http_cancel_fire(tok);
+  lk_http_result *res = NULL;
+  assert_int_equal(lk_http_call(NULL, req, &pol, tok, &res), LK_ECANCELED);
+  size_t n;
+  lk_http_result_attempts(res, &n);
+  assert_int_equal(n, 0);
+  lk_http_result_free(res);
+  lk_http_cancel_free(tok);
+
+  tok = lk_http_cancel_new();
+  lk_http_client *c = lk_http_client_new(NULL);
+  tally t = {0};
+  for (int i = 0; i < 50; i++)
+    assert_int_equal(lk_http_submit(c, req, &pol, tok, on_done, &t), LK_OK);
+  assert_true(lk_http_client_run(c, LK_MS(100)) == 50); /* all stuck in the server */
+  canceller k = {tok, 50, 0};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, cancel_later, &k), 0);
+  run_all(c);
+  int64_t end = lk_now_ns();
+  pthread_join(th, NULL);
+  assert_int_equal(t.done, 50);
+  assert_int_equal(t.err[-LK_ECANCELED], 50);
+  assert_true(end - k.fired_at < LK_MS(250));
+  lk_http_result_free(t.keep);
+  lk_http_client_free(c);
+  lk_http_cancel_free(tok);
+  lk_http_request_free(req);
+}
+
+/* Freeing a client ends what is in flight, each callback runs once with LK_ECANCELED. */
+static void test_free_cancels(void **s) {
+  (void)s;
+  const char *args[] = {"--max-seconds", "60", NULL};
+  assert_int_equal(faultd_start(&FP, "accept_noread", args), 0);
+  lk_http_request *req = req_for("POST", "/free");
+  assert_int_equal(lk_http_request_set_body(req, "x", 1), LK_OK);
+  assert_int_equal(lk_http_request_set_body(req, "y", 1), LK_OK);
+  lk_http_client *c = lk_http_client_new(NULL);
+  lk_http_policy pol;
+  ht_policy(&pol);
+  tally t = {0};
+  for (int i = 0; i < 10; i++)
+    assert_int_equal(lk_http_submit(c, req, &pol, NULL, on_done, &t), LK_OK);
+  /* the request is in use by calls: it may not change under them */
+  assert_int_equal(lk_http_request_set_body(req, "z", 1), LK_ESTATE);
+  lk_http_client_run(c, LK_MS(50));
+  lk_http_client_free(c);
+  assert_int_equal(t.done, 10);
+  assert_int_equal(t.err[-LK_ECANCELED], 10);
+  assert_int_equal(lk_http_request_set_body(req, "z", 1), LK_OK);
+  lk_http_result_free(t.keep);
+  lk_http_request_free(req);
+}
+
+/* A callback may chain: submit the next call from inside the completion. */
+typedef struct chain {
+  lk_http_client *c;
+  lk_http_request *req;
+  lk_http_policy pol;
+  int left, ok;
+} chain;
+
+static void chain_done(void *ud, lk_http_result *res) {
+  chain *ch = ud;
+  if (lk_http_result_err(res) == LK_OK)
+    ch->ok++;
+  lk_http_result_free(res);
+  if (--ch->left > 0)
+    assert_int_equal(lk_http_submit(ch->c, ch->req, &ch->pol, NULL, chain_done, ch), LK_OK);
+}
+
+static void test_chain_and_wakeup(void **s) {
+  (void)s;
+  const char *args[] = {"--max-seconds", "60", NULL};
+  assert_int_equal(faultd_start(&FP, "ok", args), 0);
+  chain ch = {.c = lk_http_client_new(NULL), .req = req_for("GET", "/chain"), .left = 20};
+  ht_policy(&ch.pol);
+  assert_int_equal(lk_http_submit(ch.c, ch.req, &ch.pol, NULL, chain_done, &ch), LK_OK);
+  run_all(ch.c);
+  assert_int_equal(ch.ok, 20);
+  assert_int_equal(faultd_connections(&FP), 1); /* one kept-alive connection for all */
+  /* nothing in flight: run returns at once; a wake-up makes a waiting run return early */
+  assert_int_equal(lk_http_client_run(ch.c, LK_SEC(5)), 0);
+  lk_http_client_wakeup(ch.c);
+  lk_http_client_free(ch.c);
+  lk_http_request_free(ch.req);
+}
+
+/* A synchronous call on a client with asynchronous calls in flight: it returns with its own
+ * result while the others progress (their callbacks may run inside it). */
+static void test_sync_amid_async(void **s) {
+  (void)s;
+  const char *args[] = {"--script", "slow:300,slow:300,slow:300,ok", "--max-seconds", "60", NULL};
+  assert_int_equal(faultd_start(&FP, "ok", args), 0);
+  lk_http_client *c = lk_http_client_new(NULL);
+  lk_http_request *req = req_for("GET", "/mixed");
+  lk_http_policy pol;
+  ht_policy(&pol);
+  pol.deadline = LK_SEC(10);
+  pol.attempt_timeout = LK_SEC(5);
+  tally t = {0};
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(lk_http_submit(c, req, &pol, NULL, on_done, &t), LK_OK);
+  lk_http_client_run(c, LK_MS(50)); /* the three are now waiting at the server */
+  lk_http_result *res = NULL;
+  int64_t t0 = lk_now_ns();
+  assert_int_equal(lk_http_call(c, req, &pol, NULL, &res), LK_OK);
+  assert_true(lk_now_ns() - t0 < LK_MS(250)); /* did not wait for the slow ones */
+  lk_http_result_free(res);
+  run_all(c);
+  assert_int_equal(t.ok, 3);
+  lk_http_result_free(t.keep);
+  lk_http_request_free(req);
+  lk_http_client_free(c);
+}
+
+#ifdef HAVE_BULKHEAD
+/* A bulkhead of 2 slots: 8 calls of 100 ms never have more than 2 attempts in flight; with a
+ * pool timeout shorter than the queue, the late ones are refused as POOL_TIMEOUT. */
+static void test_bulkhead(void **s) {
+  (void)s;
+  const char *args[] = {"--delay-ms", "100", "--max-seconds", "60", NULL};
+  assert_int_equal(faultd_start(&FP, "slow", args), 0);
+  lk_bulkhead_config bc;
+  lk_bulkhead_config_init_default(&bc);
+  bc.max_concurrent = 2;
+  lk_bulkhead *bh = NULL;
+  assert_int_equal(lk_bulkhead_new(&bc, &bh, NULL), LK_OK);
+  lk_http_client *c = lk_http_client_new(NULL);
+  lk_http_request *req = req_for("GET", "/bulkhead");
+  lk_http_policy pol;
+  ht_policy(&pol);
+  pol.deadline = LK_SEC(10);
+  pol.attempt_timeout = LK_SEC(5);
+  pol.bulkhead = bh;
+  tally t = {0};
+  int64_t start = lk_now_ns();
+  for (int i = 0; i < 8; i++)
+    assert_int_equal(lk_http_submit(c, req, &pol, NULL, on_done, &t), LK_OK);
+  run_all(c);
+  int64_t wall = lk_now_ns() - start;
+  assert_int_equal(t.ok, 8);
+  assert_true(wall >= LK_MS(390)); /* 4 waves of 2 */
+  assert_int_equal(lk_bulkhead_in_use(bh), 0);
+  lk_http_result_free(t.keep);
+
+  memset(&t, 0, sizeof t);
+  pol.pool_timeout = LK_MS(50);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(lk_http_submit(c, req, &pol, NULL, on_done, &t), LK_OK);
+  run_all(c);
+  assert_int_equal(t.ok, 2);
+  assert_int_equal(t.err[-LK_EBULKHEAD_FULL], 2);
+  assert_int_equal(lk_bulkhead_in_use(bh), 0);
+  lk_http_result_free(t.keep);
+  lk_http_request_free(req);
+  lk_http_client_free(c);
+  lk_bulkhead_free(bh);
+}
+#endif
+
+#ifdef HAVE_LIMITER
+/* A limiter of 20/s with burst 1 spaces 5 calls ~50 ms apart; one that would wait past its
+ * deadline is refused at once. */
+static void test_limiter(void **s) {
+  (void)s;
+  const char *args[] = {"--max-seconds", "60", NULL};
+  assert_int_equal(faultd_start(&FP, "ok", args), 0);
+  lk_limiter_config lc;
+  lk_limiter_config_init_default(&lc);
+  lc.rate = 20;
+  lc.burst = 1;
+  lk_limiter *lim = NULL;
+  assert_int_equal(lk_limiter_new(&lc, &lim, NULL), LK_OK);
+  lk_http_client *c = lk_http_client_new(NULL);
+  lk_http_request *req = req_for("GET", "/limiter");
+  lk_http_policy pol;
+  ht_policy(&pol);
+  pol.limiter = lim;
+  tally t = {0};
+  int64_t start = lk_now_ns();
+  for (int i = 0; i < 5; i++)
+    assert_int_equal(lk_http_submit(c, req, &pol, NULL, on_done, &t), LK_OK);
+  run_all(c);
+  assert_int_equal(t.ok, 5);
+  assert_true(lk_now_ns() - start >= LK_MS(190));
+  lk_http_result_free(t.keep);
+
+  memset(&t, 0, sizeof t);
+  pol.deadline = LK_MS(20);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(lk_http_submit(c, req, &pol, NULL, on_done, &t), LK_OK);
+  run_all(c);
+  assert_true(t.err[-LK_ERATE_LIMITED] >= 2);
+  lk_http_result_free(t.keep);
+  lk_http_request_free(req);
+  lk_http_client_free(c);
+  lk_limiter_free(lim);
+}
+#endif
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_many_concurrent, teardown),
+      cmocka_unit_test_teardown(test_delays_are_timers, teardown),
+      cmocka_unit_test_teardown(test_external_loop, teardown),
+      cmocka_unit_test_teardown(test_cancel_from_thread, teardown),
+      cmocka_unit_test_teardown(test_cancel_many, teardown),
+      cmocka_unit_test_teardown(test_free_cancels, teardown),
+      cmocka_unit_test_teardown(test_chain_and_wakeup, teardown),
+      cmocka_unit_test_teardown(test_sync_amid_async, teardown),
+#ifdef HAVE_BULKHEAD
+      cmocka_unit_test_teardown(test_bulkhead, teardown),
+#endif
+#ifdef HAVE_LIMITER
+      cmocka_unit_test_teardown(test_limiter, teardown),
+#endif
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
