@@ -1,4 +1,11 @@
-/* linkd: the command-line client. Subcommands are dispatched from here; each lives in its own file. */
+/* linkd: the command-line client. Subcommands are dispatched from here; each lives in its own
+ * file (request.c for get/head/put/post/patch/delete). */
+#include "args.h"
+#include "demo.h"
+#include "exitcodes.h"
+#include "help.h"
+#include "request.h"
+
 #include <linkd/linkd.h>
 #include <linkd/seed_example.h>
 
@@ -16,30 +23,44 @@ static int cmd_seed_example(void) {
   return 0;
 }
 
-static void usage(FILE *f) {
-  fprintf(f, "usage: linkd <command> [options]\n\n"
-             "commands:\n"
-             "  seed-example   print the seed document's RetryPolicy example (golden output)\n"
-             "  version        print the library version\n");
-}
+static bool is_help(const char *s) { return !strcmp(s, "--help") || !strcmp(s, "-h"); }
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    usage(stderr);
-    return 64;
+    cli_help_main(stderr);
+    return CLI_EXIT_USAGE;
   }
   const char *cmd = argv[1];
-  if (!strcmp(cmd, "seed-example"))
-    return cmd_seed_example();
-  if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+  if (cli_command_method(cmd))
+    return cli_cmd_request(argc, argv);
+  if (!strcmp(cmd, "demo"))
+    return linkd_demo_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "seed-example") || !strcmp(cmd, "version")) {
+    if (argc > 2 && is_help(argv[2])) {
+      cli_help_command(stdout, cmd);
+      return CLI_EXIT_OK;
+    }
+    if (argc > 2) {
+      fprintf(stderr, "linkd: %s takes no arguments\n", cmd);
+      return CLI_EXIT_USAGE;
+    }
+    if (!strcmp(cmd, "seed-example"))
+      return cmd_seed_example();
     printf("linkd %s\n", lk_version());
-    return 0;
+    return CLI_EXIT_OK;
   }
-  if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
-    usage(stdout);
-    return 0;
+  if (!strcmp(cmd, "--version")) {
+    printf("linkd %s\n", lk_version());
+    return CLI_EXIT_OK;
+  }
+  if (!strcmp(cmd, "help") || is_help(cmd)) {
+    if (argc > 2)
+      cli_help_command(stdout, argv[2]);
+    else
+      cli_help_main(stdout);
+    return CLI_EXIT_OK;
   }
   fprintf(stderr, "linkd: unknown command '%s'\n", cmd);
-  usage(stderr);
-  return 64;
+  cli_help_main(stderr);
+  return CLI_EXIT_USAGE;
 }

@@ -1,0 +1,334 @@
+#include "config.h"
+
+#include <ini.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct load_ctx {
+  cli_config *c;
+  FILE *f;
+  int line;      /* lines handed to inih so far: the current line inside the handler */
+  int long_line; /* first over-long line, 0 if none */
+  int max_line;  /* the longest line inih's buffer holds */
+  int err_line;  /* line of the first handler error */
+  char msg[512]; /* its message */
+  bool nomem;
+} load_ctx;
+
+__attribute__((format(printf, 2, 3))) static void fail(load_ctx *x, const char *fmt, ...) {
+  if (x->err_line)
+    return; /* keep the first: inih returns the first error's line */
+  x->err_line = x->line;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(x->msg, sizeof x->msg, fmt, ap);
+  va_end(ap);
+}
+
+/* fgets for inih that counts lines, refuses over-long ones and strips leading blanks (so an
+ * indented line is a line of its own, never a continuation of the previous value). */
+static char *read_line(char *str, int num, void *stream) {
+  load_ctx *x = stream;
+  if (!fgets(str, num, x->f))
+    return NULL;
+  x->line++;
+  size_t len = strlen(str);
+  if (len > 0 && str[len - 1] != '\n') {
+    /* The buffer is full: fine if the line ends right here, too long otherwise. */
+    int ch = fgetc(x->f);
+    if (ch != EOF && ch != '\n') {
+      x->long_line = x->line;
+      x->max_line = num - 1;
+      return NULL;
+    }
+  }
+  size_t lead = strspn(str, " \t");
+  if (lead)
+    memmove(str, str + lead, len - lead + 1);
+  return str;
+}
+
+/* Splits a [host "NAME"] section name into host and port. An IPv6 address is written without
+ * brackets (INI sections end at the first ']') and matches any port. 0, -1 with a message, or
+ * -2 (no memory). */
+static int parse_host_section(const char *sec, char **host, int *port, char *err, size_t cap) {
+  const char *p = sec + 4; /* after "host" */
+  if (*p != ' ' && *p != '\t')
+    goto bad;
+  while (*p == ' ' || *p == '\t')
+    p++;
+  if (*p != '"')
+    goto bad;
+  const char *name = ++p;
+  if (*name == '[') {
+    snprintf(err, cap, "write IPv6 addresses without brackets: [host \"::1\"] (any port)");
+    return -1;
+  }
+  const char *q = strchr(name, '"');
+  if (!q || q == name || q[1] != '\0')
+    goto bad;
+  size_t n = (size_t)(q - name);
+  const char *colon = memchr(name, ':', n);
+  /* Two colons or more: an IPv6 address, no port. */
+  if (colon && memchr(colon + 1, ':', n - (size_t)(colon + 1 - name)))
+    colon = NULL;
+  size_t hlen = colon ? (size_t)(colon - name) : n;
+  if (hlen == 0)
+    goto bad;
+  for (size_t i = 0; i < hlen; i++)
+    if (isspace((unsigned char)name[i]) || name[i] == '/' || name[i] == '@' || name[i] == '[' ||
+        name[i] == ']')
+      goto bad;
+  *port = -1;
+  if (colon) {
+    const char *ps = colon + 1;
+    size_t plen = n - hlen - 1;
+    long v = 0;
+    if (plen == 0 || plen > 5)
+      goto bad_port;
+    for (size_t i = 0; i < plen; i++) {
+      if (!isdigit((unsigned char)ps[i]))
+        goto bad_port;
+      v = v * 10 + (ps[i] - '0');
+    }
+    if (v < 1 || v > 65535)
+      goto bad_port;
+    *port = (int)v;
+  }
+  *host = strndup(name, hlen);
+  if (!*host)
+    return -2;
+  for (char *h = *host; *h; h++)
+    *h = (char)tolower((unsigned char)*h);
+  return 0;
+bad_port:
+  snprintf(err, cap, "bad port in section [%s] (use 1 to 65535)", sec);
+  return -1;
+bad:
+  snprintf(err, cap, "bad section [%s]: use [defaults] or [host \"NAME\"] / [host \"NAME:PORT\"]",
+           sec);
+  return -1;
+}
+
+/* Whether a section's host names the URL's host (libcurl writes IPv6 in brackets). */
+static bool host_match(const char *section_host, const char *url_host) {
+  size_t n = strlen(url_host);
+  if (n >= 2 && url_host[0] == '[' && url_host[n - 1] == ']')
+    return strlen(section_host) == n - 2 && strncasecmp(section_host, url_host + 1, n - 2) == 0;
+  return strcasecmp(section_host, url_host) == 0;
+}
+
+static cli_config_section *section_for(load_ctx *x, const char *sec) {
+  cli_config *c = x->c;
+  for (size_t i = 0; i < c->nsections; i++)
+    if (strcmp(c->sections[i].name, sec) == 0)
+      return &c->sections[i];
+  if (!*sec) {
+    fail(x, "settings must follow a section header: [defaults] or [host \"NAME\"]");
+    return NULL;
+  }
+  char *host = NULL;
+  int port = -1;
+  if (strcmp(sec, "defaults") != 0) {
+    char m[256];
+    int rc = -1;
+    if (strncmp(sec, "host", 4) == 0)
+      rc = parse_host_section(sec, &host, &port, m, sizeof m);
+    else
+      snprintf(m, sizeof m, "unknown section [%s]: use [defaults] or [host \"NAME\"]", sec);
+    if (rc == -2)
+      x->nomem = true;
+    if (rc != 0) {
+      fail(x, "%s", m);
+      return NULL;
+    }
+  }
+  cli_config_section *s = realloc(c->sections, (c->nsections + 1) * sizeof *s);
+  if (!s) {
+    free(host);
+    x->nomem = true;
+    return NULL;
+  }
+  c->sections = s;
+  s = &c->sections[c->nsections];
+  memset(s, 0, sizeof *s);
+  s->name = strdup(sec);
+  if (!s->name) {
+    free(host);
+    x->nomem = true;
+    return NULL;
+  }
+  s->host = host;
+  s->port = port;
+  s->line = x->line;
+  cli_settings_init(&s->s);
+  c->nsections++;
+  return s;
+}
+
+static const char *new_label(load_ctx *x) {
+  cli_config *c = x->c;
+  char **l = realloc(c->labels, (c->nlabels + 1) * sizeof *l);
+  if (!l)
+    return NULL;
+  c->labels = l;
+  size_t n = strlen(c->path) + 16;
+  char *s = malloc(n);
+  if (!s)
+    return NULL;
+  snprintf(s, n, "%s:%d", c->path, x->line);
+  l[c->nlabels++] = s;
+  return s;
+}
+
+static int on_entry(void *user, const char *section, const char *name, const char *value) {
+  load_ctx *x = user;
+  if (x->nomem)
+    return 0;
+  cli_config_section *s = section_for(x, section);
+  if (!s)
+    return 0;
+  int f = cli_settings_field(name);
+  if (f < 0) {
+    char known[300] = "";
+    for (int k = 0; k < CLI_F__COUNT; k++) {
+      size_t off = strlen(known);
+      snprintf(known + off, sizeof known - off, "%s%s", k ? ", " : "",
+               cli_settings_key((cli_field)k));
+    }
+    fail(x, "unknown key '%s' (known keys: %s)", name, known);
+    return 0;
+  }
+  if (f != CLI_F_HEADER && s->key_line[f]) {
+    fail(x, "'%s' is already set in this section on line %d", name, s->key_line[f]);
+    return 0;
+  }
+  const char *label = new_label(x);
+  if (!label) {
+    x->nomem = true;
+    return 0;
+  }
+  char m[384];
+  int rc = cli_settings_set(&s->s, name, value, label, true, m, sizeof m);
+  if (rc == CLI_SET_NOMEM) {
+    x->nomem = true;
+    return 0;
+  }
+  if (rc != CLI_SET_OK) {
+    fail(x, "%s: %s", name, m);
+    return 0;
+  }
+  s->key_line[f] = x->line;
+  return 1;
+}
+
+int cli_config_load_stream(cli_config *c, FILE *f, const char *name, char *err, size_t cap) {
+  memset(c, 0, sizeof *c);
+  c->path = strdup(name);
+  if (!c->path) {
+    snprintf(err, cap, "%s: out of memory", name);
+    return -1;
+  }
+  load_ctx x = {.c = c, .f = f};
+  int rc = ini_parse_stream(read_line, &x, on_entry, &x);
+  if (x.nomem || rc == -2) {
+    snprintf(err, cap, "%s: out of memory", name);
+    return -1;
+  }
+  if (rc > 0) {
+    if (rc == x.err_line)
+      snprintf(err, cap, "%s:%d: %s", name, rc, x.msg);
+    else
+      snprintf(err, cap, "%s:%d: syntax error: expected [section], key = value or a comment", name,
+               rc);
+    return -1;
+  }
+  if (x.long_line) {
+    snprintf(err, cap, "%s:%d: line too long (at most %d characters)", name, x.long_line,
+             x.max_line);
+    return -1;
+  }
+  if (ferror(f)) {
+    snprintf(err, cap, "%s: read error", name);
+    return -1;
+  }
+  return 0;
+}
+
+int cli_config_load(cli_config *c, const char *path, char *err, size_t cap) {
+  memset(c, 0, sizeof *c);
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    snprintf(err, cap, "%s: cannot open: %s", path, strerror(errno));
+    return -1;
+  }
+  int rc = cli_config_load_stream(c, f, path, err, cap);
+  fclose(f);
+  return rc;
+}
+
+int cli_config_apply(const cli_config *c, const char *host, int port, cli_settings *dst,
+                     const char *matched[3], size_t *nmatched) {
+  *nmatched = 0;
+  /* Three passes fix the order: defaults, host, host:port. */
+  for (int pass = 0; pass < 3; pass++) {
+    for (size_t i = 0; i < c->nsections; i++) {
+      const cli_config_section *s = &c->sections[i];
+      bool match;
+      if (pass == 0)
+        match = s->host == NULL;
+      else
+        match = s->host && host && host_match(s->host, host) &&
+                (pass == 1 ? s->port < 0 : s->port >= 0 && s->port == port);
+      if (!match)
+        continue;
+      if (cli_settings_merge(dst, &s->s) != 0)
+        return -1;
+      matched[(*nmatched)++] = s->name;
+      break;
+    }
+  }
+  return 0;
+}
+
+void cli_config_free(cli_config *c) {
+  for (size_t i = 0; i < c->nsections; i++) {
+    free(c->sections[i].name);
+    free(c->sections[i].host);
+    cli_settings_free(&c->sections[i].s);
+  }
+  free(c->sections);
+  for (size_t i = 0; i < c->nlabels; i++)
+    free(c->labels[i]);
+  free(c->labels);
+  free(c->path);
+  memset(c, 0, sizeof *c);
+}
+
+int cli_config_path(const char *flag, char *buf, size_t cap, bool *required) {
+  *required = true;
+  const char *env = getenv("LINKD_CONFIG");
+  const char *p = flag ? flag : (env && *env ? env : NULL);
+  if (p) {
+    if ((size_t)snprintf(buf, cap, "%s", p) >= cap)
+      return -1;
+    return 0;
+  }
+  *required = false;
+  const char *xdg = getenv("XDG_CONFIG_HOME");
+  const char *home = getenv("HOME");
+  int n;
+  if (xdg && xdg[0] == '/')
+    n = snprintf(buf, cap, "%s/linkd/linkd.conf", xdg);
+  else if (home && *home)
+    n = snprintf(buf, cap, "%s/.config/linkd/linkd.conf", home);
+  else
+    return -1;
+  return n > 0 && (size_t)n < cap ? 0 : -1;
+}

@@ -1,0 +1,20 @@
+/* demo.h: `linkd demo`, the one command that shows why retry policies matter.
+ *
+ * It starts libraryd (found as demo_server.h says) on free loopback ports with a temporary
+ * SQLite store and a seeded fault profile, runs the same workload with three clients (naive,
+ * fixed-interval, linkd's policy; see demo_policy.h), each against its own fresh libraryd,
+ * prints one comparison table (or JSON with --json), writes an HTML report and cleans up its
+ * processes and files. See docs/demo.md.
+ *
+ * Thread-safety: runs on the calling thread; installs SIGINT/SIGTERM handlers for its duration
+ * (restored before it returns).
+ */
+#ifndef LINKD_DEMO_H
+#define LINKD_DEMO_H
+
+/* argv[0] is the command name ("demo"), options follow (see `linkd demo --help`).
+ * Returns the process exit code: 0 done, 1 failure (libraryd missing or failing, report not
+ * written), 64 usage error, 130 interrupted. */
+int linkd_demo_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,174 @@
+/* demo_policy.c: the naive, fixed-interval and linkd policies of `linkd demo`. */
+#include "demo_policy.h"
+
+#include <linkd/breaker.h>
+#include <linkd/budget.h>
+
+#include <stdio.h>
+#include <string.h>
+
+/* libraryd answers 409 "idempotency_key_in_use" (with Retry-After) while an earlier attempt with
+ * the same key is still executing: the server refused without processing, like a 429, so linkd's
+ * policy classifies it as one and waits as told. Any other 409 (out of stock) stays final. */
+static lk_failure classify_key_in_use(void *ctx, const lk_http_response *resp, lk_failure kind) {
+  (void)ctx;
+  if (resp->status == 409 && resp->body && strstr(resp->body, "idempotency_key_in_use"))
+    return LK_F_TOO_MANY_REQUESTS;
+  return kind;
+}
+
+static int retry_init(lk_http_policy *pol, const lk_retry_config *rc, char *err, size_t cap) {
+  const char *why = NULL;
+  if (lk_retry_policy_init(&pol->retry, rc, &why) != LK_OK) {
+    snprintf(err, cap, "retry policy: %s", why ? why : "invalid");
+    return -1;
+  }
+  return 0;
+}
+
+static int naive(lk_http_policy *pol, char *err, size_t cap) {
+  pol->deadline = LK_SEC(3600); /* "no deadline" */
+  pol->attempt_timeout = LK_SEC(3600);
+  pol->connect_timeout = 0;
+  pol->assume_idempotent = true;
+  pol->idem_mode = LK_IDEM_NONE;
+  pol->resend_guard = LK_RESEND_ALLOW;
+  pol->send_deadline = false;
+  pol->send_attempt = false;
+  lk_retry_config rc;
+  lk_retry_config_init_default(&rc);
+  rc.max_attempts = 4; /* the first + 3 retries */
+  /* catch (Exception e): every kind (terminal ones never retry whatever the set says) */
+  rc.retry_on = 0;
+  for (int k = LK_F_NONE + 1; k < LK_F__COUNT; k++)
+    rc.retry_on |= LK_FAILURE_BIT(k);
+  rc.honor_retry_after = false;
+  rc.backoff.kind = LK_BACKOFF_FIXED;
+  rc.backoff.jitter = LK_JITTER_NONE;
+  rc.backoff.resolution = 1; /* the smallest delay the layer accepts: 1 ns, "at once" */
+  rc.backoff.base = 1;
+  rc.backoff.max = 1;
+  return retry_init(pol, &rc, err, cap);
+}
+
+static int fixed(lk_http_policy *pol, char *err, size_t cap) {
+  pol->deadline = LK_SEC(3600); /* no overall deadline: only a per-attempt read timeout */
+  pol->attempt_timeout = LK_SEC(1);
+  pol->connect_timeout = LK_SEC(1);
+  pol->assume_idempotent = true;
+  pol->idem_mode = LK_IDEM_NONE;
+  pol->resend_guard = LK_RESEND_ALLOW;
+  pol->send_deadline = false;
+  pol->send_attempt = false;
+  lk_retry_config rc;
+  lk_retry_config_init_default(&rc);
+  rc.max_attempts = 4;
+  rc.honor_retry_after = false;
+  rc.backoff.kind = LK_BACKOFF_FIXED;
+  rc.backoff.jitter = LK_JITTER_NONE;
+  rc.backoff.base = LK_MS(100);
+  rc.backoff.max = LK_MS(100);
+  return retry_init(pol, &rc, err, cap);
+}
+
+static int linkd(lk_http_policy *pol, int64_t deadline, uint64_t seed, demo_protect *prot,
+                 char *err, size_t cap) {
+  pol->deadline = deadline;
+  pol->attempt_timeout = LK_MS(300);
+  pol->connect_timeout = LK_MS(100);
+  pol->idem_mode = LK_IDEM_AUTO; /* one key per POST, the same on every attempt */
+  pol->classify = classify_key_in_use;
+  lk_rand_fast_seeded(&prot->jitter, seed ^ UINT64_C(0x6c696e6b64));
+  pol->rng = &prot->jitter.base;
+  lk_retry_config rc;
+  lk_retry_config_init_default(&rc);
+  rc.max_attempts = 4;
+  rc.backoff.base = LK_MS(50);
+  rc.backoff.max = LK_SEC(1);
+  rc.min_attempt = LK_MS(50); /* never start an attempt with almost nothing left */
+  if (retry_init(pol, &rc, err, cap) != 0)
+    return -1;
+
+  /* At most 20 % extra load from retries over a 2 s window, plus a floor of 10 retries/s. */
+  lk_budget_ratio_config bc;
+  lk_budget_ratio_config_init_default(&bc);
+  bc.percent = 20;
+  bc.ttl = LK_SEC(2);
+  bc.min_retries_per_sec = 10;
+  const char *why = NULL;
+  if (lk_budget_new_ratio(&bc, &prot->budget, &why) != LK_OK) {
+    snprintf(err, cap, "retry budget: %s", why ? why : "invalid");
+    return -1;
+  }
+  /* Opens when half of the last 100 attempts failed (50 at least): the background faults never
+   * trip it, an outage does; probes with 5 calls after 100 ms, so it recovers quickly. */
+  lk_breaker_config kc;
+  lk_breaker_config_init_default(&kc);
+  kc.window_size = 100;
+  kc.minimum_calls = 50;
+  kc.failure_rate_threshold = 50;
+  kc.wait_open = LK_MS(100);
+  kc.permitted_half_open = 5;
+  lk_rand_fast_seeded(&prot->breaker_rng, seed ^ UINT64_C(0x627265616b));
+  kc.rng = &prot->breaker_rng.base;
+  if (lk_breaker_new(&kc, &prot->breaker, &why) != LK_OK) {
+    snprintf(err, cap, "circuit breaker: %s", why ? why : "invalid");
+    return -1;
+  }
+  pol->budget = prot->budget;
+  pol->breaker = prot->breaker;
+  return 0;
+}
+
+int demo_policy_make(int which, int64_t deadline, uint64_t seed, demo_protect *prot,
+                     lk_http_policy *pol, char *err, size_t errcap) {
+  memset(prot, 0, sizeof *prot);
+  lk_http_policy_init_default(pol);
+  int rc;
+  switch (which) {
+  case DEMO_NAIVE: rc = naive(pol, err, errcap); break;
+  case DEMO_FIXED: rc = fixed(pol, err, errcap); break;
+  case DEMO_LINKD: rc = linkd(pol, deadline, seed, prot, err, errcap); break;
+  default: snprintf(err, errcap, "unknown client %d", which); return -1;
+  }
+  const char *why = NULL;
+  if (rc == 0 && lk_http_policy_validate(pol, &why) != LK_OK) {
+    snprintf(err, errcap, "policy: %s", why ? why : "invalid");
+    rc = -1;
+  }
+  return rc;
+}
+
+void demo_protect_free(demo_protect *prot) {
+  lk_budget_free(prot->budget);
+  lk_breaker_free(prot->breaker);
+  prot->budget = NULL;
+  prot->breaker = NULL;
+}
+
+void demo_client_describe(int which, demo_client_stats *st) {
+  static const struct {
+    const char *name, *title, *how, *impl;
+  } d[DEMO_NCLIENTS] = {
+      {"naive", "naive",
+       "catch everything (404 too), retry 3 times at once; no keys, no deadline, no timeout",
+       "lk_http with retry_on=all, assume_idempotent, backoff fixed 1ns, idempotency none, "
+       "deadline and attempt timeout 1h, Retry-After ignored, libcurl re-send allowed"},
+      {"fixed", "fixed interval",
+       "retry 5xx/429/transport failures every 100 ms, 4 attempts; 1 s read timeout; no keys, "
+       "no overall deadline",
+       "lk_http with assume_idempotent, backoff fixed 100ms without jitter, attempt timeout "
+       "1s, deadline 1h, idempotency none, Retry-After ignored, libcurl re-send allowed"},
+      {"linkd", "linkd policy",
+       "deadline, 300 ms per attempt, phase-aware retries, jittered exponential backoff, "
+       "Idempotency-Keys, Retry-After, retry budget, circuit breaker",
+       "lk_http with deadline, attempt timeout 300ms, exponential 50ms..1s symmetric jitter "
+       "0.5 (seeded), idempotency auto, ratio budget 20%/2s, breaker 50% of 100"},
+  };
+  if (which < 0 || which >= DEMO_NCLIENTS)
+    return;
+  st->name = d[which].name;
+  st->title = d[which].title;
+  st->how = d[which].how;
+  st->impl = d[which].impl;
+}

@@ -1,0 +1,170 @@
+/* demo_table.c: the comparison table as text, rows and JSON. */
+#include "demo_table.h"
+
+#include <linkd/common.h>
+#include <linkd/error.h>
+
+#include <jansson.h>
+#include <string.h>
+
+void demo_fmt_duration(int64_t ns, char *buf, size_t cap) {
+  if (ns < LK_NS_PER_MS)
+    snprintf(buf, cap, "%lldus", (long long)(ns / LK_NS_PER_US));
+  else if (ns < 100 * LK_NS_PER_MS)
+    snprintf(buf, cap, "%.2fms", (double)ns / 1e6);
+  else if (ns < LK_NS_PER_S)
+    snprintf(buf, cap, "%.0fms", (double)ns / 1e6);
+  else
+    snprintf(buf, cap, "%.2fs", (double)ns / 1e9);
+}
+
+double demo_success_rate(const demo_client_stats *c) {
+  return c->ops ? (double)c->successes / (double)c->ops : 0.0;
+}
+
+double demo_attempts_per_op(const demo_client_stats *c) {
+  return c->ops ? (double)c->attempts / (double)c->ops : 0.0;
+}
+
+static double per_op(int64_t n, uint64_t ops) { return ops ? (double)n / (double)ops : 0.0; }
+
+enum { M_SUCCESS, M_ATTEMPTS, M_SERVER, M_DUPS, M_P50, M_P99, M_P999, M_OVERRUNS, M__COUNT };
+
+static const struct {
+  const char *label, *hint;
+} metrics[M__COUNT] = {
+    {"logical success rate",
+     "operations that got their definitive answer (2xx; 404 for the missing book)"},
+    {"attempts per operation", "requests the client sent per logical operation (amplification)"},
+    {"requests per op at libraryd",
+     "requests libraryd received per operation, libcurl's silent re-sends included (its count)"},
+    {"duplicate loans applied",
+     "loans libraryd wrote twice for one operation (its own records: same X-Request-Id)"},
+    {"latency p50", "time of one logical operation, all its attempts and waits included"},
+    {"latency p99", "time of one logical operation, all its attempts and waits included"},
+    {"latency p99.9", "time of one logical operation, all its attempts and waits included"},
+    {"deadline overruns", "operations that took longer than the deadline plus 50 ms"},
+};
+
+static void cell(const demo_client_stats *c, int m, char *buf, size_t cap) {
+  switch (m) {
+  case M_SUCCESS: snprintf(buf, cap, "%.1f%%", 100.0 * demo_success_rate(c)); return;
+  case M_ATTEMPTS: snprintf(buf, cap, "%.2f", demo_attempts_per_op(c)); return;
+  case M_SERVER:
+    if (c->server_ok)
+      snprintf(buf, cap, "%.2f", per_op(c->server_requests, c->ops));
+    else
+      snprintf(buf, cap, "n/a");
+    return;
+  case M_DUPS:
+    if (c->server_ok)
+      snprintf(buf, cap, "%lld", (long long)c->duplicate_loans);
+    else
+      snprintf(buf, cap, "n/a");
+    return;
+  case M_P50: demo_fmt_duration(c->p50, buf, cap); return;
+  case M_P99: demo_fmt_duration(c->p99, buf, cap); return;
+  case M_P999: demo_fmt_duration(c->p999, buf, cap); return;
+  case M_OVERRUNS: snprintf(buf, cap, "%llu", (unsigned long long)c->overruns); return;
+  default: snprintf(buf, cap, "?"); return;
+  }
+}
+
+int demo_table_rows(const demo_summary *s, demo_row *rows, int max) {
+  int n = 0;
+  for (int m = 0; m < M__COUNT && n < max; m++, n++) {
+    demo_row *r = &rows[n];
+    if (m == M_OVERRUNS) {
+      char d[32];
+      demo_fmt_duration(s->deadline + s->overrun_margin, d, sizeof d);
+      snprintf(r->label, sizeof r->label, "%s (> %s)", metrics[m].label, d);
+    } else {
+      snprintf(r->label, sizeof r->label, "%s", metrics[m].label);
+    }
+    r->hint = metrics[m].hint;
+    for (int i = 0; i < DEMO_NCLIENTS; i++)
+      cell(&s->c[i], m, r->cell[i], sizeof r->cell[i]);
+  }
+  return n;
+}
+
+void demo_table_print(FILE *f, const demo_summary *s) {
+  demo_row rows[DEMO_ROWS_MAX];
+  int n = demo_table_rows(s, rows, DEMO_ROWS_MAX);
+  fprintf(f, "%-32s", "");
+  for (int i = 0; i < DEMO_NCLIENTS; i++)
+    fprintf(f, "%16s", s->c[i].title ? s->c[i].title : "");
+  fputc('\n', f);
+  for (int r = 0; r < n; r++) {
+    fprintf(f, "%-32s", rows[r].label);
+    for (int i = 0; i < DEMO_NCLIENTS; i++)
+      fprintf(f, "%16s", rows[r].cell[i]);
+    fputc('\n', f);
+  }
+}
+
+static json_t *ms(int64_t ns) { return json_real((double)ns / 1e6); }
+
+static json_t *client_json(const demo_client_stats *c) {
+  json_t *errors = json_object();
+  for (int e = 0; e < DEMO_ERR_SLOTS; e++)
+    if (c->errors[e])
+      json_object_set_new(errors, e ? lk_err_name(-e) : "OK",
+                          json_integer((json_int_t)c->errors[e]));
+  json_t *hist = json_array();
+  for (int b = 0; b < DEMO_ATTEMPT_BUCKETS; b++)
+    json_array_append_new(hist, json_integer((json_int_t)c->by_attempts[b]));
+  json_t *server = json_null();
+  if (c->server_ok)
+    server = json_pack("{s:I,s:f,s:I,s:I,s:I,s:I}", "requests", (json_int_t)c->server_requests,
+                       "requests_per_op", per_op(c->server_requests, c->ops), "loans_applied",
+                       (json_int_t)c->loans_applied, "duplicate_loans",
+                       (json_int_t)c->duplicate_loans, "replays", (json_int_t)c->replays,
+                       "faults_injected", (json_int_t)c->faults_injected);
+  json_t *o = json_pack(
+      "{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:f,s:I,s:f,s:I,s:o,s:I,s:I,s:I,s:o}", "name", c->name, "title",
+      c->title, "how", c->how, "implementation", c->impl, "ops", (json_int_t)c->ops, "completed",
+      (json_int_t)c->done, "successes", (json_int_t)c->successes, "success_rate",
+      demo_success_rate(c), "attempts", (json_int_t)c->attempts, "attempts_per_op",
+      demo_attempts_per_op(c), "refused_by_breaker", (json_int_t)c->refused, "attempts_histogram",
+      hist, "silent_resends", (json_int_t)c->resends, "loan_ops", (json_int_t)c->loan_ops,
+      "loans_confirmed", (json_int_t)c->loans_confirmed, "server", server);
+  if (!o) {
+    json_decref(errors);
+    return NULL;
+  }
+  json_object_set_new(o, "duplicate_loans",
+                      c->server_ok ? json_integer((json_int_t)c->duplicate_loans) : json_null());
+  json_object_set_new(o, "latency_ms",
+                      json_pack("{s:o,s:o,s:o,s:o}", "p50", ms(c->p50), "p99", ms(c->p99), "p999",
+                                ms(c->p999), "max", ms(c->max)));
+  json_object_set_new(o, "deadline_overruns", json_integer((json_int_t)c->overruns));
+  json_object_set_new(o, "wall_s", json_real(c->wall_s));
+  json_object_set_new(o, "cut_short", json_boolean(c->cut_short));
+  json_object_set_new(o, "errors", errors);
+  return o;
+}
+
+int demo_table_json(FILE *f, const demo_summary *s, const char *report_path) {
+  json_t *faults = json_array();
+  for (size_t i = 0; i < s->n_fault_rules; i++)
+    json_array_append_new(faults, json_string(s->fault_rules[i]));
+  json_t *clients = json_array();
+  for (int i = 0; i < DEMO_NCLIENTS; i++)
+    json_array_append_new(clients, client_json(&s->c[i]));
+  json_t *o = json_pack(
+      "{s:I,s:I,s:i,s:i,s:o,s:o,s:{s:I,s:I,s:s},s:o,s:s,s:s,s:f,s:o}", "ops", (json_int_t)s->ops,
+      "seed", (json_int_t)(s->seed & INT64_MAX), "concurrency", s->concurrency, "rate", s->rate,
+      "deadline_ms", ms(s->deadline), "overrun_margin_ms", ms(s->overrun_margin), "outage", "from",
+      (json_int_t)s->outage_from, "to", (json_int_t)s->outage_to, "rule", s->outage_rule, "faults",
+      faults, "libraryd", s->libraryd ? s->libraryd : "", "baseline_clients",
+      "lk_http layer with naive policies (no raw libcurl)", "total_s", s->total_s, "clients",
+      clients);
+  if (!o)
+    return -1;
+  json_object_set_new(o, "report", report_path ? json_string(report_path) : json_null());
+  int rc = json_dumpf(o, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 ? 0 : -1;
+  fputc('\n', f);
+  json_decref(o);
+  return rc;
+}

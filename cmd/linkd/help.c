@@ -1,0 +1,109 @@
+#include "help.h"
+
+#include "args.h"
+
+#include <string.h>
+
+void cli_help_main(FILE *f) {
+  fputs("usage: linkd <command> [options]\n"
+        "\n"
+        "Request commands (one logical call, retried under a deadline):\n"
+        "  get URL        GET    (idempotent: retried on any retryable failure)\n"
+        "  head URL       HEAD   (idempotent; prints no body)\n"
+        "  put URL        PUT    (idempotent)\n"
+        "  post URL       POST   (not idempotent: retried after it may have been processed\n"
+        "                         only with an Idempotency-Key)\n"
+        "  patch URL      PATCH  (not idempotent, like POST)\n"
+        "  delete URL     DELETE (idempotent)\n"
+        "\n"
+        "Other commands:\n"
+        "  demo           run libraryd with faults and compare naive retries with linkd's policy\n"
+        "  seed-example   print the seed document's RetryPolicy example (golden output)\n"
+        "  version        print the library version\n"
+        "  help [COMMAND] this text, or the options of COMMAND\n"
+        "\n"
+        "Run 'linkd COMMAND --help' for a command's options; 'man linkd' for the whole manual.\n",
+        f);
+}
+
+static const char request_options[] =
+    "Request:\n"
+    "  -H, --header 'Name: value'  add a header (repeatable); 'Name:' removes one set by the\n"
+    "                              config file, 'Name;' sends it empty\n"
+    "  -d, --data DATA             request body: text, @FILE, or @- for stdin (sent as is)\n"
+    "\n"
+    "Output:\n"
+    "  -o, --output FILE           write the response body to FILE instead of stdout\n"
+    "  -i, --include               print the status line and headers before the body\n"
+    "  -s, --silent                no failure message on stderr (the exit code still tells)\n"
+    "  -v, --verbose               print the policy and every attempt on stderr: phase, outcome,\n"
+    "                              decision, delay and reason\n"
+    "      --json                  print the result and attempt timeline as one JSON object on\n"
+    "                              stdout (schema: linkd-result.schema.json); the body goes only\n"
+    "                              to -o\n"
+    "\n"
+    "Policy (these are also config file keys, without the dashes):\n"
+    "      --deadline DUR          budget for the whole call, all attempts and waits (3s)\n"
+    "      --attempt-timeout DUR   cap for one attempt; each gets min(cap, time left) (800ms)\n"
+    "      --connect-timeout DUR   cap for the TCP handshake; 0s = the attempt's (500ms)\n"
+    "      --max-attempts N        attempts in all, the first included, 1..1000 (4)\n"
+    "      --backoff KIND          fixed | linear | exponential[:MULTIPLIER] (exponential)\n"
+    "      --base DUR              first backoff delay, >= 1ms (200ms)\n"
+    "      --max-delay DUR         cap for any backoff delay (2s)\n"
+    "      --jitter KIND           none | symmetric[:RATIO] | full | equal | decorrelated\n"
+    "                              (symmetric:0.5)\n"
+    "      --idempotency-key K     auto (a new key for POST and PATCH) | always | none | KEY\n"
+    "                              (none); one key is sent unchanged on every attempt\n"
+    "      --retry-on LIST         failure kinds that may be retried: '503,429,read-timeout'\n"
+    "                              sets the list, '-408' or '+4xx' edits it (default)\n"
+    "      --budget SPEC           retry budget: none | ratio:PERCENT%[:min=N][:ttl=DUR] |\n"
+    "                              tokens:MAX[:RATIO] | quota:CAPACITY[:COST[:TIMEOUT_COST]]\n"
+    "                              (none)\n"
+    "\n"
+    "Config:\n"
+    "      --config FILE           read FILE ($LINKD_CONFIG, else ~/.config/linkd/linkd.conf)\n"
+    "      --no-config             read no config file\n"
+    "  -h, --help                  this text\n"
+    "\n"
+    "Durations take a unit: 1500us, 250ms, 3s, 1m, 1h, also 1.5s and 1m30s.\n"
+    "\n"
+    "Exit codes: 0 success; 1 other failure; 2 HTTP error status not retried; 3 failure not\n"
+    "retryable (may have been processed); 4 retries exhausted; 5 deadline exceeded; 6 refused\n"
+    "by the retry budget or a protection; 64 usage error; 66 -d @FILE unreadable; 73 -o FILE\n"
+    "not writable; 78 config error; 130 cancelled (SIGINT/SIGTERM).\n";
+
+void cli_help_command(FILE *f, const char *command) {
+  const char *method = command ? cli_command_method(command) : NULL;
+  if (method) {
+    fprintf(f, "usage: linkd %s URL [options]\n\n", command);
+    if (strcmp(method, "POST") == 0 || strcmp(method, "PATCH") == 0)
+      fprintf(f,
+              "Sends one %s under the policy below. %s is not idempotent: a failure after the\n"
+              "request may have been processed (read timeout, reset after sending, 5xx) is\n"
+              "retried only with an Idempotency-Key (--idempotency-key auto or KEY); failures\n"
+              "before sending and 429/408/425 are always retryable.\n\n",
+              method, method);
+    else if (strcmp(method, "HEAD") == 0)
+      fprintf(f, "Sends one HEAD under the policy below and prints no body (-i shows the\n"
+                 "headers). HEAD is idempotent: every retryable failure is retried.\n\n");
+    else
+      fprintf(f,
+              "Sends one %s under the policy below. %s is idempotent: every retryable failure is\n"
+              "retried while attempts and the deadline allow.%s\n\n",
+              method, method, strcmp(method, "GET") == 0 ? " GET sends no body." : "");
+    fputs(request_options, f);
+    return;
+  }
+  if (command && strcmp(command, "seed-example") == 0) {
+    fputs("usage: linkd seed-example\n\n"
+          "Prints the seed document's RetryPolicy example, computed by this library: the same\n"
+          "delays and decisions as the Java original (seeded L64X128MixRandom).\n",
+          f);
+    return;
+  }
+  if (command && strcmp(command, "version") == 0) {
+    fputs("usage: linkd version\n\nPrints the version of the linked library.\n", f);
+    return;
+  }
+  cli_help_main(f);
+}

@@ -1,0 +1,26 @@
+/* report.h: the HTML report of `linkd demo`: one self-contained file (inline CSS and SVG, no
+ * script, nothing fetched) with the comparison table, a latency CDF of the three clients, the
+ * distribution of attempts per operation, the fault profile and the policies.
+ *
+ * Thread-safety: pure functions of their arguments.
+ */
+#ifndef LINKD_REPORT_H
+#define LINKD_REPORT_H
+
+#include "demo_types.h"
+
+#include <stdio.h>
+
+/* Writes the report to `path` (created or truncated). 0, or -1 with a message in err. */
+int demo_report_write(const char *path, const demo_summary *s, char *err, size_t errcap);
+
+/* The parts, for tests and reuse; each writes to `f`. */
+/* Latency CDF: x = latency on a log scale, y = share of operations at or below it. */
+void demo_report_svg_cdf(FILE *f, const demo_summary *s);
+/* Grouped bars: share of operations by requests sent (0, 1, 2, 3, 4+), one bar per client. */
+void demo_report_svg_attempts(FILE *f, const demo_summary *s);
+
+/* Writes `s` with HTML's special characters escaped. */
+void demo_html_escape(FILE *f, const char *s);
+
+#endif

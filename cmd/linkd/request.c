@@ -1,0 +1,371 @@
+#include "request.h"
+
+#include "args.h"
+#include "config.h"
+#include "exitcodes.h"
+#include "help.h"
+#include "output.h"
+#include "policy.h"
+
+#include <curl/curl.h>
+#include <linkd/http.h>
+#include <linkd/version.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The token SIGINT/SIGTERM fire; lk_http_cancel_fire() is async-signal-safe. */
+static lk_http_cancel *volatile g_cancel;
+
+static void on_signal(int sig) {
+  (void)sig;
+  if (g_cancel)
+    lk_http_cancel_fire(g_cancel);
+}
+
+/* Host (IPv6 in brackets) and port (the scheme's default if none) of the URL, for matching
+ * config sections; also rejects URLs libcurl cannot parse. 0 or -1 with a message. */
+static int url_host_port(const char *url, char *host, size_t cap, int *port, char *err,
+                         size_t ecap) {
+  CURLU *u = curl_url();
+  if (!u) {
+    snprintf(err, ecap, "out of memory");
+    return -1;
+  }
+  char *h = NULL, *p = NULL;
+  CURLUcode rc = curl_url_set(u, CURLUPART_URL, url, 0);
+  if (rc == CURLUE_OK)
+    rc = curl_url_get(u, CURLUPART_HOST, &h, 0);
+  if (rc == CURLUE_OK)
+    rc = curl_url_get(u, CURLUPART_PORT, &p, CURLU_DEFAULT_PORT);
+  int ret = 0;
+  if (rc != CURLUE_OK) {
+    snprintf(err, ecap, "'%s' is not a valid URL: %s", url, curl_url_strerror(rc));
+    ret = -1;
+  } else if (strlen(h) >= cap) {
+    snprintf(err, ecap, "the host name in '%s' is too long", url);
+    ret = -1;
+  } else {
+    memcpy(host, h, strlen(h) + 1);
+    *port = atoi(p);
+  }
+  curl_free(h);
+  curl_free(p);
+  curl_url_cleanup(u);
+  return ret;
+}
+
+/* Reads all of `f` into a malloc'd buffer. 0 or -1 (errno set). */
+static int slurp(FILE *f, char **out, size_t *len) {
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  if (!buf)
+    return -1;
+  for (;;) {
+    if (n == cap) {
+      char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+      if (!nb) {
+        free(buf);
+        errno = ENOMEM;
+        return -1;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    size_t r = fread(buf + n, 1, cap - n, f);
+    n += r;
+    if (r == 0) {
+      if (ferror(f)) {
+        int e = errno ? errno : EIO;
+        free(buf);
+        errno = e;
+        return -1;
+      }
+      break;
+    }
+  }
+  *out = buf;
+  *len = n;
+  return 0;
+}
+
+/* The -d body: literal text, @FILE or @- (stdin). 0 or CLI_EXIT_NOINPUT after a message. */
+static int load_body(const char *data, char **body, size_t *len) {
+  if (data[0] != '@') {
+    *len = strlen(data);
+    *body = malloc(*len + 1);
+    if (!*body)
+      return CLI_EXIT_FAILURE;
+    memcpy(*body, data, *len + 1);
+    return 0;
+  }
+  const char *path = data + 1;
+  bool std_in = strcmp(path, "-") == 0;
+  FILE *f = std_in ? stdin : fopen(path, "rb");
+  if (!f || slurp(f, body, len) != 0) {
+    fprintf(stderr, "linkd: -d @%s: cannot read: %s\n", path, strerror(errno));
+    if (f && !std_in)
+      fclose(f);
+    return CLI_EXIT_NOINPUT;
+  }
+  if (!std_in)
+    fclose(f);
+  return 0;
+}
+
+/* Where the response goes. Opened before the call, so an unwritable -o fails before anything
+ * is sent; a file this run created is removed again if no response arrives. */
+typedef struct out_file {
+  FILE *f;
+  const char *path; /* NULL: stdout */
+  bool created;
+} out_file;
+
+static int out_open(out_file *o, const char *path) {
+  o->f = stdout;
+  o->path = NULL;
+  o->created = false;
+  if (!path || strcmp(path, "-") == 0)
+    return 0;
+  struct stat st;
+  bool existed = stat(path, &st) == 0;
+  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0 || !(o->f = fdopen(fd, "wb"))) {
+    fprintf(stderr, "linkd: -o %s: cannot write: %s\n", path, strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    return CLI_EXIT_CANTCREAT;
+  }
+  o->path = path;
+  o->created = !existed;
+  return 0;
+}
+
+/* Finishes the output: keep (truncated to what was written) or drop the file. */
+static int out_close(out_file *o, bool wrote) {
+  if (!o->path)
+    return fflush(stdout) == 0 ? 0 : CLI_EXIT_FAILURE;
+  int rc = 0;
+  if (wrote) {
+    fflush(o->f);
+    if (ftruncate(fileno(o->f), ftell(o->f)) != 0)
+      rc = CLI_EXIT_CANTCREAT;
+  }
+  if (fclose(o->f) != 0)
+    rc = CLI_EXIT_CANTCREAT;
+  if (!wrote && o->created)
+    unlink(o->path);
+  if (rc)
+    fprintf(stderr, "linkd: -o %s: write failed\n", o->path);
+  return rc;
+}
+
+/* Config + flags -> *eff. Returns 0 or an exit code after printing a message. */
+static int build_settings(const cli_opts *o, const char *host, int port, cli_config *cfg,
+                          bool *have_cfg, cli_settings *eff, const char *sections[3],
+                          size_t *nsections) {
+  char err[768];
+  *have_cfg = false;
+  *nsections = 0;
+  if (!o->no_config) {
+    char path[4096];
+    bool required;
+    if (cli_config_path(o->config, path, sizeof path, &required) == 0 &&
+        (required || access(path, F_OK) == 0)) {
+      if (cli_config_load(cfg, path, err, sizeof err) != 0) {
+        fprintf(stderr, "linkd: config error: %s\n", err);
+        return CLI_EXIT_CONFIG;
+      }
+      *have_cfg = true;
+      if (cli_config_apply(cfg, host, port, eff, sections, nsections) != 0)
+        return CLI_EXIT_FAILURE;
+    }
+  }
+  if (cli_settings_merge(eff, &o->flags) != 0)
+    return CLI_EXIT_FAILURE;
+  return 0;
+}
+
+static lk_http_request *build_request(const cli_opts *o, const cli_settings *eff, const char *body,
+                                      size_t body_len, int *code) {
+  lk_http_request *req = lk_http_request_new(o->method, o->url);
+  if (!req) {
+    fprintf(stderr, "linkd: cannot make a request for '%s'\n", o->url);
+    *code = CLI_EXIT_USAGE;
+    return NULL;
+  }
+  for (size_t i = 0; i < eff->nheaders; i++) {
+    int rc = lk_http_request_add_header(req, eff->headers[i].name, eff->headers[i].value);
+    if (rc != LK_OK) {
+      fprintf(stderr, "linkd: header '%s': %s\n", eff->headers[i].name, lk_strerror(rc));
+      bool flag = eff->origin[CLI_F_HEADER] == cli_origin_flag;
+      *code = rc == LK_EINVAL ? (flag ? CLI_EXIT_USAGE : CLI_EXIT_CONFIG) : CLI_EXIT_FAILURE;
+      lk_http_request_free(req);
+      return NULL;
+    }
+  }
+  if (body && lk_http_request_set_body(req, body, body_len) != LK_OK) {
+    fprintf(stderr, "linkd: out of memory for the body\n");
+    *code = CLI_EXIT_FAILURE;
+    lk_http_request_free(req);
+    return NULL;
+  }
+  return req;
+}
+
+static void install_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  /* A second Ctrl-C kills at once, the usual escape hatch. */
+  sa.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Writes the response (-i head, body) and the chosen report; returns the exit code. */
+static int report(const cli_opts *o, const cli_call_info *ci, const lk_http_result *res,
+                  out_file *out) {
+  int code = cli_exit_for_error(lk_http_result_err(res));
+  const lk_http_response *resp = lk_http_result_response(res);
+  bool wrote = false;
+  /* The timeline first, as curl -v shows the exchange before the body. */
+  if (o->verbose) {
+    cli_print_timeline(stderr, res);
+    fflush(stderr);
+  }
+  if (resp && (!o->json || out->path)) {
+    if (o->include)
+      cli_print_head(out->f, resp);
+    if (strcmp(o->method, "HEAD") != 0)
+      fwrite(resp->body, 1, resp->body_len, out->f);
+    wrote = true;
+  }
+  if (o->json && cli_print_json(stdout, ci, res, code) != 0) {
+    fprintf(stderr, "linkd: out of memory rendering the JSON result\n");
+    code = CLI_EXIT_FAILURE;
+  }
+  if (o->verbose || (code != CLI_EXIT_OK && !o->silent))
+    cli_print_summary(stderr, ci, res, code);
+  int rc = out_close(out, wrote);
+  if (o->json && fflush(stdout) != 0 && rc == 0)
+    rc = CLI_EXIT_FAILURE;
+  return rc && code == CLI_EXIT_OK ? rc : code;
+}
+
+int cli_cmd_request(int argc, char **argv) {
+  cli_opts o;
+  char err[768];
+  int rc = cli_args_parse(argc, argv, &o, err, sizeof err);
+  if (rc == CLI_ARGS_HELP) {
+    cli_help_command(stdout, o.command);
+    cli_opts_free(&o);
+    return CLI_EXIT_OK;
+  }
+  if (rc != CLI_ARGS_OK) {
+    if (rc == CLI_ARGS_NOMEM)
+      fprintf(stderr, "linkd: out of memory\n");
+    else
+      fprintf(stderr, "linkd: %s\nTry 'linkd %s --help'.\n", err, o.command ? o.command : "help");
+    cli_opts_free(&o);
+    return rc == CLI_ARGS_NOMEM ? CLI_EXIT_FAILURE : CLI_EXIT_USAGE;
+  }
+
+  char host[1024];
+  int port = 0;
+  if (url_host_port(o.url, host, sizeof host, &port, err, sizeof err) != 0) {
+    fprintf(stderr, "linkd: %s\nTry 'linkd %s --help'.\n", err, o.command);
+    cli_opts_free(&o);
+    return CLI_EXIT_USAGE;
+  }
+
+  cli_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cli_settings eff;
+  cli_settings_init(&eff);
+  bool have_cfg = false;
+  const char *sections[3];
+  size_t nsections = 0;
+  char *body = NULL;
+  size_t body_len = 0;
+  lk_http_request *req = NULL;
+  lk_http_result *res = NULL;
+  lk_budget *budget = NULL;
+  out_file out = {NULL, NULL, false};
+  int code = build_settings(&o, host, port, &cfg, &have_cfg, &eff, sections, &nsections);
+  if (code)
+    goto done;
+
+  lk_http_policy pol;
+  cli_policy_error pe;
+  if (cli_settings_to_policy(&eff, &pol, &pe) != 0) {
+    fprintf(stderr, "linkd: %s%s\n", pe.from_flags ? "" : "config error: ", pe.msg);
+    code = pe.from_flags ? CLI_EXIT_USAGE : CLI_EXIT_CONFIG;
+    goto done;
+  }
+  cli_call_info ci = {&o, &eff, &pol, have_cfg ? cfg.path : NULL, sections, nsections};
+  if (cli_budget_new(&eff.budget, &budget, err, sizeof err) != 0) {
+    fprintf(stderr, "linkd: %s\n", err);
+    code = eff.origin[CLI_F_BUDGET] == cli_origin_flag ? CLI_EXIT_USAGE : CLI_EXIT_CONFIG;
+    goto done;
+  }
+  pol.budget = budget;
+  /* Like curl, name the tool, unless a User-Agent header was given. */
+  char ua[64];
+  snprintf(ua, sizeof ua, "linkd/%s", lk_version());
+  bool has_ua = false;
+  for (size_t i = 0; i < eff.nheaders; i++)
+    has_ua = has_ua || strcasecmp(eff.headers[i].name, "User-Agent") == 0;
+  if (!has_ua)
+    pol.user_agent = ua;
+
+  if (o.data && (code = load_body(o.data, &body, &body_len)) != 0)
+    goto done;
+  if ((code = out_open(&out, o.output)) != 0)
+    goto done;
+  if (!(req = build_request(&o, &eff, body, body_len, &code))) {
+    out_close(&out, false);
+    goto done;
+  }
+  if (!(g_cancel = lk_http_cancel_new())) {
+    fprintf(stderr, "linkd: out of memory\n");
+    out_close(&out, false);
+    code = CLI_EXIT_FAILURE;
+    goto done;
+  }
+  if (o.verbose)
+    cli_print_policy(stderr, &ci);
+  install_signals();
+  lk_http_call(NULL, req, &pol, g_cancel, &res);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  if (!res) {
+    fprintf(stderr, "linkd: the call could not be made\n");
+    out_close(&out, false);
+    code = CLI_EXIT_FAILURE;
+    goto done;
+  }
+  code = report(&o, &ci, res, &out);
+
+done:
+  lk_http_result_free(res);
+  lk_http_request_free(req);
+  lk_budget_free(budget);
+  if (g_cancel) {
+    lk_http_cancel_free(g_cancel);
+    g_cancel = NULL;
+  }
+  free(body);
+  cli_settings_free(&eff);
+  cli_config_free(&cfg);
+  cli_opts_free(&o);
+  return code;
+}

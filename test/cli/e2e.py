@@ -1,0 +1,979 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the linkd command line: the real binary, run as a process against faultd
+(test/support) and a small recording HTTP server, all on 127.0.0.1 with ephemeral ports.
+
+    e2e.py --linkd PATH --faultd PATH --source-dir DIR CASE     run one case (one ctest test)
+    e2e.py --list                                               print the case names
+"""
+
+import argparse
+import http.server
+import json
+import os
+import re
+import shutil
+import signal
+import socketserver
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import schema_lite  # noqa: E402
+
+CASES = {}
+UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, msg, *context):
+    if not cond:
+        extra = "".join("\n--- context ---\n%s" % (c,) for c in context)
+        raise Fail(msg + extra)
+
+
+class Ctx:
+    """Paths and a scratch directory for one case."""
+
+    def __init__(self, args):
+        self.linkd = args.linkd
+        self.faultd = args.faultd
+        self.src = args.source_dir
+        self.tmp = tempfile.mkdtemp(prefix="linkd-cli-e2e-")
+        self.home = os.path.join(self.tmp, "home")
+        os.makedirs(self.home)
+        with open(os.path.join(self.src, "docs", "linkd-result.schema.json")) as f:
+            self.schema = json.load(f)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def write(self, name, data):
+        p = self.path(name)
+        with open(p, "wb" if isinstance(data, bytes) else "w") as f:
+            f.write(data)
+        return p
+
+
+class Run:
+    def __init__(self, rc, out, err, seconds):
+        self.rc, self.out, self.err, self.seconds = rc, out, err, seconds
+
+    def json(self):
+        check(self.out.endswith(b"\n") and self.out.count(b"\n") == 1,
+              "--json must print exactly one line", self)
+        return json.loads(self.out)
+
+    def __str__(self):
+        return "rc=%s (%.2fs)\nstdout=%r\nstderr=\n%s" % (self.rc, self.seconds, self.out[:2000],
+                                                         self.err)
+
+
+def base_env(ctx):
+    env = dict(os.environ)
+    for k in ("LINKD_CONFIG", "XDG_CONFIG_HOME"):
+        env.pop(k, None)
+    env["HOME"] = ctx.home  # an empty home: no ~/.config/linkd/linkd.conf unless a case writes one
+    return env
+
+
+def linkd(ctx, *args, stdin=None, env=None, timeout=60):
+    e = base_env(ctx)
+    e.update(env or {})
+    t0 = time.monotonic()
+    p = subprocess.run([ctx.linkd] + list(args), input=stdin, capture_output=True, env=e,
+                       timeout=timeout)
+    return Run(p.returncode, p.stdout, p.stderr.decode("utf-8", "replace"),
+               time.monotonic() - t0)
+
+
+class Faultd:
+    """faultd in a process of its own; exits with us (--parent-pid) or on stop()."""
+
+    def __init__(self, ctx, mode, *args):
+        d = tempfile.mkdtemp(dir=ctx.tmp, prefix="faultd-")
+        self.port_file = os.path.join(d, "port")
+        self.log = os.path.join(d, "log")
+        self.errlog = open(os.path.join(d, "stderr"), "wb")
+        cmd = [ctx.faultd, "--port-file", self.port_file, "--log", self.log, "--mode", mode,
+               "--max-seconds", "90", "--parent-pid", str(os.getpid())] + list(args)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.errlog)
+        end = time.monotonic() + 20
+        while not os.path.exists(self.port_file):
+            if self.proc.poll() is not None or time.monotonic() > end:
+                raise Fail("faultd %s did not start (rc %s)" % (cmd, self.proc.poll()))
+            time.sleep(0.02)
+        with open(self.port_file) as f:
+            self.port = int(f.read().strip())
+
+    def url(self, path="/x"):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def requests(self):
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def wait_requests(self, n, seconds=15):
+        end = time.monotonic() + seconds
+        while len(self.requests()) < n and time.monotonic() < end:
+            time.sleep(0.02)
+        return self.requests()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.errlog.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class Recorder:
+    """An HTTP/1.1 server that records every request (method, path, headers, body) and answers
+    each with the next status of `statuses` (the last repeats)."""
+
+    def __init__(self, statuses=(200,), body=b'{"echo":true}'):
+        self.records = []
+        self.statuses = list(statuses)
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def handle_one(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                outer.records.append({"method": self.command, "path": self.path,
+                                      "headers": list(self.headers.items()), "body": body})
+                k = len(outer.records) - 1
+                status = outer.statuses[min(k, len(outer.statuses) - 1)]
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body_out)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body_out)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = handle_one
+
+        body_out = body
+
+        class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path="/r"):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def headers(self, i=0):
+        return self.records[i]["headers"]
+
+    def header(self, name, i=0):
+        vals = [v for k, v in self.records[i]["headers"] if k.lower() == name.lower()]
+        return vals
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def delays(doc):
+    return [a["delay_ms"] for a in doc["result"]["timeline"] if a["retry"]]
+
+
+def schema_errors(ctx, doc):
+    return schema_lite.validate(doc, ctx.schema)
+
+
+def valid_json(ctx, run):
+    doc = run.json()
+    errs = schema_errors(ctx, doc)
+    check(not errs, "JSON does not match docs/linkd-result.schema.json:\n" + "\n".join(errs), run)
+    check(doc["exit_code"] == run.rc, "exit_code %s but the process exited %s" %
+          (doc["exit_code"], run.rc), run)
+    check(doc["result"]["attempts"] == len(doc["result"]["timeline"]),
+          "attempts != timeline length", run)
+    return doc
+
+
+FAST = ["--base", "1ms", "--jitter", "none"]
+
+# ------------------------------------------------------------------------------------------------
+# Output: body, -i, -o, -s, head
+# ------------------------------------------------------------------------------------------------
+
+
+@case
+def ok_body(ctx):
+    with Faultd(ctx, "ok") as fd:
+        r = linkd(ctx, "get", fd.url())
+        check(r.rc == 0, "a 200 must exit 0", r)
+        check(r.out == b'{"ok":true}', "stdout is the body, as is", r)
+        check(r.err == "", "nothing on stderr without -v", r)
+        reqs = fd.requests()
+        check(len(reqs) == 1, "one request", reqs)
+        q = reqs[0]
+        check(q["method"] == "GET" and q["path"] == "/x", "method and path", q)
+        check(q["attempt"] == "1", "Linkd-Attempt: 1 on the first attempt", q)
+        check(q["deadline"] is not None and 0 < int(q["deadline"]) <= 3000,
+              "Linkd-Deadline within the default 3s", q)
+        check(q["idempotency_key"] is None, "no key for a GET by default", q)
+
+
+@case
+def include_and_head(ctx):
+    with Faultd(ctx, "ok") as fd:
+        r = linkd(ctx, "get", "-i", fd.url())
+        check(r.rc == 0, "exit 0", r)
+        check(r.out.startswith(b"HTTP 200\r\n"), "-i starts with the status line", r)
+        check(b"\r\nContent-Type: application/json\r\n" in r.out, "-i prints headers", r)
+        check(r.out.endswith(b"\r\n\r\n" + b'{"ok":true}'), "headers, empty line, body", r)
+        r = linkd(ctx, "head", fd.url(), "--include")
+        check(r.rc == 0, "head exits 0", r)
+        check(r.out.startswith(b"HTTP 200\r\n") and r.out.endswith(b"\r\n\r\n"),
+              "head -i prints the head and no body", r)
+        r = linkd(ctx, "head", fd.url())
+        check(r.rc == 0 and r.out == b"", "head alone prints nothing", r)
+        methods = [q["method"] for q in fd.requests()]
+        check(methods == ["GET", "HEAD", "HEAD"], "methods sent", methods)
+
+
+@case
+def output_file(ctx):
+    with Faultd(ctx, "ok") as fd:
+        out = ctx.path("body.out")
+        r = linkd(ctx, "get", "-o", out, fd.url())
+        check(r.rc == 0 and r.out == b"", "-o: nothing on stdout", r)
+        check(open(out, "rb").read() == b'{"ok":true}', "-o writes the body")
+        # An existing, longer file is replaced, not overwritten in place.
+        ctx.write("body.out", "x" * 100)
+        r = linkd(ctx, "get", "--output", out, "-i", fd.url())
+        data = open(out, "rb").read()
+        check(r.rc == 0 and data.startswith(b"HTTP 200\r\n") and data.endswith(b'{"ok":true}'),
+              "-o with -i: head and body in the file, old content gone", data)
+        r = linkd(ctx, "get", "-o", "-", fd.url())
+        check(r.rc == 0 and r.out == b'{"ok":true}', "-o - is stdout", r)
+        # --json keeps stdout for the JSON; the body goes to -o only.
+        r = linkd(ctx, "get", "--json", "-o", ctx.path("j.out"), fd.url())
+        check(r.rc == 0 and r.json()["exit"] == "ok", "--json on stdout", r)
+        check(open(ctx.path("j.out"), "rb").read() == b'{"ok":true}', "--json -o: body in file")
+        before = len(fd.requests())
+        r = linkd(ctx, "get", "-o", "/nonexistent-dir/x/body", fd.url())
+        check(r.rc == 73, "an unwritable -o exits 73 (EX_CANTCREAT)", r)
+        check("-o /nonexistent-dir/x/body: cannot write" in r.err, "message names -o", r)
+        check(len(fd.requests()) == before, "nothing is sent when -o cannot be written")
+    with Faultd(ctx, "refuse") as fd:
+        out = ctx.path("never.out")
+        r = linkd(ctx, "get", "-o", out, "--max-attempts", "2", *FAST, fd.url())
+        check(r.rc == 4, "refused connects are retried until exhausted", r)
+        check(not os.path.exists(out), "no response: -o leaves no file behind")
+
+
+@case
+def silent(ctx):
+    with Faultd(ctx, "status", "--status", "404") as fd:
+        r = linkd(ctx, "get", fd.url())
+        check(r.rc == 2, "404 is an HTTP error, not retried: exit 2", r)
+        check(r.out == b'{"status":404}', "the error body is still printed", r)
+        check("linkd: GET %s: HTTP error status (EHTTP, CLIENT_4XX)" % fd.url() in r.err and
+              "status 404" in r.err and "[exit 2]" in r.err, "summary on stderr", r)
+        r = linkd(ctx, "get", "-s", fd.url())
+        check(r.rc == 2 and r.err == "", "-s: same exit code, silent stderr", r)
+        r = linkd(ctx, "get", "--silent", "--deadline", "3", fd.url())
+        check(r.rc == 64 and "needs a unit" in r.err, "usage errors still print under -s", r)
+        check(len(fd.requests()) == 2, "two calls were made", fd.requests())
+
+# ------------------------------------------------------------------------------------------------
+# Request: -H, -d
+# ------------------------------------------------------------------------------------------------
+
+
+@case
+def headers(ctx):
+    with Recorder() as rec:
+        r = linkd(ctx, "get", "-H", "X-A: 1", "--header", "X-B:  two words ", "-H", "X-Empty;",
+                  rec.url())
+        check(r.rc == 0, "exit 0", r)
+        check(rec.header("X-A") == ["1"], "-H sends the header", rec.headers())
+        check(rec.header("X-B") == ["two words"], "value trimmed", rec.headers())
+        check(rec.header("X-Empty") == [""], "'Name;' sends an empty header", rec.headers())
+        ua = rec.header("User-Agent")
+        check(len(ua) == 1 and ua[0].startswith("linkd/"), "linkd's User-Agent", ua)
+        check(rec.header("Linkd-Attempt") == ["1"], "the driver's own headers", rec.headers())
+        r = linkd(ctx, "get", "-H", "User-Agent: mine/1", rec.url())
+        check(r.rc == 0 and rec.header("User-Agent", 1) == ["mine/1"],
+              "-H User-Agent replaces linkd's", rec.headers(1))
+        # Config headers, overridden and removed by flags.
+        cfg = ctx.write("h.conf", "[defaults]\nheader = X-Team: core\nheader = X-Drop: d\n"
+                        "header = X-Keep: k\n")
+        r = linkd(ctx, "get", "--config", cfg, "-H", "x-team: cli", "-H", "X-Drop:", rec.url())
+        check(r.rc == 0, "exit 0", r)
+        check(rec.header("X-Team", 2) == ["cli"], "a flag replaces the config's header",
+              rec.headers(2))
+        check(rec.header("X-Drop", 2) == [], "'Name:' removes the config's header",
+              rec.headers(2))
+        check(rec.header("X-Keep", 2) == ["k"], "other config headers stay", rec.headers(2))
+    # An Idempotency-Key given as a header is the call's key: same on every attempt.
+    with Faultd(ctx, "status", "--script", "503,200") as fd:
+        r = linkd(ctx, "post", "-H", "Idempotency-Key: k-9", *FAST, fd.url())
+        check(r.rc == 0, "a keyed POST is retried after a 503", r)
+        keys = [q["idempotency_key"] for q in fd.requests()]
+        check(keys == ["k-9", "k-9"], "the header's key on every attempt", keys)
+
+
+@case
+def data(ctx):
+    with Recorder() as rec:
+        r = linkd(ctx, "post", "-d", "hello world", rec.url())
+        check(r.rc == 0 and rec.records[0]["body"] == b"hello world", "-d text", rec.records)
+        blob = bytes(range(256)) * 3 + b"\n\r\n\x00end"
+        f = ctx.write("blob.bin", blob)
+        r = linkd(ctx, "put", "--data", "@" + f, rec.url())
+        check(r.rc == 0 and rec.records[1]["body"] == blob, "-d @FILE sends the bytes as is")
+        r = linkd(ctx, "patch", "-d", "@-", rec.url(), stdin=b"from stdin\n")
+        check(r.rc == 0 and rec.records[2]["body"] == b"from stdin\n", "-d @- reads stdin")
+        r = linkd(ctx, "delete", "-d", "", rec.url())
+        check(r.rc == 0 and rec.records[3]["body"] == b"" and
+              rec.header("Content-Length", 3) == ["0"], "-d '' sends an empty body",
+              rec.headers(3))
+        methods = [x["method"] for x in rec.records]
+        check(methods == ["POST", "PUT", "PATCH", "DELETE"], "methods", methods)
+        r = linkd(ctx, "post", "-d", "@" + ctx.path("missing.json"), rec.url())
+        check(r.rc == 66, "an unreadable -d @FILE exits 66 (EX_NOINPUT)", r)
+        check("missing.json: cannot read" in r.err, "message names the file", r)
+        check(len(rec.records) == 4, "nothing sent when the body cannot be read")
+
+# ------------------------------------------------------------------------------------------------
+# Time: --deadline, --attempt-timeout, --connect-timeout
+# ------------------------------------------------------------------------------------------------
+
+
+@case
+def deadline(ctx):
+    with Faultd(ctx, "slow", "--delay-ms", "20000") as fd:
+        r = linkd(ctx, "get", "--deadline", "400ms", "--attempt-timeout", "10s", "--json",
+                  fd.url())
+        check(r.rc == 5, "the deadline ends the call: exit 5", r)
+        doc = valid_json(ctx, r)
+        check(doc["exit"] == "deadline-exceeded" and doc["result"]["error"] == "EDEADLINE",
+              "EDEADLINE", doc)
+        check(doc["policy"]["deadline_ms"] == 400, "policy shows the flag", doc["policy"])
+        t = doc["result"]["timeline"]
+        check(len(t) == 1 and t[0]["timeout_ms"] <= 400,
+              "the attempt gets min(10s, time left)", t)
+        check(300 <= doc["result"]["elapsed_ms"] < 5000, "ends near 400ms, not 10s or 20s", doc)
+        check(r.seconds < 8, "the process ends near the deadline", r)
+        q = fd.wait_requests(1)[0]
+        check(0 < int(q["deadline"]) <= 400, "Linkd-Deadline tells the server", q)
+
+
+@case
+def attempt_timeout(ctx):
+    with Faultd(ctx, "slow", "--delay-ms", "20000") as fd:
+        r = linkd(ctx, "get", "--attempt-timeout", "200ms", "--deadline", "20s",
+                  "--max-attempts", "3", "--backoff", "fixed", *FAST, "--json", fd.url())
+        check(r.rc == 4, "every attempt times out: retries exhausted, exit 4", r)
+        doc = valid_json(ctx, r)
+        t = doc["result"]["timeline"]
+        check(len(t) == 3, "three attempts", t)
+        for a in t:
+            check(a["timeout_ms"] == 200, "each attempt capped at 200ms", a)
+            check(a["failure"] == "READ_TIMEOUT" and a["request_sent"], "read timeout", a)
+            check(150 <= a["duration_ms"] < 3000, "ends near 200ms", a)
+        check(r.seconds < 12, "three short attempts, not 20s", r)
+        check(len(fd.wait_requests(3)) == 3, "three requests reached faultd", fd.requests())
+
+
+@case
+def connect_timeout(ctx):
+    with Faultd(ctx, "blackhole") as fd:
+        r = linkd(ctx, "get", "--connect-timeout", "150ms", "--attempt-timeout", "5s",
+                  "--deadline", "20s", "--max-attempts", "2", *FAST, "--json", fd.url())
+        check(r.rc == 4, "connects time out, retried, exhausted", r)
+        doc = valid_json(ctx, r)
+        for a in doc["result"]["timeline"]:
+            check(a["failure"] == "CONNECT_TIMEOUT" and not a["request_sent"],
+                  "a connect timeout (not sent)", a)
+            check(a["connect_timeout_ms"] == 150, "the flag's value was used", a)
+            check(a["duration_ms"] < 2500, "ended by the connect timeout, not the 5s cap", a)
+        check(doc["policy"]["connect_timeout_ms"] == 150, "policy", doc["policy"])
+
+# ------------------------------------------------------------------------------------------------
+# Retries: --max-attempts, --backoff, --base, --max-delay, --jitter, --retry-on, --budget
+# ------------------------------------------------------------------------------------------------
+
+
+@case
+def max_attempts(ctx):
+    with Faultd(ctx, "status", "--status", "503") as fd:
+        r = linkd(ctx, "get", "--max-attempts", "3", *FAST, fd.url())
+        check(r.rc == 4, "503 until attempts run out: exit 4", r)
+        check(r.out == b'{"status":503}', "the last real response is printed", r)
+        attempts = [q["attempt"] for q in fd.requests()]
+        check(attempts == ["1", "2", "3"], "three attempts, numbered", attempts)
+        r = linkd(ctx, "get", "--max-attempts", "1", fd.url())
+        check(r.rc == 4 and len(fd.requests()) == 4, "one attempt only", r)
+
+
+@case
+def backoff(ctx):
+    want = {"fixed": [20, 20, 20], "linear": [20, 40, 60], "exponential": [20, 40, 80],
+            "exponential:3": [20, 60, 180]}
+    with Faultd(ctx, "status", "--status", "503") as fd:
+        for kind, expect in want.items():
+            r = linkd(ctx, "get", "--backoff", kind, "--base", "20ms", "--max-delay", "10s",
+                      "--jitter", "none", "--max-attempts", "4", "--json", fd.url())
+            doc = valid_json(ctx, r)
+            check(r.rc == 4 and delays(doc) == expect, "--backoff %s delays" % kind, doc)
+            t = doc["result"]["timeline"]
+            for prev, nxt, d in zip(t, t[1:], expect):
+                gap = nxt["start_ms"] - prev["start_ms"] - prev["duration_ms"]
+                check(gap >= d - 1, "the wait really happened (%s)" % kind, t)
+        # --base and --max-delay shape the same curve.
+        r = linkd(ctx, "get", "--base", "35ms", "--backoff", "fixed", "--jitter", "none",
+                  "--max-attempts", "3", "--json", fd.url())
+        check(delays(valid_json(ctx, r)) == [35, 35], "--base", r)
+        r = linkd(ctx, "get", "--base", "20ms", "--max-delay", "50ms", "--jitter", "none",
+                  "--max-attempts", "4", "--json", fd.url())
+        check(delays(valid_json(ctx, r)) == [20, 40, 50], "--max-delay caps the delay", r)
+
+
+@case
+def jitter(ctx):
+    common = ["--backoff", "fixed", "--base", "100ms", "--max-delay", "1s", "--max-attempts",
+              "6", "--deadline", "30s", "--json"]
+    with Faultd(ctx, "status", "--status", "503") as fd:
+        def run(j):
+            r = linkd(ctx, "get", "--jitter", j, *common, fd.url())
+            d = delays(valid_json(ctx, r))
+            check(r.rc == 4 and len(d) == 5, "five delays", r)
+            return d
+        d = run("none")
+        check(d == [100] * 5, "none: exactly the base", d)
+        d = run("full")
+        check(all(0 <= x <= 100 for x in d) and d != [100] * 5, "full: [0, 100]", d)
+        d = run("equal")
+        check(all(50 <= x <= 100 for x in d) and d != [100] * 5, "equal: [50, 100]", d)
+        d = run("symmetric:0.2")
+        check(all(80 <= x <= 120 for x in d) and d != [100] * 5, "symmetric:0.2: [80, 120]", d)
+        d = run("decorrelated")
+        prev = 100
+        for x in d:
+            check(100 <= x <= min(1000, 3 * prev), "decorrelated: [base, 3 * previous]", d)
+            prev = x
+        check(d != [100] * 5, "decorrelated varies", d)
+
+
+@case
+def idempotency_key(ctx):
+    def call(method, *flags):
+        with Faultd(ctx, "status", "--script", "503,503,200") as fd:
+            r = linkd(ctx, method, *flags, *FAST, "--json", fd.url())
+            return r, valid_json(ctx, r), [q["idempotency_key"] for q in fd.requests()]
+    r, doc, keys = call("post", "--idempotency-key", "auto")
+    check(r.rc == 0 and len(keys) == 3, "a POST with a key is retried after 503s", r)
+    check(len(set(keys)) == 1 and UUID_RE.match(keys[0]), "one UUIDv4, same on every attempt",
+          keys)
+    check(doc["result"]["idempotency_key"] == keys[0], "the result reports the key", doc)
+    r, doc, keys = call("post", "--idempotency-key", "order-7")
+    check(r.rc == 0 and keys == ["order-7"] * 3, "a given key on every attempt", keys)
+    check(doc["policy"]["idempotency_key"] == "key", "policy mode", doc)
+    r, doc, keys = call("post", "--idempotency-key", "none")
+    check(r.rc == 2 and keys == [None], "no key: a POST is not retried after a 503", r)
+    r, doc, keys = call("post")
+    check(r.rc == 2 and keys == [None], "the default is none", r)
+    r, doc, keys = call("get", "--idempotency-key", "auto")
+    check(r.rc == 0 and keys == [None] * 3, "auto: no key for an idempotent GET", keys)
+    r, doc, keys = call("get", "--idempotency-key", "always")
+    check(r.rc == 0 and len(set(keys)) == 1 and keys[0] and len(keys) == 3,
+          "always: a key even on GET", keys)
+
+
+@case
+def retry_on(ctx):
+    def attempts(mode_args, *flags, method="get"):
+        with Faultd(ctx, *mode_args) as fd:
+            r = linkd(ctx, method, "--max-attempts", "2", *FAST, *flags, fd.url())
+            return r, len(fd.requests())
+    r, n = attempts(["status", "--status", "503"], "--retry-on", "429")
+    check(r.rc == 2 and n == 1, "503 not in '429': not retried, exit 2", r)
+    r, n = attempts(["status", "--status", "503"], "--retry-on", "-503")
+    check(r.rc == 2 and n == 1, "'-503' removes it", r)
+    r, n = attempts(["status", "--status", "503"], "--retry-on", "503,read-timeout")
+    check(r.rc == 4 and n == 2, "'503,...' retries it", r)
+    r, n = attempts(["status", "--status", "408"])
+    check(r.rc == 4 and n == 2, "408 is retried by default", r)
+    r, n = attempts(["status", "--status", "408"], "--retry-on=-408")
+    check(r.rc == 2 and n == 1, "'-408' turns that off", r)
+    r, n = attempts(["status", "--status", "404"], "--retry-on", "+client-4xx")
+    check(r.rc == 4 and n == 2, "'+client-4xx' makes a 404 retryable", r)
+    r, n = attempts(["read_then_close"], "--retry-on", "503")
+    check(r.rc == 3 and n == 1, "an empty response outside the set: not retryable, exit 3", r)
+    r, n = attempts(["read_then_close"], "--retry-on", "503,empty-response")
+    check(r.rc == 4 and n == 2, "kinds by name", r)
+
+
+@case
+def budget(ctx):
+    def call(spec):
+        with Faultd(ctx, "status", "--status", "503") as fd:
+            r = linkd(ctx, "get", "--max-attempts", "5", *FAST, "--budget", spec, "--json",
+                      fd.url())
+            return r, valid_json(ctx, r), len(fd.requests())
+    r, doc, n = call("tokens:2")
+    check(r.rc == 6 and n == 1, "tokens:2: the first failure leaves too few tokens, exit 6", r)
+    check(doc["result"]["error"] == "EBUDGET" and doc["exit"] == "refused", "EBUDGET", doc)
+    check(doc["result"]["timeline"][-1]["decision"] == "BUDGET", "decision BUDGET", doc)
+    check(doc["policy"]["budget"] == "tokens:2:0.1", "policy shows the budget", doc["policy"])
+    r, doc, n = call("quota:10")
+    check(r.rc == 6 and n == 3, "quota:10 pays for two retries of cost 5", r)
+    r, doc, n = call("ratio:20%:min=0")
+    check(r.rc == 6 and n == 1, "ratio 20% of one request is less than one retry", r)
+    r, doc, n = call("ratio:20%")
+    check(r.rc == 4 and n == 5, "the ratio's floor (10/s) allows these retries", r)
+    r, doc, n = call("none")
+    check(r.rc == 4 and n == 5 and doc["policy"]["budget"] == "none", "no budget", r)
+
+# ------------------------------------------------------------------------------------------------
+# Reports: --json and its schema, -v
+# ------------------------------------------------------------------------------------------------
+
+
+@case
+def json_schema(ctx):
+    docs = []
+    with Faultd(ctx, "status", "--script", "503,429:ra=1,200") as fd:
+        r = linkd(ctx, "post", "--idempotency-key", "auto", *FAST, "--json", fd.url())
+        doc = valid_json(ctx, r)
+        check(r.rc == 0 and doc["result"]["ok"] and doc["response"]["status"] == 200, "ok", doc)
+        t = doc["result"]["timeline"]
+        check([a["failure"] for a in t] == ["HTTP_503", "TOO_MANY_REQUESTS", "NONE"], "kinds", t)
+        check(t[1]["retry_after_ms"] == 1000 and t[1]["delay_ms"] == 1000,
+              "Retry-After honoured", t)
+        check([a["decision"] for a in t] == ["RETRY", "RETRY", "SUCCESS"], "decisions", t)
+        check(any(h["name"].lower() == "content-type" for h in doc["response"]["headers"]),
+              "response headers", doc["response"])
+        docs.append(doc)
+    with Faultd(ctx, "refuse") as fd:
+        r = linkd(ctx, "delete", "--max-attempts", "2", *FAST, "--json", fd.url())
+        doc = valid_json(ctx, r)
+        check(r.rc == 4 and doc["response"] is None and doc["result"]["status"] == 0,
+              "no response: null", doc)
+        check(doc["result"]["timeline"][0]["failure"] == "CONNECT_REFUSED", "refused", doc)
+        docs.append(doc)
+    with Faultd(ctx, "read_then_reset") as fd:
+        cfg = ctx.write("j.conf", '[defaults]\ndeadline = 2500ms\n[host "127.0.0.1"]\n'
+                        'jitter = full\n')
+        r = linkd(ctx, "post", "--config", cfg, "-d", "x", "--json", fd.url())
+        doc = valid_json(ctx, r)
+        check(r.rc == 3 and doc["exit"] == "not-retryable", "reset after send, POST", doc)
+        check(doc["config"] == {"path": cfg, "sections": ["defaults", 'host "127.0.0.1"']},
+              "config and sections", doc["config"])
+        check(doc["policy"]["deadline_ms"] == 2500 and doc["policy"]["jitter"] == "full",
+              "policy from the file", doc["policy"])
+        docs.append(doc)
+    with ctx_schema_roundtrip(ctx, docs):
+        pass
+
+
+class ctx_schema_roundtrip:
+    """Checks that the validator and schema reject broken documents (the schema test must be
+    able to fail)."""
+
+    def __init__(self, ctx, docs):
+        self.ctx, self.docs = ctx, docs
+
+    def __enter__(self):
+        import copy
+        base = self.docs[0]
+        mutations = [
+            ("timeline entry without phase", lambda d: d["result"]["timeline"][0].pop("phase")),
+            ("exit_code as a string", lambda d: d.__setitem__("exit_code", "0")),
+            ("unknown backoff", lambda d: d["policy"].__setitem__("backoff", "random")),
+            ("extra top-level key", lambda d: d.__setitem__("extra", 1)),
+            ("bad decision", lambda d: d["result"]["timeline"][0].__setitem__("decision", "MAYBE")),
+            ("header without value", lambda d: d["response"]["headers"][0].pop("value")),
+            ("negative duration", lambda d: d["result"]["timeline"][0].__setitem__("duration_ms",
+                                                                                 -1)),
+            ("bool as a number", lambda d: d["result"].__setitem__("attempts", True)),
+            ("missing result", lambda d: d.pop("result")),
+            ("bad budget", lambda d: d["policy"].__setitem__("budget", "lots")),
+        ]
+        for name, mutate in mutations:
+            d = copy.deepcopy(base)
+            mutate(d)
+            check(schema_errors(self.ctx, d), "the schema accepts a broken document: " + name)
+        try:
+            schema_lite.validate(1, {"type": "integer", "multipleOf": 2})
+            raise Fail("the validator ignored an unknown keyword")
+        except ValueError:
+            pass
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@case
+def verbose(ctx):
+    with Faultd(ctx, "status", "--script", "503,429:ra=1,200") as fd:
+        r = linkd(ctx, "get", "-v", "--base", "10ms", "--jitter", "none", fd.url())
+        check(r.rc == 0 and r.out == b'{"ok":true}', "stdout is only the body", r)
+        e = r.err
+        for needle in ["* linkd ", "GET %s\n" % fd.url(), "* config: none",
+                       "* deadline         3s", "(default)",
+                       "* base             10ms", "(command line)",
+                       "* retry-on         default",
+                       "* attempt 1 at +",
+                       "phase DONE, status 503, outcome HTTP_503 (may have been processed)",
+                       "*   decision RETRY, delay 10ms: retry HTTP_503",
+                       "* attempt 2 at +",
+                       "status 429, outcome TOO_MANY_REQUESTS (refused by the server)",
+                       "Retry-After 1s",
+                       "*   decision RETRY, delay 1s (from Retry-After): retry TOO_MANY_REQUESTS",
+                       "reused connection",
+                       "* attempt 3 at +",
+                       "*   decision SUCCESS: success",
+                       "linkd: GET %s: ok (OK, NONE), 3 attempts in" % fd.url(), "[exit 0]"]:
+            check(needle in e, "-v output lacks %r" % needle, r)
+        check(e.index("* attempt 1") < e.index("* attempt 2") < e.index("* attempt 3"),
+              "attempts in order", r)
+    with Faultd(ctx, "refuse") as fd:
+        r = linkd(ctx, "post", "--verbose", "--max-attempts", "2", *FAST, fd.url())
+        check(r.rc == 4, "exhausted", r)
+        for needle in ["outcome CONNECT_REFUSED (not sent)", "request not fully sent",
+                       "*   decision RETRY, delay 1ms: retry CONNECT_REFUSED",
+                       "*   decision ATTEMPTS: attempts exhausted", "[exit 4]"]:
+            check(needle in r.err, "-v output lacks %r" % needle, r)
+
+# ------------------------------------------------------------------------------------------------
+# Exit codes and cancellation
+# ------------------------------------------------------------------------------------------------
+
+
+@case
+def exit_codes(ctx):
+    table = [
+        (0, ["ok"], ["get"]),
+        (2, ["status", "--status", "404"], ["get"]),
+        (3, ["read_then_reset"], ["post", "-d", "x"]),
+        (4, ["status", "--status", "503"], ["get", "--max-attempts", "2"] + FAST),
+        (5, ["slow", "--delay-ms", "20000"], ["get", "--deadline", "300ms"]),
+        (6, ["status", "--status", "503"], ["get", "--budget", "tokens:2"] + FAST),
+    ]
+    for code, mode, args in table:
+        with Faultd(ctx, *mode) as fd:
+            r = linkd(ctx, *args, "--json", fd.url())
+            check(r.rc == code, "expected exit %d for %s %s" % (code, mode, args), r)
+            valid_json(ctx, r)
+    with Faultd(ctx, "ok") as fd:
+        r = linkd(ctx, "get", "--deadline", "soon", fd.url())
+        check(r.rc == 64, "usage error: 64", r)
+        r = linkd(ctx, "post", "-d", "@" + ctx.path("nope"), fd.url())
+        check(r.rc == 66, "unreadable body: 66", r)
+        r = linkd(ctx, "get", "-o", ctx.path("no/such/dir"), fd.url())
+        check(r.rc == 73, "unwritable output: 73", r)
+        r = linkd(ctx, "get", "--config", ctx.write("bad.conf", "[defaults]\nnope = 1\n"),
+                  fd.url())
+        check(r.rc == 78, "config error: 78", r)
+        check(fd.requests() == [], "no call made for any of these", fd.requests())
+
+
+def cancel_with(ctx, sig):
+    with Faultd(ctx, "slow", "--delay-ms", "30000") as fd:
+        e = base_env(ctx)
+        p = subprocess.Popen([ctx.linkd, "get", "--deadline", "60s", "--attempt-timeout", "50s",
+                              "--json", fd.url()], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=e)
+        try:
+            check(len(fd.wait_requests(1)) == 1, "the request reached faultd")
+            t0 = time.monotonic()
+            p.send_signal(sig)
+            out, err = p.communicate(timeout=20)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        r = Run(p.returncode, out, err.decode(), time.monotonic() - t0)
+        check(r.rc == 130, "a cancelled call exits 130", r)
+        check(r.seconds < 10, "cancellation is prompt", r)
+        doc = valid_json(ctx, r)
+        check(doc["exit"] == "cancelled" and doc["result"]["error"] == "ECANCELED", "ECANCELED",
+              doc)
+        check(doc["result"]["timeline"][-1]["failure"] == "CANCELLED", "last attempt CANCELLED",
+              doc)
+        check("operation cancelled" in r.err, "summary says cancelled", r)
+
+
+@case
+def sigint_cancels(ctx):
+    cancel_with(ctx, signal.SIGINT)
+
+
+@case
+def sigterm_cancels(ctx):
+    cancel_with(ctx, signal.SIGTERM)
+
+# ------------------------------------------------------------------------------------------------
+# Config file
+# ------------------------------------------------------------------------------------------------
+
+CFG2 = "[defaults]\nmax-attempts = 2\nbase = 1ms\njitter = none\n"
+
+
+@case
+def config_sources(ctx):
+    with Faultd(ctx, "status", "--status", "503") as fd:
+        def n_attempts(*args, env=None):
+            before = len(fd.requests())
+            r = linkd(ctx, "get", *args, fd.url(), env=env)
+            check(r.rc == 4, "exhausted", r)
+            return len(fd.requests()) - before
+        cfg = ctx.write("a.conf", CFG2)
+        check(n_attempts("--config", cfg) == 2, "--config FILE")
+        check(n_attempts(env={"LINKD_CONFIG": cfg}) == 2, "$LINKD_CONFIG")
+        os.makedirs(os.path.join(ctx.home, ".config", "linkd"))
+        shutil.copy(cfg, os.path.join(ctx.home, ".config", "linkd", "linkd.conf"))
+        check(n_attempts() == 2, "~/.config/linkd/linkd.conf")
+        xdg = ctx.path("xdg")
+        os.makedirs(os.path.join(xdg, "linkd"))
+        with open(os.path.join(xdg, "linkd", "linkd.conf"), "w") as f:
+            f.write(CFG2.replace("max-attempts = 2", "max-attempts = 3"))
+        check(n_attempts(env={"XDG_CONFIG_HOME": xdg}) == 3, "$XDG_CONFIG_HOME/linkd/linkd.conf")
+        check(n_attempts("--config", cfg, env={"LINKD_CONFIG": ctx.path("missing")}) == 2,
+              "--config wins over $LINKD_CONFIG")
+        bad = ctx.write("bad.conf", "[defaults]\nmax-attempts = lots\n")
+        check(n_attempts("--no-config", *FAST, env={"LINKD_CONFIG": bad}) == 4,
+              "--no-config reads nothing (library default: 4 attempts)")
+
+
+@case
+def config_host_override(ctx):
+    with Faultd(ctx, "status", "--status", "503") as fd:
+        text = (CFG2 + '[host "localhost"]\nmax-attempts = 5\n'
+                '[host "127.0.0.1"]\nmax-attempts = 3\ndeadline = 9s\n')
+        cfg = ctx.write("h.conf", text)
+        r = linkd(ctx, "get", "--config", cfg, "-v", fd.url())
+        check(r.rc == 4 and len(fd.requests()) == 3, "the host section overrides [defaults]", r)
+        check("* max-attempts     3" in r.err and "(%s:8)" % cfg in r.err,
+              "-v names the file and line", r)
+        check('sections: [defaults] [host "127.0.0.1"]' in r.err, "-v lists the sections", r)
+        cfg = ctx.write("hp.conf", text + '[host "127.0.0.1:%d"]\nmax-attempts = 4\n' % fd.port)
+        r = linkd(ctx, "get", "--config", cfg, "--json", fd.url())
+        doc = valid_json(ctx, r)
+        check(len(fd.requests()) == 7, "host:port is applied last", fd.requests())
+        check(doc["config"]["sections"] == ["defaults", 'host "127.0.0.1"',
+                                            'host "127.0.0.1:%d"' % fd.port], "sections", doc)
+        check(doc["policy"]["deadline_ms"] == 9000, "host values the port section keeps", doc)
+        cfg = ctx.write("other.conf", text.replace("127.0.0.1", "127.0.0.2"))
+        r = linkd(ctx, "get", "--config", cfg, fd.url())
+        check(len(fd.requests()) == 9, "another host's section does not apply", fd.requests())
+
+
+@case
+def flags_override_config(ctx):
+    with Faultd(ctx, "status", "--status", "503") as fd:
+        cfg = ctx.write("f.conf", CFG2 + "retry-on = 429\n")
+        r = linkd(ctx, "get", "--config", cfg, "--max-attempts", "3", "--retry-on", "+503", "-v",
+                  fd.url())
+        check(r.rc == 4 and len(fd.requests()) == 3, "--max-attempts beats the file", r)
+        check("* max-attempts     3" in r.err and "(command line)" in r.err, "-v origin", r)
+        check("* base             1ms" in r.err and "(%s:3)" % cfg in r.err, "file origin", r)
+        r = linkd(ctx, "get", "--config", cfg, fd.url())
+        check(r.rc == 2 and len(fd.requests()) == 4, "the file's retry-on alone: 503 not retried",
+              r)
+
+
+@case
+def config_errors(ctx):
+    cases = [
+        ("[defaults]\ndeadline = 3s\ndedline = 4s\n", 3, "unknown key 'dedline'"),
+        ("[defaults]\ndeadline = soon\n", 2, "deadline: 'soon' is not a duration"),
+        ("[defaults]\nretry-on = 404\n", 2, "status 404 has no kind of its own"),
+        ("[defaults]\n\nthis is not ini\n", 3, "syntax error"),
+        ("[defaults]\nbase = 1ms\nbase = 2ms\n", 3, "already set in this section on line 2"),
+        ("[defaults]\nidempotency-key = abc\n", 2, "a fixed key in a config file"),
+        ("[defaults]\n[host \"example.com\"]\njitter = sometimes\n", 3,
+         "jitter: 'sometimes' is not a jitter"),
+        ("[server]\nbase = 1ms\n", 2, "unknown section [server]"),
+        ("base = 1ms\n", 1, "must follow a section header"),
+        ("[defaults]\nheader = X: " + "y" * 300 + "\n", 2, "line too long"),
+    ]
+    with Faultd(ctx, "ok") as fd:
+        for i, (text, line, needle) in enumerate(cases):
+            cfg = ctx.write("e%d.conf" % i, text)
+            r = linkd(ctx, "get", "-s", "--config", cfg, fd.url())
+            check(r.rc == 78, "a bad config exits 78 (EX_CONFIG)", text, r)
+            prefix = "linkd: config error: %s:%d: " % (cfg, line)
+            check(r.err.startswith(prefix) and needle in r.err,
+                  "expected %r ... %r" % (prefix, needle), r)
+        r = linkd(ctx, "get", "--config", ctx.path("absent.conf"), fd.url())
+        check(r.rc == 78 and "absent.conf: cannot open" in r.err, "a missing --config", r)
+        r = linkd(ctx, "get", fd.url(), env={"LINKD_CONFIG": ctx.path("absent.conf")})
+        check(r.rc == 78, "a missing $LINKD_CONFIG is an error too", r)
+        r = linkd(ctx, "get", "--config", ctx.write("m.conf", "[defaults]\nbase = 5s\n"
+                                                   "max-delay = 1s\n"), fd.url())
+        check(r.rc == 78 and "max-delay 1s is less than base 5s" in r.err, "combination", r)
+        r = linkd(ctx, "get", "--config", ctx.write("m2.conf", "[defaults]\nbase = 5s\n"),
+                  "--max-delay", "1s", fd.url())
+        check(r.rc == 64, "the same with a flag involved is a usage error", r)
+        os.makedirs(os.path.join(ctx.home, ".config", "linkd"))
+        with open(os.path.join(ctx.home, ".config", "linkd", "linkd.conf"), "w") as f:
+            f.write("[defaults]\nmax_attempts = 2\n")
+        r = linkd(ctx, "get", fd.url())
+        check(r.rc == 78 and "linkd.conf:2: unknown key 'max_attempts'" in r.err,
+              "the default file is checked as strictly", r)
+        check(fd.requests() == [], "no call with a bad config", fd.requests())
+
+# ------------------------------------------------------------------------------------------------
+# Usage errors, help, docs
+# ------------------------------------------------------------------------------------------------
+
+
+@case
+def usage_errors(ctx):
+    with Faultd(ctx, "ok") as fd:
+        u = fd.url()
+        table = [
+            (["get", "--deadline", "3", u], "--deadline: '3' needs a unit"),
+            (["get", "--attempt-timeout", "3x", u], "unknown unit 'x'"),
+            (["get", "--connect-timeout", "fast", u], "--connect-timeout: 'fast'"),
+            (["get", "--max-attempts", "0", u], "--max-attempts: '0'"),
+            (["get", "--backoff", "random", u], "--backoff: 'random' is not a backoff"),
+            (["get", "--base", "100us", u], "--base: '100us' is too short"),
+            (["get", "--max-delay", "-1s", u], "--max-delay:"),
+            (["get", "--jitter", "lots", u], "--jitter: 'lots' is not a jitter"),
+            (["post", "--idempotency-key", "has space", u], "is not a valid key"),
+            (["get", "--retry-on", "418", u], "status 418 has no kind of its own"),
+            (["get", "--budget", "infinite", u], "--budget: 'infinite' is not a budget"),
+            (["get", "--bogus", u], "unknown option '--bogus'"),
+            (["get"], "get needs a URL"),
+            (["get", u, u], "one URL per call"),
+            (["get", "ftp://127.0.0.1/"], "not an http:// or https:// URL"),
+            (["get", "http://exa mple.com/"], "is not a valid URL"),
+            (["get", "-d", "x", u], "get sends no body"),
+            (["get", "--json", "-i", u], "do not mix"),
+            (["get", "-H", "Linkd-Attempt: 9", u], "Linkd-Attempt is set by linkd"),
+            (["get", "--deadline"], "--deadline needs a value"),
+        ]
+        for args, needle in table:
+            r = linkd(ctx, *args)
+            check(r.rc == 64, "usage error: exit 64 for %s" % args, r)
+            check(needle in r.err and "Try 'linkd %s --help'." % args[0] in r.err,
+                  "message %r for %s" % (needle, args), r)
+        for args in (["frobnicate"], [], ["version", "extra"], ["seed-example", "x"]):
+            r = linkd(ctx, *args)
+            check(r.rc == 64, "usage error for %s" % args, r)
+        check(fd.requests() == [], "no call was made", fd.requests())
+
+
+def long_options(text):
+    return sorted(set(re.findall(r"(?<![\w-])--([a-z][a-z-]+)", text)))
+
+
+@case
+def help_and_docs(ctx):
+    opts = None
+    for cmd in ("get", "head", "put", "post", "patch", "delete"):
+        r = linkd(ctx, cmd, "--help")
+        check(r.rc == 0 and r.out.startswith(b"usage: linkd %s URL" % cmd.encode()), "help", r)
+        o = long_options(r.out.decode())
+        check(opts is None or o == opts, "every request command has the same options", o, opts)
+        opts = o
+        r2 = linkd(ctx, "help", cmd)
+        check(r2.rc == 0 and r2.out == r.out, "'linkd help CMD' = 'linkd CMD --help'", r2)
+    for o in ("header", "data", "output", "include", "silent", "verbose", "json", "deadline",
+              "attempt-timeout", "connect-timeout", "max-attempts", "backoff", "base", "max-delay",
+              "jitter", "idempotency-key", "retry-on", "budget", "config", "no-config", "help"):
+        check(o in opts, "--help lists --%s" % o, opts)
+    r = linkd(ctx, "--help")
+    check(r.rc == 0 and all(c in r.out.decode() for c in
+                            ("get URL", "post URL", "seed-example", "version")), "main help", r)
+    r = linkd(ctx, "version")
+    check(r.rc == 0 and re.match(rb"^linkd \d+\.\d+\.\d+\n$", r.out), "version", r)
+    check(linkd(ctx, "--version").out == r.out, "--version", r)
+    r = linkd(ctx, "seed-example", "--help")
+    check(r.rc == 0 and b"seed" in r.out, "seed-example --help", r)
+    man = open(os.path.join(ctx.src, "docs", "linkd.1")).read()
+    md = open(os.path.join(ctx.src, "docs", "cli.md")).read()
+    man_opts = set(long_options(man.replace("\\-", "-")))
+    md_opts = set(long_options(md))
+    for o in opts:
+        check(o in man_opts, "docs/linkd.1 documents --%s" % o)
+        check(o in md_opts, "docs/cli.md documents --%s" % o)
+    for o in man_opts | md_opts:
+        check(o in opts or o == "version", "the docs mention --%s, which linkd lacks" % o)
+    helptext = linkd(ctx, "get", "--help").out.decode()
+    for code in ("0", "1", "2", "3", "4", "5", "6", "64", "66", "73", "78", "130"):
+        check(re.search(r"\b%s\b" % code, helptext), "help lists exit code %s" % code)
+        check(re.search(r"^\.(?:TP|IP)\s*\n?\\?f?B?%s\b" % code, man, re.M) or
+              re.search(r"\.B %s\b" % code, man) or re.search(r"\\fB%s\\fR" % code, man),
+              "docs/linkd.1 lists exit code %s" % code)
+        check(re.search(r"^\| *`?%s`? *\|" % code, md, re.M), "docs/cli.md lists exit code %s" %
+              code)
+    groff = shutil.which("groff")
+    check(groff is not None, "groff is needed to check the man page")
+    p = subprocess.run([groff, "-man", "-Tutf8", "-ww", "-z",
+                        os.path.join(ctx.src, "docs", "linkd.1")], capture_output=True)
+    check(p.returncode == 0 and p.stderr == b"", "the man page renders without warnings",
+          p.stderr.decode())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--linkd")
+    ap.add_argument("--faultd")
+    ap.add_argument("--source-dir")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("case", nargs="?")
+    args = ap.parse_args()
+    if args.list:
+        print("\n".join(CASES))
+        return 0
+    if args.case not in CASES:
+        print("unknown case %r; cases: %s" % (args.case, ", ".join(CASES)), file=sys.stderr)
+        return 2
+    ctx = Ctx(args)
+    try:
+        CASES[args.case](ctx)
+    except Fail as e:
+        print("FAIL %s: %s" % (args.case, e), file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(ctx.tmp, ignore_errors=True)
+    print("ok %s" % args.case)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

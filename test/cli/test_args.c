@@ -1,0 +1,378 @@
+/* Flag parsing of the request commands: every flag, both spellings, and the usage errors. */
+/* cmocka.h needs these three first. */
+/* clang-format off */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+/* clang-format on */
+
+#include "args.h"
+
+#include <linkd/failure.h>
+#include <linkd/retry.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#define MAXARGS 64
+
+/* Parses a NULL-terminated list (argv[0] "linkd" is added). */
+static int parse(cli_opts *o, char *err, size_t cap, const char *first, ...) {
+  static char *argv[MAXARGS];
+  static char store[MAXARGS][256];
+  int argc = 0;
+  snprintf(store[argc], sizeof store[0], "linkd");
+  argv[argc] = store[argc];
+  argc++;
+  va_list ap;
+  va_start(ap, first);
+  for (const char *a = first; a; a = va_arg(ap, const char *)) {
+    assert_true(argc < MAXARGS - 1);
+    snprintf(store[argc], sizeof store[0], "%s", a);
+    argv[argc] = store[argc];
+    argc++;
+  }
+  va_end(ap);
+  argv[argc] = NULL;
+  err[0] = '\0';
+  return cli_args_parse(argc, argv, o, err, cap);
+}
+
+#define PARSE(o, err, ...) parse(o, err, sizeof err, __VA_ARGS__, (const char *)NULL)
+
+static void usage_error(const char *needle, int rc, cli_opts *o, const char *err) {
+  assert_int_equal(rc, CLI_ARGS_USAGE);
+  if (!strstr(err, needle))
+    fail_msg("message '%s' does not mention '%s'", err, needle);
+  cli_opts_free(o);
+}
+
+static void minimal(void **state) {
+  (void)state;
+  cli_opts o;
+  char err[512];
+  assert_int_equal(PARSE(&o, err, "get", "http://127.0.0.1:1/x"), CLI_ARGS_OK);
+  assert_string_equal(o.command, "get");
+  assert_string_equal(o.method, "GET");
+  assert_string_equal(o.url, "http://127.0.0.1:1/x");
+  assert_null(o.data);
+  assert_null(o.output);
+  assert_false(o.include || o.silent || o.json || o.verbose || o.no_config);
+  assert_int_equal(o.flags.set, 0);
+  cli_opts_free(&o);
+  const char *cmds[][2] = {{"get", "GET"},   {"head", "HEAD"},   {"put", "PUT"},
+                           {"post", "POST"}, {"patch", "PATCH"}, {"delete", "DELETE"}};
+  for (size_t i = 0; i < 6; i++) {
+    assert_int_equal(PARSE(&o, err, cmds[i][0], "https://example.com/"), CLI_ARGS_OK);
+    assert_string_equal(o.method, cmds[i][1]);
+    assert_string_equal(cli_command_method(cmds[i][0]), cmds[i][1]);
+    cli_opts_free(&o);
+  }
+  assert_null(cli_command_method("GET"));
+  assert_null(cli_command_method("options"));
+}
+
+static void every_flag(void **state) {
+  (void)state;
+  cli_opts o;
+  char err[512];
+  int rc = PARSE(&o, err, "post", "-H", "X-A: 1", "--header", "X-B: two words", "-d", "@body.json",
+                 "-o", "out.bin", "-i", "-s", "-v", "--config", "my.conf", "--deadline", "1.5s",
+                 "--attempt-timeout", "250ms", "--connect-timeout", "100ms", "--max-attempts", "7",
+                 "--backoff", "linear", "--base", "20ms", "--max-delay", "300ms", "--jitter",
+                 "symmetric:0.25", "--idempotency-key", "order-42", "--retry-on", "-408",
+                 "--budget", "quota:50", "http://h/x");
+  assert_int_equal(rc, CLI_ARGS_OK);
+  assert_string_equal(o.data, "@body.json");
+  assert_string_equal(o.output, "out.bin");
+  assert_string_equal(o.config, "my.conf");
+  assert_true(o.include && o.silent && o.verbose);
+  const cli_settings *s = &o.flags;
+  assert_int_equal(s->deadline, LK_MS(1500));
+  assert_int_equal(s->attempt_timeout, LK_MS(250));
+  assert_int_equal(s->connect_timeout, LK_MS(100));
+  assert_int_equal(s->max_attempts, 7);
+  assert_int_equal(s->backoff, LK_BACKOFF_LINEAR);
+  assert_int_equal(s->base, LK_MS(20));
+  assert_int_equal(s->max_delay, LK_MS(300));
+  assert_int_equal(s->jitter, LK_JITTER_SYMMETRIC);
+  assert_true(s->jitter_ratio == 0.25);
+  assert_int_equal(s->idem_mode, LK_IDEM_KEY);
+  assert_string_equal(s->idem_key, "order-42");
+  assert_false(s->retry_on.replace);
+  assert_int_equal(s->retry_on.remove, LK_FAILURE_BIT(LK_F_HTTP_408));
+  assert_true(s->budget.enabled);
+  assert_int_equal(s->budget.kind, LK_BUDGET_QUOTA);
+  assert_int_equal(s->budget.quota.capacity, 50);
+  assert_int_equal(s->nheaders, 2);
+  assert_string_equal(s->headers[0].name, "X-A");
+  assert_string_equal(s->headers[0].value, "1");
+  assert_string_equal(s->headers[1].name, "X-B");
+  assert_string_equal(s->headers[1].value, "two words");
+  for (int f = 0; f < CLI_F__COUNT; f++) {
+    assert_true(s->set & CLI_BIT(f));
+    assert_ptr_equal(s->origin[f], cli_origin_flag);
+  }
+  cli_opts_free(&o);
+
+  assert_int_equal(
+      PARSE(&o, err, "get", "--json", "--no-config", "--output=b", "--data-less", "http://h/"),
+      CLI_ARGS_USAGE);
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "get", "--json", "--no-config", "--output=b", "http://h/"),
+                   CLI_ARGS_OK);
+  assert_true(o.json && o.no_config);
+  assert_string_equal(o.output, "b");
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "get", "--output=-", "http://h/"), CLI_ARGS_OK);
+  assert_string_equal(o.output, "-");
+  cli_opts_free(&o);
+}
+
+static void spellings(void **state) {
+  (void)state;
+  cli_opts o;
+  char err[512];
+  /* --flag=value, flags after the URL, values starting with '-', last one wins. */
+  assert_int_equal(PARSE(&o, err, "get", "http://h/", "--deadline=2s", "--retry-on", "-408",
+                         "--deadline", "5s", "--retry-on=+client-4xx", "-vs"),
+                   CLI_ARGS_OK);
+  assert_int_equal(o.flags.deadline, LK_SEC(5));
+  uint64_t def = lk_retry_on_default();
+  assert_int_equal(cli_retry_edit_apply(&o.flags.retry_on, def),
+                   (def & ~LK_FAILURE_BIT(LK_F_HTTP_408)) | LK_FAILURE_BIT(LK_F_CLIENT_4XX));
+  assert_true(o.verbose && o.silent);
+  cli_opts_free(&o);
+  /* "--" ends the flags. */
+  assert_int_equal(PARSE(&o, err, "get", "-v", "--", "http://h/-x"), CLI_ARGS_OK);
+  assert_string_equal(o.url, "http://h/-x");
+  cli_opts_free(&o);
+  /* -dDATA and -Hvalue glued, as curl allows. */
+  assert_int_equal(PARSE(&o, err, "put", "-dhello", "-HX-Y: z", "http://h/"), CLI_ARGS_OK);
+  assert_string_equal(o.data, "hello");
+  assert_string_equal(o.flags.headers[0].value, "z");
+  cli_opts_free(&o);
+  /* Every idempotency word and the jitter/backoff forms. */
+  const char *idem[][2] = {{"auto", "auto"}, {"NONE", "none"}, {"always", "always"}};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(PARSE(&o, err, "post", "--idempotency-key", idem[i][0], "http://h/"),
+                     CLI_ARGS_OK);
+    assert_string_equal(lk_idem_mode_name(o.flags.idem_mode), idem[i][1]);
+    cli_opts_free(&o);
+  }
+  assert_int_equal(PARSE(&o, err, "get", "--backoff", "exponential:1.5", "--jitter", "decorrelated",
+                         "http://h/"),
+                   CLI_ARGS_OK);
+  assert_int_equal(o.flags.backoff, LK_BACKOFF_EXPONENTIAL);
+  assert_true(o.flags.multiplier == 1.5);
+  assert_int_equal(o.flags.jitter, LK_JITTER_DECORRELATED);
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "get", "--jitter", "symmetric", "http://h/"), CLI_ARGS_OK);
+  assert_true(o.flags.jitter_ratio == 0.5);
+  cli_opts_free(&o);
+}
+
+static void help(void **state) {
+  (void)state;
+  cli_opts o;
+  char err[512];
+  assert_int_equal(PARSE(&o, err, "get", "--help"), CLI_ARGS_HELP);
+  assert_string_equal(o.command, "get");
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "post", "http://h/", "-h"), CLI_ARGS_HELP);
+  cli_opts_free(&o);
+}
+
+static void usage_errors(void **state) {
+  (void)state;
+  cli_opts o;
+  char err[512];
+  int rc;
+  rc = PARSE(&o, err, "fetch", "http://h/");
+  usage_error("unknown command 'fetch'", rc, &o, err);
+  rc = PARSE(&o, err, "get");
+  usage_error("needs a URL", rc, &o, err);
+  rc = PARSE(&o, err, "get", "http://a/", "http://b/");
+  usage_error("one URL per call", rc, &o, err);
+  rc = PARSE(&o, err, "get", "ftp://h/");
+  usage_error("not an http:// or https:// URL", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--nope", "http://h/");
+  usage_error("unknown option '--nope'", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--nope=3", "http://h/");
+  usage_error("unknown option '--nope'", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-x", "http://h/");
+  usage_error("unknown option '-x'", rc, &o, err);
+  rc = PARSE(&o, err, "get", "http://h/", "--deadline");
+  usage_error("--deadline needs a value", rc, &o, err);
+  rc = PARSE(&o, err, "get", "http://h/", "-H");
+  usage_error("-H needs a value", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--deadline", "3", "http://h/");
+  usage_error("--deadline: '3' needs a unit", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--deadline", "0s", "http://h/");
+  usage_error("--deadline: '0s' is too short", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--attempt-timeout", "soon", "http://h/");
+  usage_error("--attempt-timeout: 'soon' is not a duration", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--connect-timeout", "-1s", "http://h/");
+  usage_error("--connect-timeout:", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--base", "500us", "http://h/");
+  usage_error("--base: '500us' is too short: must be at least 1ms", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--max-delay", "1x", "http://h/");
+  usage_error("--max-delay: unknown unit 'x'", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--max-attempts", "0", "http://h/");
+  usage_error("--max-attempts: '0' is not a number of attempts from 1 to 1000", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--max-attempts", "3x", "http://h/");
+  usage_error("--max-attempts:", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--max-attempts", "1001", "http://h/");
+  usage_error("--max-attempts:", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--backoff", "zigzag", "http://h/");
+  usage_error("--backoff: 'zigzag' is not a backoff", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--backoff", "fixed:2", "http://h/");
+  usage_error("only exponential takes a multiplier", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--backoff", "exponential:0.5", "http://h/");
+  usage_error("only exponential takes a multiplier, a number from 1", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--jitter", "symmetric:2", "http://h/");
+  usage_error("--jitter: 'symmetric:2': only symmetric takes a ratio, a number from 0 to 1", rc, &o,
+              err);
+  rc = PARSE(&o, err, "get", "--jitter", "full:0.5", "http://h/");
+  usage_error("only symmetric takes a ratio", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--jitter", "wobbly", "http://h/");
+  usage_error("'wobbly' is not a jitter", rc, &o, err);
+  rc = PARSE(&o, err, "post", "--idempotency-key", "a b", "http://h/");
+  usage_error("'a b' is not a valid key", rc, &o, err);
+  rc = PARSE(&o, err, "post", "--idempotency-key", "", "http://h/");
+  usage_error("is not a valid key", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--retry-on", "404", "http://h/");
+  usage_error("--retry-on: status 404 has no kind of its own", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--budget", "lots", "http://h/");
+  usage_error("--budget: 'lots' is not a budget", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-d", "x", "http://h/");
+  usage_error("get sends no body", rc, &o, err);
+  rc = PARSE(&o, err, "head", "-d", "x", "http://h/");
+  usage_error("head sends no body", rc, &o, err);
+  rc = PARSE(&o, err, "post", "-d", "a", "-d", "b", "http://h/");
+  usage_error("given twice", rc, &o, err);
+  rc = PARSE(&o, err, "post", "-d", "@", "http://h/");
+  usage_error("a file name must follow '@'", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--json", "-i", "http://h/");
+  usage_error("--json and -i/--include do not mix", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--json", "-o", "-", "http://h/");
+  usage_error("--json and -o - do not mix", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-H", "NoColon", "http://h/");
+  usage_error("-H: 'NoColon' is not a header", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-H", "Bad Name: x", "http://h/");
+  usage_error("not a valid header name", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-H", ": x", "http://h/");
+  usage_error("is not a header", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-H", "Linkd-Attempt: 3", "http://h/");
+  usage_error("Linkd-Attempt is set by linkd", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-H", "linkd-deadline: 3", "http://h/");
+  usage_error("Linkd-Deadline is set by linkd", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-H", "X-Empty; x", "http://h/");
+  usage_error("takes no value", rc, &o, err);
+}
+
+static void header_forms(void **state) {
+  (void)state;
+  cli_opts o;
+  char err[512];
+  assert_int_equal(PARSE(&o, err, "get", "-H", "X-Remove:", "-H", "X-Empty;", "-H",
+                         "X-Pad:   spaced out  \t", "-H", "X-Colon: a:b", "http://h/"),
+                   CLI_ARGS_OK);
+  assert_int_equal(o.flags.nheaders, 4);
+  assert_string_equal(o.flags.headers[0].name, "X-Remove");
+  assert_null(o.flags.headers[0].value);
+  assert_string_equal(o.flags.headers[1].value, "");
+  assert_string_equal(o.flags.headers[2].value, "spaced out");
+  assert_string_equal(o.flags.headers[3].value, "a:b");
+  cli_opts_free(&o);
+}
+
+static void layers_merge(void **state) {
+  (void)state;
+  /* Config [defaults] < [host] < flags, as request.c stacks them. */
+  cli_settings a, b, eff;
+  cli_settings_init(&a);
+  cli_settings_init(&b);
+  cli_settings_init(&eff);
+  char err[256];
+  assert_int_equal(cli_settings_set(&a, "deadline", "10s", "A", true, err, sizeof err), 0);
+  assert_int_equal(cli_settings_set(&a, "retry-on", "-408", "A", true, err, sizeof err), 0);
+  assert_int_equal(cli_settings_set(&a, "header", "X-Token: a", "A", true, err, sizeof err), 0);
+  assert_int_equal(cli_settings_set(&a, "header", "X-Keep: k", "A", true, err, sizeof err), 0);
+  assert_int_equal(cli_settings_set(&a, "header", "X-Drop: d", "A", true, err, sizeof err), 0);
+  assert_int_equal(cli_settings_set(&b, "deadline", "2s", "B", false, err, sizeof err), 0);
+  assert_int_equal(cli_settings_set(&b, "retry-on", "+client-4xx", "B", false, err, sizeof err), 0);
+  assert_int_equal(cli_settings_set(&b, "header", "x-token: b", "B", false, err, sizeof err), 0);
+  assert_int_equal(cli_settings_set(&b, "header", "X-Drop:", "B", false, err, sizeof err), 0);
+  assert_int_equal(cli_settings_set(&b, "max-attempts", "2", "B", false, err, sizeof err), 0);
+  assert_int_equal(cli_settings_merge(&eff, &a), 0);
+  assert_int_equal(cli_settings_merge(&eff, &b), 0);
+  assert_int_equal(eff.deadline, LK_SEC(2));
+  assert_string_equal(eff.origin[CLI_F_DEADLINE], "B");
+  assert_int_equal(eff.max_attempts, 2);
+  uint64_t def = lk_retry_on_default();
+  assert_int_equal(cli_retry_edit_apply(&eff.retry_on, def),
+                   (def & ~LK_FAILURE_BIT(LK_F_HTTP_408)) | LK_FAILURE_BIT(LK_F_CLIENT_4XX));
+  assert_int_equal(eff.nheaders, 2);
+  assert_string_equal(eff.headers[0].name, "X-Keep");
+  assert_string_equal(eff.headers[1].name, "x-token");
+  assert_string_equal(eff.headers[1].value, "b");
+  /* Unknown keys and config-only refusals. */
+  assert_int_equal(cli_settings_set(&a, "deadlines", "1s", "A", true, err, sizeof err),
+                   CLI_SET_UNKNOWN_KEY);
+  assert_int_equal(cli_settings_set(&a, "idempotency-key", "k-1", "A", true, err, sizeof err),
+                   CLI_SET_BAD_VALUE);
+  assert_non_null(strstr(err, "a fixed key in a config file"));
+  assert_int_equal(cli_settings_field("retry-on"), CLI_F_RETRY_ON);
+  assert_string_equal(cli_settings_key(CLI_F_MAX_DELAY), "max-delay");
+  cli_settings_free(&a);
+  cli_settings_free(&b);
+  cli_settings_free(&eff);
+}
+
+static void budget_specs(void **state) {
+  (void)state;
+  cli_budget_spec b;
+  char err[256], buf[128];
+  assert_int_equal(cli_budget_parse("ratio:20%", &b, err, sizeof err), 0);
+  assert_true(b.enabled && b.kind == LK_BUDGET_RATIO && b.ratio.percent == 20.0);
+  assert_string_equal(cli_budget_format(&b, buf, sizeof buf), "ratio:20%:min=10:ttl=10s");
+  assert_int_equal(cli_budget_parse("ratio:5:min=0:ttl=2s", &b, err, sizeof err), 0);
+  assert_true(b.ratio.percent == 5.0 && b.ratio.min_retries_per_sec == 0);
+  assert_int_equal(b.ratio.ttl, LK_SEC(2));
+  assert_int_equal(cli_budget_parse("tokens:10:0.1", &b, err, sizeof err), 0);
+  assert_true(b.kind == LK_BUDGET_TOKEN && b.token.max_tokens == 10 && b.token.token_ratio == 0.1);
+  assert_string_equal(cli_budget_format(&b, buf, sizeof buf), "tokens:10:0.1");
+  assert_int_equal(cli_budget_parse("token:2", &b, err, sizeof err), 0);
+  assert_int_equal(cli_budget_parse("quota:500", &b, err, sizeof err), 0);
+  assert_true(b.kind == LK_BUDGET_QUOTA && b.quota.capacity == 500 && b.quota.retry_cost == 5);
+  assert_string_equal(cli_budget_format(&b, buf, sizeof buf), "quota:500:5:10");
+  assert_int_equal(cli_budget_parse("quota:30:15", &b, err, sizeof err), 0);
+  assert_true(b.quota.retry_cost == 15 && b.quota.timeout_cost == 15);
+  assert_int_equal(cli_budget_parse("quota:30:3:7", &b, err, sizeof err), 0);
+  assert_true(b.quota.retry_cost == 3 && b.quota.timeout_cost == 7);
+  assert_int_equal(cli_budget_parse("none", &b, err, sizeof err), 0);
+  assert_false(b.enabled);
+  assert_string_equal(cli_budget_format(&b, buf, sizeof buf), "none");
+  const char *bad[] = {
+      "",         "ratio",        "ratio:",   "ratio:x",       "ratio:20%:foo=1", "ratio:20%:ttl=3",
+      "tokens:",  "tokens:1:2:3", "quota:-5", "quota:5:1:2:3", "quota:3",         "ratio:2000%",
+      "tokens:0", "bucket:1"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    if (cli_budget_parse(bad[i], &b, err, sizeof err) == 0)
+      fail_msg("budget '%s' accepted", bad[i]);
+  /* The library's own validation shows through ("quota:3": retry cost 5 > capacity 3). */
+  cli_budget_parse("quota:3", &b, err, sizeof err);
+  assert_non_null(strstr(err, "'quota:3': "));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(minimal),      cmocka_unit_test(every_flag),
+      cmocka_unit_test(spellings),    cmocka_unit_test(help),
+      cmocka_unit_test(usage_errors), cmocka_unit_test(header_forms),
+      cmocka_unit_test(layers_merge), cmocka_unit_test(budget_specs),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

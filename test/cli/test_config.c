@@ -1,0 +1,250 @@
+/* The config file: sections, per-host overrides, and errors that name the line. */
+/* cmocka.h needs these three first. */
+/* clang-format off */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+/* clang-format on */
+
+#include "config.h"
+
+#include <linkd/failure.h>
+#include <linkd/retry.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Loads `text` as the file "t.conf". Returns the loader's result; err gets its message. */
+static int load(cli_config *c, const char *text, char *err, size_t cap) {
+  FILE *f = fmemopen((void *)text, strlen(text), "r");
+  assert_non_null(f);
+  err[0] = '\0';
+  int rc = cli_config_load_stream(c, f, "t.conf", err, cap);
+  fclose(f);
+  return rc;
+}
+
+/* Expects `text` to be refused with exactly "t.conf:LINE: ..." containing `needle`. */
+static void refused(const char *text, int line, const char *needle) {
+  cli_config c;
+  char err[1024];
+  if (load(&c, text, err, sizeof err) == 0)
+    fail_msg("accepted:\n%s", text);
+  char want[32];
+  snprintf(want, sizeof want, "t.conf:%d: ", line);
+  if (strncmp(err, want, strlen(want)) != 0 || !strstr(err, needle))
+    fail_msg("message '%s'; expected it to start with '%s' and mention '%s'", err, want, needle);
+  cli_config_free(&c);
+}
+
+static const char good[] = "; linkd config\n"
+                           "# comments either way\n"
+                           "[defaults]\n"
+                           "deadline = 10s\n"
+                           "  max-attempts = 5   ; indented, inline comment\n"
+                           "retry-on = -408\n"
+                           "header = X-Team: core\n"
+                           "idempotency-key = auto\n"
+                           "\n"
+                           "[host \"API.example.com\"]\n"
+                           "deadline = 2s\n"
+                           "retry-on = +client-4xx\n"
+                           "header = Authorization: Bearer abc\n"
+                           "header = X-Team: api\n"
+                           "\n"
+                           "[host \"api.example.com:8443\"]\n"
+                           "max-attempts = 2\n"
+                           "budget = tokens:10:0.1\n"
+                           "[host \"::1\"]\n"
+                           "jitter = none\n";
+
+static void sections_and_overrides(void **state) {
+  (void)state;
+  cli_config c;
+  char err[1024];
+  if (load(&c, good, err, sizeof err) != 0)
+    fail_msg("%s", err);
+  assert_int_equal(c.nsections, 4);
+
+  /* Only [defaults] for another host. */
+  cli_settings s;
+  const char *matched[3];
+  size_t n;
+  cli_settings_init(&s);
+  assert_int_equal(cli_config_apply(&c, "other.example.com", 443, &s, matched, &n), 0);
+  assert_int_equal(n, 1);
+  assert_string_equal(matched[0], "defaults");
+  assert_int_equal(s.deadline, LK_SEC(10));
+  assert_int_equal(s.max_attempts, 5);
+  assert_string_equal(s.origin[CLI_F_DEADLINE], "t.conf:4");
+  assert_string_equal(s.origin[CLI_F_MAX_ATTEMPTS], "t.conf:5");
+  assert_int_equal(s.idem_mode, LK_IDEM_AUTO);
+  assert_int_equal(s.nheaders, 1);
+  assert_false(s.set & CLI_BIT(CLI_F_BUDGET));
+  cli_settings_free(&s);
+
+  /* The host section (any port), matched case-insensitively. */
+  cli_settings_init(&s);
+  assert_int_equal(cli_config_apply(&c, "api.EXAMPLE.com", 443, &s, matched, &n), 0);
+  assert_int_equal(n, 2);
+  assert_string_equal(matched[1], "host \"API.example.com\"");
+  assert_int_equal(s.deadline, LK_SEC(2));
+  assert_string_equal(s.origin[CLI_F_DEADLINE], "t.conf:11");
+  assert_int_equal(s.max_attempts, 5);
+  uint64_t def = lk_retry_on_default();
+  assert_int_equal(cli_retry_edit_apply(&s.retry_on, def),
+                   (def & ~LK_FAILURE_BIT(LK_F_HTTP_408)) | LK_FAILURE_BIT(LK_F_CLIENT_4XX));
+  assert_int_equal(s.nheaders, 2);
+  assert_string_equal(s.headers[0].name, "Authorization");
+  assert_string_equal(s.headers[1].value, "api");
+  cli_settings_free(&s);
+
+  /* host:port comes last. */
+  cli_settings_init(&s);
+  assert_int_equal(cli_config_apply(&c, "api.example.com", 8443, &s, matched, &n), 0);
+  assert_int_equal(n, 3);
+  assert_int_equal(s.max_attempts, 2);
+  assert_int_equal(s.deadline, LK_SEC(2));
+  assert_true(s.budget.enabled);
+  cli_settings_free(&s);
+
+  /* IPv6 without brackets in the file, with them from libcurl; any port. */
+  cli_settings_init(&s);
+  assert_int_equal(cli_config_apply(&c, "[::1]", 8080, &s, matched, &n), 0);
+  assert_int_equal(n, 2);
+  assert_string_equal(matched[1], "host \"::1\"");
+  assert_int_equal(s.jitter, LK_JITTER_NONE);
+  cli_settings_free(&s);
+  cli_settings_init(&s);
+  assert_int_equal(cli_config_apply(&c, "[::2]", 8080, &s, matched, &n), 0);
+  assert_int_equal(n, 1);
+  cli_settings_free(&s);
+  cli_config_free(&c);
+}
+
+static void accepted_forms(void **state) {
+  (void)state;
+  cli_config c;
+  char err[1024];
+  assert_int_equal(load(&c, "", err, sizeof err), 0);
+  assert_int_equal(c.nsections, 0);
+  cli_config_free(&c);
+  /* CRLF line endings, no final newline, ':' as separator (inih), no blanks. */
+  assert_int_equal(load(&c, "[defaults]\r\ndeadline=1s\r\nbase: 5ms", err, sizeof err), 0);
+  assert_int_equal(c.sections[0].s.deadline, LK_SEC(1));
+  assert_int_equal(c.sections[0].s.base, LK_MS(5));
+  cli_config_free(&c);
+  /* A section given twice is one section; a line of exactly 199 characters fits. */
+  char text[512];
+  int n = snprintf(text, sizeof text, "[defaults]\nheader = X-Long: ");
+  while (n < 11 + 199)
+    text[n++] = 'a';
+  snprintf(text + n, sizeof text - (size_t)n,
+           "\n[host \"h\"]\nbase=1s\n[defaults]\nmax-delay=9s\n");
+  assert_int_equal(load(&c, text, err, sizeof err), 0);
+  assert_int_equal(c.nsections, 2);
+  assert_int_equal(c.sections[0].s.max_delay, LK_SEC(9));
+  assert_int_equal(strlen(c.sections[0].s.headers[0].value), 199 - strlen("header = X-Long: "));
+  cli_config_free(&c);
+}
+
+static void errors_name_the_line(void **state) {
+  (void)state;
+  refused("[defaults]\ndeadline = 3s\ndedline = 4s\n", 3, "unknown key 'dedline' (known keys: ");
+  refused("[defaults]\n\n\ndeadline = 3\n", 4, "deadline: '3' needs a unit");
+  refused("[defaults]\nmax-attempts = many\n", 2, "max-attempts: 'many' is not a number");
+  refused("[defaults]\njitter = symmetric:7\n", 2, "only symmetric takes a ratio");
+  refused("[defaults]\nretry-on = 404\n", 2, "retry-on: status 404 has no kind of its own");
+  refused("[defaults]\nbudget = ratio\n", 2, "budget: 'ratio' is not a budget");
+  refused("[defaults]\nheader = broken\n", 2, "header: 'broken' is not a header");
+  refused("[defaults]\ndeadline = 3s\nthis line has no equals sign\n", 3, "syntax error");
+  refused("[defaults\ndeadline = 3s\n", 1, "syntax error");
+  refused("deadline = 3s\n", 1, "must follow a section header");
+  refused("[default]\ndeadline = 3s\n", 2, "unknown section [default]");
+  refused("[defaults]\ndeadline = 3s\n\ndeadline = 4s\n", 4,
+          "'deadline' is already set in this section on line 2");
+  /* An indented line is its own line, not a continuation of the previous value. */
+  refused("[defaults]\ndeadline = 3s\n   deadline = 4s\n", 3, "already set in this section");
+  refused("[defaults]\nidempotency-key = abc-123\n", 2, "a fixed key in a config file");
+  refused("[host example.com]\ndeadline = 1s\n", 2, "bad section [host example.com]");
+  refused("[host \"\"]\ndeadline = 1s\n", 2, "bad section");
+  refused("[host \"[::1]:80\"]\ndeadline = 1s\n", 2, "write IPv6 addresses without brackets");
+  refused("[host \"a.com:99999\"]\ndeadline = 1s\n", 2, "bad port");
+  refused("[host \"a.com:\"]\ndeadline = 1s\n", 2, "bad port");
+  refused("[host \"a.com/x\"]\ndeadline = 1s\n", 2, "bad section");
+  refused("[hosts \"a.com\"]\ndeadline = 1s\n", 2, "bad section");
+  /* The first error wins, even when later lines are bad too. */
+  refused("[defaults]\nbase = 1\nnope = 2\n", 2, "base:");
+  /* Over-long lines are refused, not split into two. */
+  char text[600];
+  int n = snprintf(text, sizeof text, "[defaults]\ndeadline = 1s\nheader = X-Long: ");
+  while (n < 500)
+    text[n++] = 'b';
+  snprintf(text + n, sizeof text - (size_t)n, "\n");
+  refused(text, 3, "line too long (at most 199 characters)");
+}
+
+static void file_errors(void **state) {
+  (void)state;
+  cli_config c;
+  char err[1024];
+  assert_int_not_equal(cli_config_load(&c, "/nonexistent/linkd.conf", err, sizeof err), 0);
+  assert_non_null(strstr(err, "/nonexistent/linkd.conf: cannot open: "));
+  cli_config_free(&c);
+  char path[] = "/tmp/linkd-test-config-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  const char text[] = "[defaults]\nmax-delay = 5s\nbogus = 1\n";
+  assert_int_equal(write(fd, text, sizeof text - 1), (int)sizeof text - 1);
+  close(fd);
+  assert_int_not_equal(cli_config_load(&c, path, err, sizeof err), 0);
+  char want[128];
+  snprintf(want, sizeof want, "%s:3: unknown key 'bogus'", path);
+  assert_non_null(strstr(err, want));
+  cli_config_free(&c);
+  unlink(path);
+}
+
+static void default_path(void **state) {
+  (void)state;
+  char buf[512];
+  bool req;
+  unsetenv("LINKD_CONFIG");
+  unsetenv("XDG_CONFIG_HOME");
+  setenv("HOME", "/home/u", 1);
+  assert_int_equal(cli_config_path(NULL, buf, sizeof buf, &req), 0);
+  assert_string_equal(buf, "/home/u/.config/linkd/linkd.conf");
+  assert_false(req);
+  setenv("XDG_CONFIG_HOME", "/xdg", 1);
+  assert_int_equal(cli_config_path(NULL, buf, sizeof buf, &req), 0);
+  assert_string_equal(buf, "/xdg/linkd/linkd.conf");
+  setenv("XDG_CONFIG_HOME", "relative", 1); /* the XDG spec says: ignore relative paths */
+  assert_int_equal(cli_config_path(NULL, buf, sizeof buf, &req), 0);
+  assert_string_equal(buf, "/home/u/.config/linkd/linkd.conf");
+  setenv("LINKD_CONFIG", "/etc/linkd.conf", 1);
+  assert_int_equal(cli_config_path(NULL, buf, sizeof buf, &req), 0);
+  assert_string_equal(buf, "/etc/linkd.conf");
+  assert_true(req);
+  setenv("LINKD_CONFIG", "", 1); /* empty = unset */
+  assert_int_equal(cli_config_path(NULL, buf, sizeof buf, &req), 0);
+  assert_false(req);
+  assert_int_equal(cli_config_path("flag.conf", buf, sizeof buf, &req), 0);
+  assert_string_equal(buf, "flag.conf");
+  assert_true(req);
+  unsetenv("XDG_CONFIG_HOME");
+  unsetenv("HOME");
+  unsetenv("LINKD_CONFIG");
+  assert_int_equal(cli_config_path(NULL, buf, sizeof buf, &req), -1);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(sections_and_overrides), cmocka_unit_test(accepted_forms),
+      cmocka_unit_test(errors_name_the_line),   cmocka_unit_test(file_errors),
+      cmocka_unit_test(default_path),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
