@@ -1,0 +1,397 @@
+/* libraryd: the reference book service. Flags (and an optional INI file with the same names),
+ * signal handling, port files; everything else lives in src/server and src/store. */
+#include "fault.h"
+#include "server.h"
+#include "store.h"
+#include "util.h"
+
+#include <linkd/error.h>
+#include <linkd/version.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <ini.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_LIST 64
+
+typedef struct opts {
+  lk_server_config srv;
+  lk_store_config store;
+  const char *port_file, *admin_port_file;
+  const char *faults[MAX_LIST];
+  const char *require_key[MAX_LIST];
+  char *owned[2 * MAX_LIST + 64]; /* strings copied from the config file */
+  size_t n_owned;
+} opts;
+
+static const char usage[] =
+    "usage: libraryd [options]\n"
+    "\n"
+    "The reference book service: a JSON API over HTTP/1.1 with an SQLite store, Idempotency-Key\n"
+    "support, deadline honouring and seeded fault injection. See docs/libraryd.md.\n"
+    "\n"
+    "Listening:\n"
+    "  --addr ADDR              address to listen on (default 127.0.0.1)\n"
+    "  --port N                 port; 0 picks a free one (default 8080)\n"
+    "  --port-file FILE         write the bound port and a newline to FILE once listening\n"
+    "  --admin-port N           start the admin listener on N (0: a free port); default: off\n"
+    "  --admin-addr ADDR        admin listener address (default: --addr)\n"
+    "  --admin-port-file FILE   write the admin port to FILE once listening\n"
+    "  --threads N              server threads (default: number of CPUs)\n"
+    "  --connection-limit N     concurrent connections (default 1024)\n"
+    "  --idle-timeout DUR       close idle keep-alive connections after DUR (default 60s)\n"
+    "  --max-body SIZE          largest accepted request body, e.g. 64k (default 64k)\n"
+    "  --drain-timeout DUR      on SIGTERM/SIGINT, time left to in-flight requests (default 10s)\n"
+    "\n"
+    "Storage:\n"
+    "  --db PATH                SQLite database file, created when missing (default libraryd.db)\n"
+    "  --sync full|normal       full: fsync the WAL at every commit (survives power loss);\n"
+    "                           normal: survives a process crash only (default full)\n"
+    "  --no-seed-data           do not insert the sample books into a new database\n"
+    "\n"
+    "Idempotency-Key:\n"
+    "  --idem-retention DUR     how long a key's result is kept and replayed (default 24h)\n"
+    "  --purge-interval DUR     how often expired keys are deleted (default retention/4, <= 1m)\n"
+    "  --require-key ROUTE      requests matching ROUTE ('POST /books/*/loans') must carry a key\n"
+    "                           (400 otherwise); repeatable\n"
+    "\n"
+    "Fault injection:\n"
+    "  --fault RULE             e.g. 'route=POST "
+    "/books/*/loans,kind=reset_after_processing,p=0.1'\n"
+    "                           or 'route=GET "
+    "/books/1,kind=status,code=503,retry_after=2,count=3';\n"
+    "                           repeatable; kinds: latency status reset_before_read\n"
+    "                           reset_after_read reset_after_processing close\n"
+    "                           close_after_processing partial_stall slow_body\n"
+    "  --seed N                 seed of the fault generator (default 1)\n"
+    "\n"
+    "Other:\n"
+    "  --log text|json|off      access log on stderr, one line per request (default text)\n"
+    "  --config FILE            INI file with the same option names (key = value, no dashes);\n"
+    "                           command-line flags override it\n"
+    "  --help                   this text\n"
+    "  --version                print the version\n"
+    "\n"
+    "Durations take units: 250ms, 3s, 1m, 24h. Exit status: 0 after a clean shutdown, 1 on a\n"
+    "runtime failure, 2 on a usage error.\n";
+
+enum {
+  O_ADDR = 256,
+  O_PORT,
+  O_PORT_FILE,
+  O_ADMIN_PORT,
+  O_ADMIN_ADDR,
+  O_ADMIN_PORT_FILE,
+  O_THREADS,
+  O_CONN_LIMIT,
+  O_IDLE,
+  O_MAX_BODY,
+  O_DRAIN,
+  O_DB,
+  O_SYNC,
+  O_NO_SEED,
+  O_RETENTION,
+  O_PURGE,
+  O_REQUIRE_KEY,
+  O_FAULT,
+  O_SEED,
+  O_LOG,
+  O_CONFIG,
+  O_HELP,
+  O_VERSION
+};
+
+static const struct option long_opts[] = {
+    {"addr", required_argument, NULL, O_ADDR},
+    {"port", required_argument, NULL, O_PORT},
+    {"port-file", required_argument, NULL, O_PORT_FILE},
+    {"admin-port", required_argument, NULL, O_ADMIN_PORT},
+    {"admin-addr", required_argument, NULL, O_ADMIN_ADDR},
+    {"admin-port-file", required_argument, NULL, O_ADMIN_PORT_FILE},
+    {"threads", required_argument, NULL, O_THREADS},
+    {"connection-limit", required_argument, NULL, O_CONN_LIMIT},
+    {"idle-timeout", required_argument, NULL, O_IDLE},
+    {"max-body", required_argument, NULL, O_MAX_BODY},
+    {"drain-timeout", required_argument, NULL, O_DRAIN},
+    {"db", required_argument, NULL, O_DB},
+    {"sync", required_argument, NULL, O_SYNC},
+    {"no-seed-data", no_argument, NULL, O_NO_SEED},
+    {"idem-retention", required_argument, NULL, O_RETENTION},
+    {"purge-interval", required_argument, NULL, O_PURGE},
+    {"require-key", required_argument, NULL, O_REQUIRE_KEY},
+    {"fault", required_argument, NULL, O_FAULT},
+    {"seed", required_argument, NULL, O_SEED},
+    {"log", required_argument, NULL, O_LOG},
+    {"config", required_argument, NULL, O_CONFIG},
+    {"help", no_argument, NULL, O_HELP},
+    {"version", no_argument, NULL, O_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+static int bad(const char *name, const char *value, const char *why) {
+  fprintf(stderr, "libraryd: --%s '%s': %s\n", name, value ? value : "", why);
+  return -1;
+}
+
+static int int_in(const char *name, const char *v, int64_t lo, int64_t hi, int64_t *out) {
+  if (lk_parse_i64(v, strlen(v), false, out) != LK_OK || *out < lo || *out > hi) {
+    char why[96];
+    snprintf(why, sizeof why, "expected an integer in [%lld, %lld]", (long long)lo, (long long)hi);
+    return bad(name, v, why);
+  }
+  return 0;
+}
+
+static int dur(const char *name, const char *v, int64_t *out) {
+  if (lk_parse_duration(v, out) != LK_OK || *out < 0)
+    return bad(name, v, "expected a duration such as 250ms, 3s, 1m, 24h");
+  return 0;
+}
+
+/* Applies one option (by its long name). 0, 1 for --help / --version handled, -1 on error. */
+static int apply(opts *o, int id, const char *name, const char *v) {
+  int64_t n;
+  uint64_t u;
+  switch (id) {
+  case O_ADDR: o->srv.addr = v; return 0;
+  case O_ADMIN_ADDR: o->srv.admin_addr = v; return 0;
+  case O_PORT:
+    if (int_in(name, v, 0, 65535, &n))
+      return -1;
+    o->srv.port = (int)n;
+    return 0;
+  case O_ADMIN_PORT:
+    if (int_in(name, v, 0, 65535, &n))
+      return -1;
+    o->srv.admin_port = (int)n;
+    return 0;
+  case O_PORT_FILE: o->port_file = v; return 0;
+  case O_ADMIN_PORT_FILE: o->admin_port_file = v; return 0;
+  case O_THREADS:
+    if (int_in(name, v, 1, 1024, &n))
+      return -1;
+    o->srv.threads = (unsigned)n;
+    return 0;
+  case O_CONN_LIMIT:
+    if (int_in(name, v, 1, 1000000, &n))
+      return -1;
+    o->srv.connection_limit = (unsigned)n;
+    return 0;
+  case O_IDLE:
+    if (dur(name, v, &n))
+      return -1;
+    o->srv.idle_timeout_s = (unsigned)(n / LK_NS_PER_S > 86400 ? 86400 : n / LK_NS_PER_S);
+    return 0;
+  case O_MAX_BODY:
+    if (lk_parse_size(v, &u) != LK_OK || u == 0 || u > 64 * 1024 * 1024)
+      return bad(name, v, "expected a size in (0, 64m], e.g. 65536 or 64k");
+    o->srv.max_body = (size_t)u;
+    return 0;
+  case O_DRAIN: return dur(name, v, &o->srv.drain_timeout_ns);
+  case O_DB: o->store.path = v; return 0;
+  case O_SYNC:
+    if (!strcmp(v, "full"))
+      o->store.sync = LK_STORE_SYNC_FULL;
+    else if (!strcmp(v, "normal"))
+      o->store.sync = LK_STORE_SYNC_NORMAL;
+    else
+      return bad(name, v, "expected full or normal");
+    return 0;
+  case O_NO_SEED: o->store.seed = false; return 0;
+  case O_RETENTION:
+    if (dur(name, v, &o->srv.idem_retention_ns) || o->srv.idem_retention_ns == 0)
+      return o->srv.idem_retention_ns == 0 ? bad(name, v, "must be positive") : -1;
+    return 0;
+  case O_PURGE: return dur(name, v, &o->srv.purge_interval_ns);
+  case O_REQUIRE_KEY:
+    if (o->srv.n_require_key >= MAX_LIST)
+      return bad(name, v, "too many");
+    if (lk_route_pattern_check(v) != LK_OK)
+      return bad(name, v, "expected a route pattern such as 'POST /books/*/loans'");
+    o->require_key[o->srv.n_require_key++] = v;
+    return 0;
+  case O_FAULT:
+    if (o->srv.n_faults >= MAX_LIST)
+      return bad(name, v, "too many");
+    {
+      lk_fault_rule rule;
+      char why[200];
+      if (lk_fault_rule_parse(v, &rule, why, sizeof why) != LK_OK)
+        return bad(name, v, why);
+    }
+    o->faults[o->srv.n_faults++] = v;
+    return 0;
+  case O_SEED:
+    if (lk_parse_i64(v, strlen(v), false, &n) != LK_OK)
+      return bad(name, v, "expected a non-negative integer");
+    o->srv.seed = (uint64_t)n;
+    return 0;
+  case O_LOG:
+    if (!strcmp(v, "text"))
+      o->srv.log = LK_LOG_TEXT;
+    else if (!strcmp(v, "json"))
+      o->srv.log = LK_LOG_JSON;
+    else if (!strcmp(v, "off"))
+      o->srv.log = LK_LOG_OFF;
+    else
+      return bad(name, v, "expected text, json or off");
+    return 0;
+  case O_CONFIG: return 0; /* read before the flags */
+  case O_HELP: fputs(usage, stdout); return 1;
+  case O_VERSION: printf("libraryd %s\n", LK_VERSION_STRING); return 1;
+  default: return -1;
+  }
+}
+
+static int ini_cb(void *user, const char *section, const char *name, const char *value) {
+  opts *o = user;
+  if (section && *section && strcmp(section, "libraryd"))
+    return 1; /* other programs' sections */
+  for (const struct option *lo = long_opts; lo->name; lo++) {
+    if (strcmp(lo->name, name))
+      continue;
+    if (lo->val == O_CONFIG || lo->val == O_HELP || lo->val == O_VERSION)
+      break;
+    if (lo->has_arg == no_argument) {
+      if (!strcmp(value, "true") || !strcmp(value, "1") || !strcmp(value, "yes"))
+        return apply(o, lo->val, name, value) == 0;
+      return !strcmp(value, "false") || !strcmp(value, "0") || !strcmp(value, "no");
+    }
+    if (o->n_owned >= sizeof o->owned / sizeof o->owned[0])
+      return 0;
+    char *copy = strdup(value);
+    if (!copy)
+      return 0;
+    o->owned[o->n_owned++] = copy;
+    return apply(o, lo->val, name, copy) == 0;
+  }
+  fprintf(stderr, "libraryd: unknown option '%s'\n", name);
+  return 0;
+}
+
+static int write_port_file(const char *path, int port) {
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f)
+    return -1;
+  fprintf(f, "%d\n", port);
+  /* rename: a reader never sees a half-written file */
+  if (fclose(f) != 0 || rename(tmp, path) != 0) {
+    unlink(tmp);
+    return -1;
+  }
+  return 0;
+}
+
+static int parse_args(int argc, char **argv, opts *o) {
+  for (int i = 1; i < argc; i++) {
+    const char *path = NULL;
+    if (!strcmp(argv[i], "--config") && i + 1 < argc)
+      path = argv[i + 1];
+    else if (!strncmp(argv[i], "--config=", 9))
+      path = argv[i] + 9;
+    if (!path)
+      continue;
+    int rc = ini_parse(path, ini_cb, o);
+    if (rc != 0) {
+      if (rc < 0)
+        fprintf(stderr, "libraryd: cannot read config file %s: %s\n", path, strerror(errno));
+      else
+        fprintf(stderr, "libraryd: %s:%d: bad line\n", path, rc);
+      return -1;
+    }
+  }
+  int c;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+    if (c == 'h')
+      c = O_HELP;
+    if (c == '?' || c == ':') {
+      fprintf(stderr, "libraryd: unknown or incomplete option '%s' (see --help)\n",
+              argv[optind - 1]);
+      return -1;
+    }
+    const char *name = "";
+    for (const struct option *lo = long_opts; lo->name; lo++)
+      if (lo->val == c)
+        name = lo->name;
+    int rc = apply(o, c, name, optarg);
+    if (rc)
+      return rc;
+  }
+  if (optind < argc) {
+    fprintf(stderr, "libraryd: unexpected argument '%s' (see --help)\n", argv[optind]);
+    return -1;
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  static opts o;
+  lk_server_config_init_default(&o.srv);
+  lk_store_config_init_default(&o.store);
+  int rc = parse_args(argc, argv, &o);
+  if (rc)
+    return rc > 0 ? 0 : 2;
+  o.srv.faults = o.faults;
+  o.srv.require_key = o.require_key;
+
+  /* Signals are taken synchronously by this thread; every other thread inherits the mask. */
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  char err[512];
+  lk_store *store;
+  rc = lk_store_open(&o.store, &store, err, sizeof err);
+  if (rc != LK_OK) {
+    fprintf(stderr, "libraryd: cannot open %s: %s (%s)\n", o.store.path, err, lk_strerror(rc));
+    return 1;
+  }
+  lk_server *srv;
+  rc = lk_server_start(&o.srv, store, &srv, err, sizeof err);
+  if (rc != LK_OK) {
+    fprintf(stderr, "libraryd: %s (%s)\n", err, lk_strerror(rc));
+    lk_store_close(store);
+    return rc == LK_ECONFIG ? 2 : 1;
+  }
+  if ((o.port_file && write_port_file(o.port_file, lk_server_port(srv)) != 0) ||
+      (o.admin_port_file && lk_server_admin_port(srv) >= 0 &&
+       write_port_file(o.admin_port_file, lk_server_admin_port(srv)) != 0)) {
+    fprintf(stderr, "libraryd: cannot write the port file: %s\n", strerror(errno));
+    lk_server_free(srv);
+    lk_store_close(store);
+    return 1;
+  }
+  if (o.srv.log != LK_LOG_OFF)
+    fprintf(stderr,
+            "libraryd %s: listening on %s:%d, admin %d, db %s (schema %d -> %d, sync %s), "
+            "%zu fault rule(s), seed %llu\n",
+            LK_VERSION_STRING, o.srv.addr, lk_server_port(srv), lk_server_admin_port(srv),
+            o.store.path, lk_store_opened_version(store), LK_STORE_SCHEMA_VERSION,
+            o.store.sync == LK_STORE_SYNC_FULL ? "full" : "normal", o.srv.n_faults,
+            (unsigned long long)o.srv.seed);
+
+  int sig = 0;
+  sigwait(&set, &sig);
+  if (o.srv.log != LK_LOG_OFF)
+    fprintf(stderr, "libraryd: %s: draining\n", strsignal(sig));
+  int left = lk_server_shutdown(srv);
+  lk_server_free(srv);
+  lk_store_close(store);
+  if (o.srv.log != LK_LOG_OFF)
+    fprintf(stderr, "libraryd: stopped (%d request(s) cut at the drain timeout)\n", left);
+  for (size_t i = 0; i < o.n_owned; i++)
+    free(o.owned[i]);
+  return 0;
+}

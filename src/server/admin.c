@@ -1,0 +1,269 @@
+/* admin.c: the admin listener (a separate port): fault rules at run time and loan statistics
+ * that make duplicate applications visible. Never subject to fault injection. */
+#include "server_impl.h"
+#include "util.h"
+
+#include <linkd/error.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ADMIN_BODY_MAX (64 * 1024)
+#define GROUPS_MAX 10000
+
+typedef struct admin_req {
+  char *body;
+  size_t len;
+  bool too_big;
+} admin_req;
+
+static enum MHD_Result reply(struct MHD_Connection *c, int status, json_t *o) {
+  char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  json_decref(o);
+  if (!txt)
+    return MHD_NO;
+  size_t n = strlen(txt);
+  struct MHD_Response *m = MHD_create_response_from_buffer(n, txt, MHD_RESPMEM_MUST_FREE);
+  if (!m) {
+    free(txt);
+    return MHD_NO;
+  }
+  MHD_add_response_header(m, "Content-Type", "application/json");
+  enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, m);
+  MHD_destroy_response(m);
+  return rc;
+}
+
+static enum MHD_Result reply_error(struct MHD_Connection *c, int status, const char *code,
+                                   const char *msg) {
+  return reply(c, status,
+               json_pack("{s:s,s:s,s:i}", "error", code, "message", msg, "status", status));
+}
+
+static json_t *rule_json(const lk_fault_rule *r) {
+  return json_pack("{s:i,s:s,s:s,s:s,s:f,s:I,s:I,s:I,s:I}", "id", r->id, "spec", r->spec, "route",
+                   r->route, "kind", lk_fault_kind_name(r->act.kind), "p", r->p, "count",
+                   (json_int_t)r->count, "skip", (json_int_t)r->skip, "matched",
+                   (json_int_t)r->matched, "fired", (json_int_t)r->fired);
+}
+
+static enum MHD_Result list_faults(lk_server *s, struct MHD_Connection *c) {
+  static lk_fault_rule rules[64]; /* the admin listener has a single thread */
+  int n = lk_faults_snapshot(s->faults, rules, 64);
+  json_t *arr = json_array();
+  for (int i = 0; i < n && i < 64; i++)
+    json_array_append_new(arr, rule_json(&rules[i]));
+  return reply(c, 200,
+               json_pack("{s:I,s:o}", "seed", (json_int_t)lk_faults_seed(s->faults), "rules", arr));
+}
+
+/* Text body "k=v,..." or JSON {"rule":"k=v,..."}. */
+static bool rule_from_body(const admin_req *a, lk_fault_rule *rule, char *err, size_t cap) {
+  char spec[LK_FAULT_SPEC_MAX];
+  if (a->len && a->body[0] == '{') {
+    json_t *o = json_loadb(a->body, a->len, 0, NULL);
+    const char *t = json_string_value(json_object_get(o, "rule"));
+    if (!t || strlen(t) >= sizeof spec) {
+      json_decref(o);
+      snprintf(err, cap, "expected {\"rule\": \"route=...,kind=...\"}");
+      return false;
+    }
+    snprintf(spec, sizeof spec, "%s", t);
+    json_decref(o);
+  } else {
+    size_t n = a->len;
+    while (n && (a->body[n - 1] == '\n' || a->body[n - 1] == '\r' || a->body[n - 1] == ' '))
+      n--;
+    if (n >= sizeof spec) {
+      snprintf(err, cap, "rule too long");
+      return false;
+    }
+    memcpy(spec, a->body ? a->body : "", n);
+    spec[n] = '\0';
+  }
+  return lk_fault_rule_parse(spec, rule, err, cap) == LK_OK;
+}
+
+static enum MHD_Result add_fault(lk_server *s, struct MHD_Connection *c, const admin_req *a) {
+  lk_fault_rule rule;
+  char err[200];
+  if (!rule_from_body(a, &rule, err, sizeof err))
+    return reply_error(c, 400, "bad_rule", err);
+  int id = lk_faults_add(s->faults, &rule);
+  if (id < 0)
+    return reply_error(c, 409, "too_many_rules", lk_strerror(id));
+  return reply(c, 201, json_pack("{s:i}", "id", id));
+}
+
+/* {"seed": N?, "rules": ["spec", ...]}: validated as a whole, then swapped in. */
+static enum MHD_Result replace_faults(lk_server *s, struct MHD_Connection *c, const admin_req *a) {
+  json_error_t je;
+  json_t *o = json_loadb(a->body ? a->body : "", a->len, 0, &je);
+  json_t *rules = json_object_get(o, "rules");
+  json_t *seed = json_object_get(o, "seed");
+  if (!json_is_object(o) || (rules && !json_is_array(rules)) ||
+      (seed && (!json_is_integer(seed) || json_integer_value(seed) < 0))) {
+    json_decref(o);
+    return reply_error(c, 400, "bad_body",
+                       "expected {\"seed\": N (optional), \"rules\": [\"route=...\", ...]}");
+  }
+  size_t n = json_array_size(rules);
+  lk_fault_rule *parsed = calloc(n ? n : 1, sizeof *parsed);
+  if (!parsed) {
+    json_decref(o);
+    return MHD_NO;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const char *t = json_string_value(json_array_get(rules, i));
+    char err[200];
+    if (!t || lk_fault_rule_parse(t, &parsed[i], err, sizeof err) != LK_OK) {
+      char msg[300];
+      snprintf(msg, sizeof msg, "rule %zu: %s", i, t ? err : "not a string");
+      free(parsed);
+      json_decref(o);
+      return reply_error(c, 400, "bad_rule", msg);
+    }
+  }
+  lk_faults_clear(s->faults);
+  if (seed)
+    lk_faults_reseed(s->faults, (uint64_t)json_integer_value(seed));
+  json_t *ids = json_array();
+  for (size_t i = 0; i < n; i++)
+    json_array_append_new(ids, json_integer(lk_faults_add(s->faults, &parsed[i])));
+  free(parsed);
+  json_decref(o);
+  return reply(c, 200, json_pack("{s:o}", "ids", ids));
+}
+
+static int group_cb(void *arg, const char *tenant, int64_t book_id, const char *id, int64_t count) {
+  json_array_append_new(arg, json_pack("{s:s,s:I,s:s,s:I}", "tenant", tenant, "book_id",
+                                       (json_int_t)book_id, "id", id, "count", (json_int_t)count));
+  return 0;
+}
+
+static int tenant_cb(void *arg, const char *tenant, const lk_tenant_totals *t) {
+  json_object_set_new(arg, tenant,
+                      json_pack("{s:I,s:I,s:I,s:I}", "loans", (json_int_t)t->loans, "keyed_loans",
+                                (json_int_t)t->keyed_loans, "duplicate_loans_by_request_id",
+                                (json_int_t)t->duplicate_by_request_id, "duplicate_loans_by_key",
+                                (json_int_t)t->duplicate_by_key));
+  return 0;
+}
+
+#define ST(f) (json_int_t) atomic_load(&s->stats.f)
+
+static enum MHD_Result stats(lk_server *s, struct MHD_Connection *c) {
+  lk_store_counts counts;
+  if (lk_store_counts_get(s->store, &counts) != LK_OK)
+    return reply_error(c, 500, "storage_error", "cannot read counts");
+  const char *all = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "groups");
+  bool only_dupes = !(all && !strcmp(all, "all"));
+  json_t *by_rid = json_array(), *by_key = json_array(), *tenants = json_object();
+  int rc = lk_store_loan_groups(s->store, false, only_dupes, GROUPS_MAX, group_cb, by_rid);
+  if (rc == LK_OK)
+    rc = lk_store_loan_groups(s->store, true, only_dupes, GROUPS_MAX, group_cb, by_key);
+  if (rc == LK_OK)
+    rc = lk_store_tenant_totals(s->store, tenant_cb, tenants);
+  if (rc != LK_OK) {
+    json_decref(by_rid);
+    json_decref(by_key);
+    json_decref(tenants);
+    return reply_error(c, 500, "storage_error", "cannot read loan groups");
+  }
+  json_t *server = json_pack(
+      "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "requests", ST(requests), "replays",
+      ST(replays), "key_conflicts", ST(key_conflicts), "key_mismatches", ST(key_mismatches),
+      "key_missing", ST(key_missing), "deadline_expired_on_arrival",
+      ST(deadline_expired_on_arrival), "deadline_expired_in_flight", ST(deadline_expired_in_flight),
+      "faults_injected", ST(faults_injected), "loans_applied", ST(loans_applied), "write_errors",
+      ST(write_errors), "requests_in_flight", (json_int_t)atomic_load(&s->active), "keys_executing",
+      (json_int_t)lk_inflight_count(s->inflight));
+  return reply(c, 200,
+               json_pack("{s:I,s:I,s:I,s:I,s:o,s:o,s:{s:o,s:o}}", "books", (json_int_t)counts.books,
+                         "loans", (json_int_t)counts.loans, "keyed_loans",
+                         (json_int_t)counts.keyed_loans, "idempotency_records",
+                         (json_int_t)counts.idem_records, "server", server, "tenants", tenants,
+                         only_dupes ? "duplicates" : "groups", "by_request_id", by_rid, "by_key",
+                         by_key));
+}
+
+static enum MHD_Result dispatch(lk_server *s, struct MHD_Connection *c, const char *url,
+                                const char *method, const admin_req *a) {
+  bool get = !strcmp(method, "GET");
+  if (!strcmp(url, "/admin/healthz") && get)
+    return reply(c, 200, json_pack("{s:s}", "status", "ok"));
+  if (!strcmp(url, "/admin/stats") && get)
+    return stats(s, c);
+  if (!strcmp(url, "/admin/faults")) {
+    if (get)
+      return list_faults(s, c);
+    if (!strcmp(method, "POST"))
+      return add_fault(s, c, a);
+    if (!strcmp(method, "PUT"))
+      return replace_faults(s, c, a);
+    if (!strcmp(method, "DELETE")) {
+      lk_faults_clear(s->faults);
+      return reply(c, 200, json_pack("{s:b}", "cleared", 1));
+    }
+    return reply_error(c, 405, "method_not_allowed", "GET, POST, PUT or DELETE");
+  }
+  if (!strncmp(url, "/admin/faults/", 14) && !strcmp(method, "DELETE")) {
+    int64_t id;
+    if (lk_parse_i64(url + 14, strlen(url + 14), false, &id) != LK_OK || id > INT32_MAX)
+      return reply_error(c, 400, "bad_id", "fault rule ids are positive integers");
+    if (lk_faults_remove(s->faults, (int)id) != LK_OK)
+      return reply_error(c, 404, "not_found", "no such fault rule");
+    return reply(c, 200, json_pack("{s:I}", "removed", (json_int_t)id));
+  }
+  return reply_error(c, 404, "not_found",
+                     "admin routes: /admin/healthz, /admin/stats, "
+                     "/admin/faults[/{id}]");
+}
+
+enum MHD_Result admin_handler(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_size, void **con_cls) {
+  (void)version;
+  admin_req *a = *con_cls;
+  if (!a) {
+    a = calloc(1, sizeof *a);
+    if (!a)
+      return MHD_NO;
+    *con_cls = a;
+    return MHD_YES;
+  }
+  if (*upload_size) {
+    if (!a->too_big && a->len + *upload_size <= ADMIN_BODY_MAX) {
+      char *b = realloc(a->body, a->len + *upload_size + 1);
+      if (b) {
+        memcpy(b + a->len, upload, *upload_size);
+        a->body = b;
+        a->len += *upload_size;
+      } else {
+        a->too_big = true;
+      }
+    } else {
+      a->too_big = true;
+    }
+    *upload_size = 0;
+    return MHD_YES;
+  }
+  if (a->too_big)
+    return reply_error(conn, 413, "body_too_large", "admin bodies are limited to 64 KiB");
+  return dispatch(cls, conn, url, method, a);
+}
+
+void admin_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                     enum MHD_RequestTerminationCode toe) {
+  (void)cls;
+  (void)conn;
+  (void)toe;
+  admin_req *a = *con_cls;
+  if (!a)
+    return;
+  free(a->body);
+  free(a);
+  *con_cls = NULL;
+}

@@ -1,0 +1,171 @@
+/* metrics_glue.c: libraryd's series in the core's metrics registry (GET /metrics).
+ *
+ * Per-request series (requests by route, method and status; latency by route) are registered
+ * lazily and cached in a fixed table, so the hot path is an atomic load and an atomic add. The
+ * server's own atomic counters are mirrored into registry counters when /metrics is rendered.
+ */
+#include "server_impl.h"
+
+#include <linkd/error.h>
+#include <linkd/metrics.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_ROUTES (RT_LOAN + 1)
+#define N_METHODS 6
+#define N_CODES 20
+
+static const char *const route_names[N_ROUTES] = {
+    [RT_NONE] = "other",       [RT_HEALTHZ] = "/healthz", [RT_METRICS] = "/metrics",
+    [RT_BOOKS] = "/books",     [RT_BOOK] = "/books/{id}", [RT_LOANS] = "/books/{id}/loans",
+    [RT_LOAN] = "/loans/{id}",
+};
+static const char *const method_names[N_METHODS] = {"GET", "HEAD",   "POST",
+                                                    "PUT", "DELETE", "OTHER"};
+static const int codes[N_CODES - 1] = {200, 201, 204, 400, 404, 405, 408, 409, 413, 414,
+                                       422, 429, 500, 502, 503, 504, 0,   0,   0};
+
+typedef struct mirror {
+  const char *name, *help, *lname, *lvalue;
+  size_t offset; /* of the atomic in lk_server_stats */
+  lk_counter *c;
+} mirror;
+
+struct lk_server_metrics {
+  lk_metrics *reg;
+  pthread_mutex_t mu; /* registration of lazy series and mirroring */
+  _Atomic(lk_counter *) requests[N_ROUTES][N_METHODS][N_CODES];
+  lk_hist *latency[N_ROUTES];
+  lk_gauge *active, *inflight_keys;
+  mirror mirrors[10];
+};
+
+#define STAT(field) offsetof(lk_server_stats, field)
+
+int server_metrics_init(lk_server *s) {
+  struct lk_server_metrics *m = calloc(1, sizeof *m);
+  if (!m)
+    return LK_ENOMEM;
+  m->reg = lk_metrics_new();
+  if (!m->reg) {
+    free(m);
+    return LK_ENOMEM;
+  }
+  pthread_mutex_init(&m->mu, NULL);
+  for (int r = 0; r < N_ROUTES; r++)
+    m->latency[r] = lk_metrics_histogram(m->reg, "libraryd_request_duration_seconds",
+                                         "Time from the request head to the end of the response",
+                                         (const char *const[]){"route", route_names[r], NULL});
+  m->active = lk_metrics_gauge(m->reg, "libraryd_requests_in_flight",
+                               "Requests received and not yet completed", NULL);
+  m->inflight_keys = lk_metrics_gauge(m->reg, "libraryd_idempotency_keys_executing",
+                                      "Idempotency-Keys whose first request is executing", NULL);
+  const mirror defs[] = {
+      {"libraryd_idempotent_replays_total", "Keyed requests answered with the stored result", NULL,
+       NULL, STAT(replays), NULL},
+      {"libraryd_idempotency_rejections_total", "Keyed requests rejected", "reason", "in_progress",
+       STAT(key_conflicts), NULL},
+      {"libraryd_idempotency_rejections_total", "Keyed requests rejected", "reason",
+       "payload_mismatch", STAT(key_mismatches), NULL},
+      {"libraryd_idempotency_rejections_total", "Keyed requests rejected", "reason", "key_missing",
+       STAT(key_missing), NULL},
+      {"libraryd_deadline_exceeded_total", "Requests answered 504 because their deadline passed",
+       "when", "on_arrival", STAT(deadline_expired_on_arrival), NULL},
+      {"libraryd_deadline_exceeded_total", "Requests answered 504 because their deadline passed",
+       "when", "in_flight", STAT(deadline_expired_in_flight), NULL},
+      {"libraryd_faults_injected_total", "Requests that got an injected fault or latency", NULL,
+       NULL, STAT(faults_injected), NULL},
+      {"libraryd_loans_applied_total", "Loans committed (stock decremented)", NULL, NULL,
+       STAT(loans_applied), NULL},
+      {"libraryd_write_errors_total", "Writes that failed in the store", NULL, NULL,
+       STAT(write_errors), NULL},
+  };
+  for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
+    m->mirrors[i] = defs[i];
+    const char *const labels[] = {defs[i].lname, defs[i].lvalue, NULL};
+    m->mirrors[i].c =
+        lk_metrics_counter(m->reg, defs[i].name, defs[i].help, defs[i].lname ? labels : NULL);
+  }
+  s->metrics = m;
+  return LK_OK;
+}
+
+void server_metrics_free(lk_server *s) {
+  struct lk_server_metrics *m = s->metrics;
+  if (!m)
+    return;
+  lk_metrics_free(m->reg);
+  pthread_mutex_destroy(&m->mu);
+  free(m);
+  s->metrics = NULL;
+}
+
+static int method_index(const char *method) {
+  for (int i = 0; i < N_METHODS - 1; i++)
+    if (!strcmp(method, method_names[i]))
+      return i;
+  return N_METHODS - 1;
+}
+
+static int code_index(int status) {
+  for (int i = 0; i < N_CODES - 1 && codes[i]; i++)
+    if (codes[i] == status)
+      return i;
+  return N_CODES - 1; /* everything else, including "no response" (status 0) */
+}
+
+void server_metrics_request(lk_server *s, const req *r, int64_t dur_ns) {
+  struct lk_server_metrics *m = s->metrics;
+  if (!m)
+    return;
+  int ri = (int)r->route, mi = method_index(r->method), ci = code_index(r->status);
+  lk_counter *c = atomic_load_explicit(&m->requests[ri][mi][ci], memory_order_acquire);
+  if (!c) {
+    char code[16];
+    if (ci == N_CODES - 1)
+      snprintf(code, sizeof code, "%s", r->status ? "other" : "none");
+    else
+      snprintf(code, sizeof code, "%d", codes[ci]);
+    pthread_mutex_lock(&m->mu);
+    c = lk_metrics_counter(m->reg, "libraryd_requests_total",
+                           "Requests by route, method and response status (none: the "
+                           "connection was closed without a response)",
+                           (const char *const[]){"route", route_names[ri], "method",
+                                                 method_names[mi], "code", code, NULL});
+    atomic_store_explicit(&m->requests[ri][mi][ci], c, memory_order_release);
+    pthread_mutex_unlock(&m->mu);
+  }
+  lk_counter_add(c, 1);
+  lk_hist_record(m->latency[ri], dur_ns);
+}
+
+bool server_metrics_render(lk_server *s, lk_resp *out) {
+  struct lk_server_metrics *m = s->metrics;
+  if (!m)
+    return false;
+  pthread_mutex_lock(&m->mu);
+  for (size_t i = 0; i < sizeof m->mirrors / sizeof m->mirrors[0]; i++) {
+    mirror *mi = &m->mirrors[i];
+    if (!mi->c)
+      continue;
+    atomic_uint_fast64_t *src = (atomic_uint_fast64_t *)((char *)&s->stats + mi->offset);
+    uint64_t now = atomic_load(src), had = lk_counter_value(mi->c);
+    if (now > had)
+      lk_counter_add(mi->c, now - had);
+  }
+  pthread_mutex_unlock(&m->mu);
+  lk_gauge_set(m->active, atomic_load(&s->active));
+  lk_gauge_set(m->inflight_keys, (int64_t)lk_inflight_count(s->inflight));
+  char *text;
+  size_t len;
+  if (lk_metrics_render(m->reg, &text, &len) != LK_OK)
+    return false;
+  resp_free(out);
+  resp_init(out, 200);
+  out->body = text;
+  out->body_len = len;
+  resp_header(out, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+  return true;
+}

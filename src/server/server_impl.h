@@ -1,0 +1,144 @@
+/* server_impl.h: internals shared by the server's source files. */
+#ifndef LINKD_SERVER_IMPL_H
+#define LINKD_SERVER_IMPL_H
+
+#include "fault.h"
+#include "idem_rules.h"
+#include "server.h"
+#include "waker.h"
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define LK_PATH_MAX 1024
+#define LK_RESP_HDR_MAX 512
+
+/* A response produced by a handler, before it becomes an MHD_Response. */
+typedef struct lk_resp {
+  int status;
+  char headers[LK_RESP_HDR_MAX]; /* "Name: value\n" lines, Content-Type included */
+  size_t hlen;
+  char *body; /* malloc'd */
+  size_t body_len;
+} lk_resp;
+
+typedef enum route_id {
+  RT_NONE,
+  RT_HEALTHZ,
+  RT_METRICS,
+  RT_BOOKS, /* /books */
+  RT_BOOK,  /* /books/{id} */
+  RT_LOANS, /* /books/{id}/loans */
+  RT_LOAN,  /* /loans/{id} */
+} route_id;
+
+typedef enum phase { PH_HEAD, PH_BODY, PH_DELAY, PH_DONE } phase;
+
+/* Server-wide counters, reported by /metrics and /admin/stats. */
+typedef struct lk_server_stats {
+  atomic_uint_fast64_t requests, replays, key_conflicts, key_mismatches, key_missing,
+      deadline_expired_on_arrival, deadline_expired_in_flight, faults_injected, loans_applied,
+      write_errors;
+} lk_server_stats;
+
+struct lk_server {
+  lk_server_config cfg;
+  lk_store *store;
+  lk_faults *faults;
+  lk_inflight *inflight;
+  lk_waker *waker;
+  struct MHD_Daemon *d, *admin;
+  int port, admin_port;
+  char **require_key;
+  size_t n_require_key;
+  atomic_int active; /* requests between the first handler call and completion */
+  atomic_bool draining, hard_stop, stopped;
+  pthread_t purge_thread;
+  bool purge_started;
+  pthread_mutex_t purge_mu;
+  pthread_cond_t purge_cv;
+  bool purge_stop;
+  lk_server_stats stats;
+  struct lk_server_metrics *metrics; /* NULL when built without the metrics registry */
+};
+
+/* One request's state across the handler calls MHD makes for it. */
+typedef struct req {
+  lk_server *srv;
+  struct MHD_Connection *conn;
+  int64_t t0; /* arrival, CLOCK_MONOTONIC */
+  lk_deadline dl;
+  char method[16];
+  char path[LK_PATH_MAX];
+  route_id route;
+  int64_t id;
+  bool write; /* a state-changing route: Idempotency-Key applies */
+  char tenant[IDEM_TENANT_MAX + 16];
+  char key[IDEM_KEY_LEN_MAX + 1];
+  bool keyed;
+  char request_id[IDEM_KEY_LEN_MAX + 1];
+  char attempt[24];
+  char *body;
+  size_t body_len, body_cap;
+  bool too_big;
+  lk_resp early; /* an error decided from the request head */
+  bool has_early;
+  lk_fault_plan plan;
+  uint8_t fp[32];
+  bool claimed;
+  phase ph;
+  int status;          /* status queued, 0 when none */
+  const char *outcome; /* for the log: "ok", "replay", "reset", "close", "stall", ... */
+  /* input parsed from the body */
+  lk_book book_in;
+  char borrower[LK_LOAN_TEXT_MAX + 1];
+  lk_resp resp; /* the response being built; also the body streamed by slow faults */
+  bool replay;
+  size_t stream_limit;  /* partial_stall: bytes sent before the stall */
+  bool stream_can_send; /* slow_body: the next chunk may go now */
+  bool stream_waiting;  /* partial_stall: the stall has begun */
+} req;
+
+/* --- responses (resp.c) --------------------------------------------------------------------- */
+void resp_init(lk_resp *r, int status);
+void resp_free(lk_resp *r);
+void resp_header(lk_resp *r, const char *name, const char *value);
+/* Takes ownership of body (malloc'd JSON text). */
+void resp_json_take(lk_resp *r, int status, char *body, size_t len);
+/* {"error":code,"message":...} with the given status. */
+void resp_error(lk_resp *r, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* --- API handlers (routes.c, api.c) --------------------------------------------------------- */
+/* Parses the path into r->route / r->id; on failure fills *out (400 / 404). */
+bool route_parse(req *r, lk_resp *out);
+/* 405 unless the method is allowed on the route. */
+bool route_method_ok(req *r, lk_resp *out);
+/* Validates and decodes the body of a POST / PUT into r->book_in / r->borrower. */
+bool input_parse(req *r, lk_resp *out);
+/* Runs the request (read, or write in one transaction with its idempotency record). */
+void handle(req *r, lk_resp *out);
+/* Fills a replay of a stored record. */
+void resp_from_record(lk_resp *out, const lk_idem_record *rec);
+
+int json_book(const lk_book *b, char **out, size_t *len);
+/* {"books":[...],"next":"/books?after=ID&limit=N" or null}. */
+int json_books_page(const lk_book *books, int n, int limit, char **out, size_t *len);
+int json_loan(const lk_loan *l, char **out, size_t *len);
+
+/* --- admin listener (admin.c), metrics (metrics_glue.c), access log (log.c) ------------------ */
+enum MHD_Result admin_handler(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_size, void **con_cls);
+void admin_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                     enum MHD_RequestTerminationCode toe);
+void access_log(const req *r, enum MHD_RequestTerminationCode toe);
+
+int server_metrics_init(lk_server *s);
+void server_metrics_free(lk_server *s);
+void server_metrics_request(lk_server *s, const req *r, int64_t dur_ns);
+/* Prometheus text for GET /metrics; false when no registry is available. */
+bool server_metrics_render(lk_server *s, lk_resp *out);
+
+#endif

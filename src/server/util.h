@@ -1,0 +1,29 @@
+/* util.h: small parsers shared by libraryd's server and command line.
+ * Thread-safety: pure functions. */
+#ifndef LINKD_SERVER_UTIL_H
+#define LINKD_SERVER_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* "250ms", "3s", "1m", "24h", "100us", "5ns"; a bare number is milliseconds. 0 or LK_EPARSE /
+ * LK_ERANGE. */
+int lk_parse_duration(const char *s, int64_t *ns);
+/* "65536", "64k", "1m" (binary multiples). 0 or LK_EPARSE / LK_ERANGE. */
+int lk_parse_size(const char *s, uint64_t *out);
+/* Strict decimal int64 of the whole string (no sign unless allow_negative). 0 or LK_EPARSE /
+ * LK_ERANGE. */
+int lk_parse_i64(const char *s, size_t len, bool allow_negative, int64_t *out);
+
+/* A route pattern is "METHOD PATH" or "PATH" or "*": METHOD "*" or absent matches any method;
+ * in PATH a segment "*" matches exactly one non-empty segment and a final "**" matches the rest
+ * (zero or more segments). Returns true when method + path match. */
+bool lk_route_match(const char *pattern, const char *method, const char *path);
+/* Checks a pattern's syntax. 0 or LK_EPARSE. */
+int lk_route_pattern_check(const char *pattern);
+
+/* IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") of a wall-clock time; buf >= 30 bytes. */
+void lk_http_date(int64_t wall_ns, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,149 @@
+/* store.h: libraryd's SQLite store (books, loans, idempotency records).
+ *
+ * One SQLite file in WAL mode. Reads go through a pool of reader connections (WAL readers never
+ * block the writer or each other); every write runs on the single writer connection under a
+ * mutex, inside one BEGIN IMMEDIATE transaction that also holds the idempotency record, so a
+ * crash can never keep the business effect without the record or the record without the effect.
+ * A write is acknowledged only after COMMIT returned; with synchronous=FULL the WAL is fsynced at
+ * every commit (durable across power loss), with NORMAL it is written to the OS at commit and
+ * fsynced at checkpoints (durable across a process crash such as kill -9, not power loss).
+ *
+ * Deadlines: every call takes an lk_deadline; a progress handler interrupts SQLite once it
+ * passes (LK_EDEADLINE), and a write whose deadline passed before COMMIT is rolled back.
+ *
+ * Thread-safety: an lk_store is safe to use from many threads at once. An lk_store_tx belongs to
+ * the callback it is passed to and is valid only during that call.
+ */
+#ifndef LINKD_STORE_H
+#define LINKD_STORE_H
+
+#include <linkd/clock.h>
+#include <linkd/deadline.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define LK_STORE_SCHEMA_VERSION 2 /* user_version after all migrations */
+#define LK_BOOK_TEXT_MAX 200      /* bytes of title / author */
+#define LK_BOOK_ISBN_MAX 32
+#define LK_LOAN_TEXT_MAX 255 /* bytes of borrower / request id / key / tenant */
+
+typedef enum lk_store_sync { LK_STORE_SYNC_NORMAL = 1, LK_STORE_SYNC_FULL = 2 } lk_store_sync;
+
+typedef struct lk_store_config {
+  const char *path;      /* database file (copied); created when missing */
+  lk_store_sync sync;    /* default FULL */
+  bool seed;             /* insert the sample books on first start (default true) */
+  int busy_timeout_ms;   /* for other processes holding the file (default 5000) */
+  const lk_clock *clock; /* for deadlines; default lk_clock_system() */
+} lk_store_config;
+
+typedef struct lk_store lk_store;
+typedef struct lk_store_tx lk_store_tx;
+
+typedef struct lk_book {
+  int64_t id;
+  char title[LK_BOOK_TEXT_MAX + 1];
+  char author[LK_BOOK_TEXT_MAX + 1];
+  char isbn[LK_BOOK_ISBN_MAX + 1]; /* "" = none */
+  bool has_year;
+  int64_t year;
+  int64_t stock; /* copies available to borrow, >= 0 */
+} lk_book;
+
+typedef struct lk_loan {
+  int64_t id;
+  int64_t book_id;
+  int64_t stock_after; /* the book's stock once this loan was applied */
+  int64_t created_wall_ns;
+  char tenant[LK_LOAN_TEXT_MAX + 1];
+  char borrower[LK_LOAN_TEXT_MAX + 1];   /* "" = none */
+  char idem_key[LK_LOAN_TEXT_MAX + 1];   /* "" = sent without a key */
+  char request_id[LK_LOAN_TEXT_MAX + 1]; /* X-Request-Id, "" = none */
+} lk_loan;
+
+/* The stored outcome of a keyed request: returned again, byte for byte, on a replay. */
+typedef struct lk_idem_record {
+  uint8_t fingerprint[32]; /* SHA-256 over method, path and body */
+  int status;
+  char *headers; /* "Name: value\n" lines, malloc'd */
+  uint8_t *body; /* malloc'd, body_len bytes */
+  size_t body_len;
+  int64_t created_wall_ns;
+} lk_idem_record;
+
+/* Sets every field of `cfg` to its default (path "libraryd.db"). */
+void lk_store_config_init_default(lk_store_config *cfg);
+
+/* Opens (creating and migrating when needed) the database. 0 or LK_EIO / LK_ENOMEM / LK_ESTATE
+ * (a schema newer than this program). On failure *out is NULL and `errbuf` (may be NULL) holds
+ * SQLite's message. */
+int lk_store_open(const lk_store_config *cfg, lk_store **out, char *errbuf, size_t errcap);
+/* Closes every connection (the last close checkpoints the WAL). NULL is a no-op. Callers must
+ * have stopped using the store. */
+void lk_store_close(lk_store *s);
+/* Schema version found in the file when it was opened (0 for a new file). */
+int lk_store_opened_version(const lk_store *s);
+
+/* --- reads (reader pool) --------------------------------------------------------------------- */
+/* 0, LK_ENOTFOUND, LK_EDEADLINE or LK_EIO. */
+int lk_store_book_get(lk_store *s, int64_t id, lk_book *out, lk_deadline dl);
+/* Up to `limit` books with id > after, ascending; *n receives the count. */
+int lk_store_books_list(lk_store *s, int64_t after, int limit, lk_book *out, int *n,
+                        lk_deadline dl);
+int lk_store_loan_get(lk_store *s, int64_t id, lk_loan *out, lk_deadline dl);
+/* The record for (tenant, key) created at or after `min_created_wall_ns` (older ones are expired
+ * and treated as absent). 0 and *out filled (free with lk_idem_record_clear), LK_ENOTFOUND, ... */
+int lk_store_idem_get(lk_store *s, const char *tenant, const char *key, int64_t min_created_wall_ns,
+                      lk_idem_record *out, lk_deadline dl);
+void lk_idem_record_clear(lk_idem_record *r);
+
+typedef struct lk_store_counts {
+  int64_t books, loans, keyed_loans, idem_records;
+} lk_store_counts;
+int lk_store_counts_get(lk_store *s, lk_store_counts *out);
+
+/* Visits loan groups that share an identity: by (tenant, book, X-Request-Id) when by_key is
+ * false, by (tenant, idempotency key) when true. Only groups with more than one loan when
+ * only_dupes. Stops after `limit` groups or when cb returns non-zero. */
+typedef int (*lk_store_group_cb)(void *arg, const char *tenant, int64_t book_id, const char *id,
+                                 int64_t count);
+int lk_store_loan_groups(lk_store *s, bool by_key, bool only_dupes, int limit, lk_store_group_cb cb,
+                         void *arg);
+/* Per-tenant loan totals. A duplicate is a loan beyond the first with the same (book,
+ * X-Request-Id), or beyond the first with the same idempotency key (never, by design). */
+typedef struct lk_tenant_totals {
+  int64_t loans, keyed_loans;
+  int64_t duplicate_by_request_id, duplicate_by_key;
+} lk_tenant_totals;
+typedef int (*lk_store_tenant_cb)(void *arg, const char *tenant, const lk_tenant_totals *t);
+int lk_store_tenant_totals(lk_store *s, lk_store_tenant_cb cb, void *arg);
+
+/* --- writes (one transaction each) ---------------------------------------------------------- */
+/* Runs fn inside BEGIN IMMEDIATE on the writer connection. fn returns 0 to commit or a negative
+ * lk_err to roll back (returned as is). Returns 0 once COMMIT succeeded, LK_EDEADLINE when the
+ * deadline passed before COMMIT (rolled back, nothing applied), or LK_EIO. */
+typedef int (*lk_store_tx_fn)(lk_store_tx *tx, void *arg);
+int lk_store_write(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg);
+
+int lk_store_tx_book_get(lk_store_tx *tx, int64_t id, lk_book *out);
+/* Inserts `in` (its id is ignored); *id receives the new id. */
+int lk_store_tx_book_create(lk_store_tx *tx, const lk_book *in, int64_t *id);
+/* Replaces every field of book in->id. LK_ENOTFOUND when it does not exist. */
+int lk_store_tx_book_update(lk_store_tx *tx, const lk_book *in);
+int lk_store_tx_book_delete(lk_store_tx *tx, int64_t id);
+/* Borrows one copy of loan->book_id: stock - 1 and a loan row from loan's tenant, borrower,
+ * idem_key and request_id. Fills loan->id, stock_after, created_wall_ns. LK_ENOTFOUND (no such
+ * book), LK_ECONFLICT (stock is 0). */
+int lk_store_tx_loan_create(lk_store_tx *tx, lk_loan *loan);
+/* Stores the idempotency record for (tenant, key); an expired one (created before
+ * min_created_wall_ns) is replaced. LK_ECONFLICT when a live record exists. */
+int lk_store_tx_idem_put(lk_store_tx *tx, const char *tenant, const char *key,
+                         const lk_idem_record *rec, int64_t min_created_wall_ns);
+
+/* Deletes idempotency records created before `before_wall_ns`, in batches so writers are not
+ * held up; *deleted (may be NULL) receives the count. */
+int lk_store_idem_purge(lk_store *s, int64_t before_wall_ns, int64_t *deleted);
+
+#endif

@@ -1,0 +1,65 @@
+/* store_impl.h: internals shared by the store's source files. */
+#ifndef LINKD_STORE_IMPL_H
+#define LINKD_STORE_IMPL_H
+
+#include "store.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+
+/* Prepared statements, compiled once per connection on first use. */
+typedef enum st_id {
+  ST_BOOK_GET,
+  ST_BOOKS_LIST,
+  ST_LOAN_GET,
+  ST_IDEM_GET,
+  ST_BOOK_INSERT,
+  ST_BOOK_UPDATE,
+  ST_BOOK_DELETE,
+  ST_STOCK_TAKE,
+  ST_LOAN_INSERT,
+  ST_IDEM_DELETE_EXPIRED,
+  ST_IDEM_INSERT,
+  ST_COUNT
+} st_id;
+
+typedef struct store_conn {
+  sqlite3 *db;
+  sqlite3_stmt *st[ST_COUNT];
+  const lk_clock *clock;
+  int64_t deadline; /* read by the progress handler; LK_DEADLINE_NONE when idle */
+  struct store_conn *next;
+} store_conn;
+
+struct lk_store_tx {
+  lk_store *s;
+  store_conn *c;
+};
+
+struct lk_store {
+  char *path;
+  lk_store_config cfg;
+  int opened_version;
+  store_conn *writer;
+  pthread_mutex_t wmu;
+  pthread_mutex_t pmu; /* guards `idle` */
+  store_conn *idle;    /* reader connections not in use */
+};
+
+/* Opens one connection with the store's pragmas. NULL on failure (message in errbuf). */
+store_conn *store_conn_open(lk_store *s, bool writer, char *errbuf, size_t errcap);
+void store_conn_close(store_conn *c);
+/* The statement `id`, reset and with bindings cleared; NULL on prepare failure. */
+sqlite3_stmt *store_stmt(store_conn *c, st_id id);
+/* Borrow / return a reader connection. */
+store_conn *store_reader_get(lk_store *s);
+void store_reader_put(lk_store *s, store_conn *c);
+/* Maps an SQLite result code to an lk_err. */
+int store_err(int rc);
+/* Copies column `col` (TEXT) into buf of cap bytes, truncating at a UTF-8-agnostic byte limit. */
+void store_col_text(sqlite3_stmt *st, int col, char *buf, size_t cap);
+
+/* Creates or migrates the schema and seeds it; in schema.c. */
+int store_migrate(lk_store *s, store_conn *c, char *errbuf, size_t errcap);
+
+#endif

@@ -1,0 +1,180 @@
+/* Crash safety: kill -9 libraryd in the middle of a stream of keyed loan requests, restart it on
+ * the same file, retry every request with its key. Each key must be applied exactly once, the
+ * stock must match, and every acknowledged write must be present (its replay returns the loan
+ * the client was told about). */
+#include "harness.h"
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "testutil.h"
+
+#define THREADS 3
+#define MAX_PER_THREAD 4000
+#define INITIAL_STOCK 1000000
+
+typedef struct key_state {
+  bool sent, acked;
+  int64_t loan_id; /* from the acknowledged response */
+} key_state;
+
+typedef struct stream {
+  int port;
+  int64_t book;
+  int cycle, thread;
+  int n; /* requests sent */
+  key_state keys[MAX_PER_THREAD];
+} stream;
+
+static void key_name(int cycle, int thread, int i, char *out, size_t cap) {
+  snprintf(out, cap, "crash-c%d-t%d-%d", cycle, thread, i);
+}
+
+static int64_t loan_id(const http_res *r) {
+  json_t *j = http_json(r);
+  int64_t id = j ? (int64_t)json_integer_value(json_object_get(j, "id")) : -1;
+  json_decref(j);
+  return id;
+}
+
+static void post_loan(int port, int64_t book, const char *key, http_res *r) {
+  char path[64], kh[128];
+  snprintf(path, sizeof path, "/books/%lld/loans", (long long)book);
+  snprintf(kh, sizeof kh, "Idempotency-Key: %s", key);
+  const char *h[] = {kh, "X-Tenant: crash", NULL};
+  http_req rq = {.method = "POST", .path = path, .headers = h, .timeout_ms = 5000};
+  http_do(port, &rq, r);
+}
+
+/* Sends keyed loans until the daemon disappears (or the bound is reached). */
+static void *stream_main(void *arg) {
+  stream *s = arg;
+  double until = now_s() + 20.0;
+  for (int i = 0; i < MAX_PER_THREAD && now_s() < until; i++) {
+    char key[64];
+    key_name(s->cycle, s->thread, i, key, sizeof key);
+    s->keys[i].sent = true;
+    s->n = i + 1;
+    http_res r;
+    post_loan(s->port, s->book, key, &r);
+    bool ok = r.status == 201;
+    if (ok) {
+      s->keys[i].acked = true;
+      s->keys[i].loan_id = loan_id(&r);
+    }
+    http_res_free(&r);
+    if (!ok)
+      break; /* the daemon is gone: stop the stream */
+  }
+  return NULL;
+}
+
+static uint64_t rng_state;
+static int rand_between(int lo, int hi) {
+  rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return lo + (int)((rng_state >> 33) % (uint64_t)(hi - lo + 1));
+}
+
+static int64_t stat_int(json_t *st, const char *a, const char *b) {
+  json_t *v = json_object_get(st, a);
+  if (b)
+    v = json_object_get(v, b);
+  return (int64_t)json_integer_value(v);
+}
+
+static void crash_cycles(const char *sync) {
+  rng_state = lk_test_seed();
+  lib_proc p;
+  const char *args[] = {"--sync", sync, "--log", "off", "--threads", "3", NULL};
+  assert_int_equal(lib_start(&p, args), 0);
+  int64_t book = lib_create_book(p.port, INITIAL_STOCK);
+  assert_true(book > 0);
+  static stream st[THREADS];
+  int64_t distinct = 0, acked_total = 0, unacked_applied = 0;
+  for (int cycle = 0; cycle < 3; cycle++) {
+    pthread_t th[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+      memset(&st[t], 0, sizeof st[t]);
+      st[t].port = p.port;
+      st[t].book = book;
+      st[t].cycle = cycle;
+      st[t].thread = t;
+      pthread_create(&th[t], NULL, stream_main, &st[t]);
+    }
+    sleep_ms(rand_between(150, 450));
+    lib_kill9(&p); /* mid-stream: requests are in flight on every thread */
+    for (int t = 0; t < THREADS; t++)
+      pthread_join(th[t], NULL);
+    assert_int_equal(lib_restart(&p, args), 0);
+    /* Retry every request that was sent, with its key. */
+    for (int t = 0; t < THREADS; t++) {
+      for (int i = 0; i < st[t].n; i++) {
+        char key[64];
+        key_name(cycle, t, i, key, sizeof key);
+        http_res r;
+        post_loan(p.port, book, key, &r);
+        assert_int_equal(r.status, 201);
+        char v[16];
+        bool replay = http_header(&r, "Idempotent-Replayed", v, sizeof v) != NULL;
+        if (st[t].keys[i].acked) {
+          /* An acknowledged write survived the crash: same loan, replayed. */
+          assert_true(replay);
+          assert_int_equal(loan_id(&r), st[t].keys[i].loan_id);
+          acked_total++;
+        } else if (replay) {
+          unacked_applied++; /* applied before the crash, answer lost: not applied again */
+        }
+        http_res_free(&r);
+        /* Once more: now it must be a replay whatever happened before. */
+        post_loan(p.port, book, key, &r);
+        assert_int_equal(r.status, 201);
+        assert_non_null(http_header(&r, "Idempotent-Replayed", v, sizeof v));
+        http_res_free(&r);
+        distinct++;
+      }
+    }
+    json_t *s = lib_stats(&p);
+    assert_non_null(s);
+    assert_int_equal(stat_int(s, "keyed_loans", NULL), distinct);
+    json_t *t = json_object_get(json_object_get(s, "tenants"), "tenant:crash");
+    assert_int_equal(json_integer_value(json_object_get(t, "loans")), distinct);
+    assert_int_equal(json_integer_value(json_object_get(t, "duplicate_loans_by_key")), 0);
+    assert_int_equal(json_array_size(json_object_get(json_object_get(s, "duplicates"), "by_key")),
+                     0);
+    json_decref(s);
+    assert_int_equal(lib_stock(p.port, book), INITIAL_STOCK - distinct);
+  }
+  fprintf(stderr, "crash (%s): %lld keys, %lld acknowledged, %lld applied-but-unanswered\n", sync,
+          (long long)distinct, (long long)acked_total, (long long)unacked_applied);
+  assert_true(acked_total > 0); /* the stream really ran before each kill */
+  assert_int_equal(lib_stop(&p), 0);
+  lib_cleanup(&p);
+}
+
+static void test_kill9_sync_full(void **state) {
+  (void)state;
+  crash_cycles("full");
+}
+
+static void test_kill9_sync_normal(void **state) {
+  (void)state;
+  crash_cycles("normal");
+}
+
+int main(void) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_kill9_sync_full),
+      cmocka_unit_test(test_kill9_sync_normal),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  curl_global_cleanup();
+  return rc;
+}

@@ -1,0 +1,419 @@
+/* Every route of libraryd and its handling of bad input, against the real daemon. */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static lib_proc P;
+
+static int group_setup(void **state) {
+  (void)state;
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  const char *args[] = {"--max-body", "4k", NULL};
+  return lib_start(&P, args);
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  int rc = lib_stop(&P);
+  lib_cleanup(&P);
+  curl_global_cleanup();
+  return rc == 0 ? 0 : -1; /* a crash, leak report or hang fails the group */
+}
+
+/* Asserts the status and that the body is a JSON error with the given code. */
+static void expect_error(const http_res *r, long status, const char *code) {
+  if (r->status != status)
+    fprintf(stderr, "got %ld: %s\n", r->status, r->body);
+  assert_int_equal(r->status, status);
+  json_t *j = http_json(r);
+  assert_non_null(j);
+  assert_string_equal(json_string_value(json_object_get(j, "error")), code);
+  assert_non_null(json_string_value(json_object_get(j, "message")));
+  json_decref(j);
+}
+
+static void test_get_book(void **state) {
+  (void)state;
+  http_res r;
+  assert_int_equal(http_get(P.port, "/books/1", &r), 0);
+  assert_int_equal(r.status, 200);
+  char ct[64];
+  assert_non_null(http_header(&r, "Content-Type", ct, sizeof ct));
+  assert_string_equal(ct, "application/json");
+  json_t *j = http_json(&r);
+  assert_non_null(j);
+  assert_int_equal(json_integer_value(json_object_get(j, "id")), 1);
+  assert_string_equal(json_string_value(json_object_get(j, "title")), "The C Programming Language");
+  assert_true(json_is_integer(json_object_get(j, "stock")));
+  assert_true(json_is_integer(json_object_get(j, "year")));
+  json_decref(j);
+  http_res_free(&r);
+
+  http_get(P.port, "/books/99999", &r);
+  expect_error(&r, 404, "not_found");
+  http_res_free(&r);
+  const char *bad_ids[] = {
+      "/books/abc", "/books/0",      "/books/-1", "/books/1x", "/books/99999999999999999999",
+      "/loans/x",   "/books/x/loans"};
+  for (size_t i = 0; i < sizeof bad_ids / sizeof bad_ids[0]; i++) {
+    http_get(P.port, bad_ids[i], &r);
+    expect_error(&r, 400, "bad_id"); /* the id is checked before the method */
+    http_res_free(&r);
+  }
+  http_req head = {.method = "HEAD", .path = "/books/2"};
+  http_do(P.port, &head, &r);
+  assert_int_equal(r.status, 200);
+  assert_int_equal(r.len, 0);
+  http_res_free(&r);
+}
+
+static void test_list_books_pages(void **state) {
+  (void)state;
+  http_res r;
+  http_get(P.port, "/books?limit=5", &r);
+  assert_int_equal(r.status, 200);
+  json_t *j = http_json(&r);
+  assert_int_equal(json_array_size(json_object_get(j, "books")), 5);
+  assert_string_equal(json_string_value(json_object_get(j, "next")), "/books?after=5&limit=5");
+  json_decref(j);
+  http_res_free(&r);
+  /* Follow the links to the end: every seeded book exactly once, in id order. */
+  char next[128] = "/books?limit=5";
+  int seen = 0, pages = 0;
+  int64_t last = 0;
+  while (next[0] && pages < 20) {
+    http_get(P.port, next, &r);
+    assert_int_equal(r.status, 200);
+    j = http_json(&r);
+    json_t *books = json_object_get(j, "books");
+    for (size_t i = 0; i < json_array_size(books); i++) {
+      int64_t id = (int64_t)json_integer_value(json_object_get(json_array_get(books, i), "id"));
+      assert_true(id > last);
+      last = id;
+      seen++;
+    }
+    const char *n = json_string_value(json_object_get(j, "next"));
+    snprintf(next, sizeof next, "%s", n ? n : "");
+    json_decref(j);
+    http_res_free(&r);
+    pages++;
+  }
+  assert_true(seen >= 12);
+  const char *bad[] = {"/books?limit=0", "/books?limit=101", "/books?limit=x", "/books?after=-1"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    http_get(P.port, bad[i], &r);
+    expect_error(&r, 400, "bad_query");
+    http_res_free(&r);
+  }
+}
+
+static void test_create_update_delete(void **state) {
+  (void)state;
+  http_res r;
+  http_send(P.port, "POST", "/books", NULL,
+            "{\"title\":\"Dune\",\"author\":\"Frank Herbert\",\"year\":1965,"
+            "\"isbn\":\"978-0441013593\",\"stock\":2}",
+            &r);
+  assert_int_equal(r.status, 201);
+  char loc[64];
+  assert_non_null(http_header(&r, "Location", loc, sizeof loc));
+  json_t *j = http_json(&r);
+  int64_t id = (int64_t)json_integer_value(json_object_get(j, "id"));
+  char path[64];
+  snprintf(path, sizeof path, "/books/%lld", (long long)id);
+  assert_string_equal(loc, path);
+  json_decref(j);
+  http_res_free(&r);
+
+  http_get(P.port, path, &r);
+  assert_int_equal(r.status, 200);
+  j = http_json(&r);
+  assert_string_equal(json_string_value(json_object_get(j, "title")), "Dune");
+  assert_int_equal(json_integer_value(json_object_get(j, "stock")), 2);
+  json_decref(j);
+  http_res_free(&r);
+
+  http_send(P.port, "PUT", path, NULL,
+            "{\"title\":\"Dune Messiah\",\"author\":\"Frank Herbert\",\"stock\":7,\"year\":null}",
+            &r);
+  assert_int_equal(r.status, 200);
+  j = http_json(&r);
+  assert_string_equal(json_string_value(json_object_get(j, "title")), "Dune Messiah");
+  assert_true(json_is_null(json_object_get(j, "year")));
+  assert_true(json_is_null(json_object_get(j, "isbn")));
+  assert_int_equal(json_integer_value(json_object_get(j, "stock")), 7);
+  json_decref(j);
+  http_res_free(&r);
+
+  http_send(P.port, "DELETE", path, NULL, NULL, &r);
+  assert_int_equal(r.status, 204);
+  assert_int_equal(r.len, 0);
+  http_res_free(&r);
+  http_get(P.port, path, &r);
+  expect_error(&r, 404, "not_found");
+  http_res_free(&r);
+  http_send(P.port, "DELETE", path, NULL, NULL, &r);
+  expect_error(&r, 404, "not_found");
+  http_res_free(&r);
+  http_send(P.port, "PUT", path, NULL, "{\"title\":\"x\",\"author\":\"y\",\"stock\":1}", &r);
+  expect_error(&r, 404, "not_found");
+  http_res_free(&r);
+  /* POST without a stock gets one copy. */
+  http_send(P.port, "POST", "/books", NULL, "{\"title\":\"t\",\"author\":\"a\"}", &r);
+  assert_int_equal(r.status, 201);
+  j = http_json(&r);
+  assert_int_equal(json_integer_value(json_object_get(j, "stock")), 1);
+  json_decref(j);
+  http_res_free(&r);
+}
+
+static void test_bad_bodies(void **state) {
+  (void)state;
+  static const struct {
+    const char *method, *path, *body, *code;
+  } cases[] = {
+      {"POST", "/books", "{\"title\":", "malformed_json"},
+      {"POST", "/books", "not json", "malformed_json"},
+      {"POST", "/books", "", "malformed_json"},
+      {"POST", "/books", "[1,2]", "wrong_type"},
+      {"POST", "/books", "{\"title\":1,\"author\":\"a\"}", "wrong_type"},
+      {"POST", "/books", "{\"title\":\"t\",\"author\":\"a\",\"stock\":\"3\"}", "wrong_type"},
+      {"POST", "/books", "{\"title\":\"t\",\"author\":\"a\",\"stock\":1.5}", "wrong_type"},
+      {"POST", "/books", "{\"title\":\"t\",\"author\":\"a\",\"stock\":-1}", "bad_value"},
+      {"POST", "/books", "{\"title\":\"t\",\"author\":\"a\",\"year\":100000}", "bad_value"},
+      {"POST", "/books", "{\"title\":\"\",\"author\":\"a\"}", "bad_value"},
+      {"POST", "/books", "{\"author\":\"a\"}", "missing_field"},
+      {"POST", "/books", "{\"title\":\"t\",\"author\":\"a\",\"color\":\"red\"}", "unknown_field"},
+      {"POST", "/books", "{\"title\":\"t\",\"author\":\"a\",\"id\":5}", "bad_value"},
+      {"POST", "/books", "{\"title\":\"t\",\"title\":\"u\",\"author\":\"a\"}", "malformed_json"},
+      {"POST", "/books", "{\"title\":\"t\\u0000\",\"author\":\"a\"}", "malformed_json"},
+      {"PUT", "/books/1", "{\"title\":\"t\",\"author\":\"a\"}", "missing_field"},
+      {"PUT", "/books/1", "{\"title\":\"t\",\"author\":\"a\",\"stock\":1,\"id\":2}", "bad_value"},
+      {"POST", "/books/1/loans", "{\"borrower\":7}", "wrong_type"},
+      {"POST", "/books/1/loans", "{\"who\":\"x\"}", "unknown_field"},
+      {"POST", "/books/1/loans", "nope", "malformed_json"},
+  };
+  int64_t stock = lib_stock(P.port, 1);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    http_res r;
+    http_send(P.port, cases[i].method, cases[i].path, NULL, cases[i].body, &r);
+    expect_error(&r, 400, cases[i].code);
+    http_res_free(&r);
+  }
+  /* Invalid UTF-8 is malformed JSON, too. */
+  http_res r;
+  http_send(P.port, "POST", "/books", NULL, "{\"title\":\"\xff\xfe\",\"author\":\"a\"}", &r);
+  expect_error(&r, 400, "malformed_json");
+  http_res_free(&r);
+  /* A title longer than 200 bytes. */
+  char body[600];
+  char title[260];
+  memset(title, 'x', 250);
+  title[250] = '\0';
+  snprintf(body, sizeof body, "{\"title\":\"%s\",\"author\":\"a\"}", title);
+  http_send(P.port, "POST", "/books", NULL, body, &r);
+  expect_error(&r, 400, "bad_value");
+  http_res_free(&r);
+  assert_int_equal(lib_stock(P.port, 1), stock); /* no bad request changed anything */
+}
+
+static void test_oversize_bodies(void **state) {
+  (void)state;
+  size_t n = 8192; /* the daemon runs with --max-body 4k */
+  char *big = malloc(n + 1);
+  memset(big, ' ', n);
+  big[0] = '{';
+  big[n - 1] = '}';
+  big[n] = '\0';
+  http_res r;
+  http_send(P.port, "POST", "/books", NULL, big, &r);
+  expect_error(&r, 413, "body_too_large");
+  http_res_free(&r);
+  /* Without Content-Length (chunked), the limit is enforced while reading. */
+  http_req rq = {.method = "POST", .path = "/books", .body = big, .chunked = true};
+  http_do(P.port, &rq, &r);
+  expect_error(&r, 413, "body_too_large");
+  http_res_free(&r);
+  free(big);
+  /* A path longer than the limit. */
+  char path[1300] = "/books/";
+  memset(path + 7, '1', 1200);
+  path[1207] = '\0';
+  http_get(P.port, path, &r);
+  assert_true(r.status == 414 || r.status == 431);
+  http_res_free(&r);
+}
+
+static void test_methods_and_unknown_routes(void **state) {
+  (void)state;
+  http_res r;
+  http_send(P.port, "DELETE", "/books", NULL, NULL, &r);
+  expect_error(&r, 405, "method_not_allowed");
+  char allow[64];
+  assert_non_null(http_header(&r, "Allow", allow, sizeof allow));
+  assert_string_equal(allow, "GET, HEAD, POST");
+  http_res_free(&r);
+  http_send(P.port, "PATCH", "/books/1", NULL, "{}", &r);
+  expect_error(&r, 405, "method_not_allowed");
+  http_res_free(&r);
+  http_get(P.port, "/nope", &r);
+  expect_error(&r, 404, "not_found");
+  http_res_free(&r);
+  http_get(P.port, "/books/", &r);
+  expect_error(&r, 404, "not_found");
+  http_res_free(&r);
+  const char *h[] = {"X-Tenant: has space", NULL};
+  http_send(P.port, "POST", "/books/1/loans", h, NULL, &r);
+  expect_error(&r, 400, "bad_tenant");
+  http_res_free(&r);
+}
+
+static void test_loans(void **state) {
+  (void)state;
+  int64_t id = lib_create_book(P.port, 2);
+  assert_true(id > 0);
+  char path[64];
+  snprintf(path, sizeof path, "/books/%lld/loans", (long long)id);
+  http_res r;
+  http_send(P.port, "POST", path, NULL, "{\"borrower\":\"ann\"}", &r);
+  assert_int_equal(r.status, 201);
+  json_t *j = http_json(&r);
+  assert_int_equal(json_integer_value(json_object_get(j, "stock_after")), 1);
+  assert_string_equal(json_string_value(json_object_get(j, "borrower")), "ann");
+  int64_t loan = (int64_t)json_integer_value(json_object_get(j, "id"));
+  json_decref(j);
+  char loc[64], want[64];
+  snprintf(want, sizeof want, "/loans/%lld", (long long)loan);
+  assert_string_equal(http_header(&r, "Location", loc, sizeof loc), want);
+  http_res_free(&r);
+  http_get(P.port, want, &r);
+  assert_int_equal(r.status, 200);
+  j = http_json(&r);
+  assert_int_equal(json_integer_value(json_object_get(j, "book_id")), id);
+  json_decref(j);
+  http_res_free(&r);
+  /* No body at all is a loan without a borrower. */
+  http_send(P.port, "POST", path, NULL, NULL, &r);
+  assert_int_equal(r.status, 201);
+  http_res_free(&r);
+  assert_int_equal(lib_stock(P.port, id), 0);
+  http_send(P.port, "POST", path, NULL, NULL, &r);
+  expect_error(&r, 409, "out_of_stock");
+  http_res_free(&r);
+  assert_int_equal(lib_stock(P.port, id), 0);
+  http_send(P.port, "POST", "/books/777777/loans", NULL, NULL, &r);
+  expect_error(&r, 404, "not_found");
+  http_res_free(&r);
+  http_get(P.port, "/loans/777777", &r);
+  expect_error(&r, 404, "not_found");
+  http_res_free(&r);
+}
+
+/* Without keys, resent loans are applied again; libraryd's records make that visible. */
+static void test_duplicate_loans_are_countable(void **state) {
+  (void)state;
+  int64_t id = lib_create_book(P.port, 10);
+  char path[64];
+  snprintf(path, sizeof path, "/books/%lld/loans", (long long)id);
+  const char *h[] = {"X-Request-Id: op-1", "X-Tenant: naive", NULL};
+  for (int i = 0; i < 3; i++) {
+    http_res r;
+    http_send(P.port, "POST", path, h, NULL, &r);
+    assert_int_equal(r.status, 201);
+    http_res_free(&r);
+  }
+  json_t *st = lib_stats(&P);
+  assert_non_null(st);
+  json_t *t = json_object_get(json_object_get(st, "tenants"), "tenant:naive");
+  assert_int_equal(json_integer_value(json_object_get(t, "loans")), 3);
+  assert_int_equal(json_integer_value(json_object_get(t, "duplicate_loans_by_request_id")), 2);
+  json_t *dups = json_object_get(json_object_get(st, "duplicates"), "by_request_id");
+  assert_int_equal(json_array_size(dups), 1);
+  json_t *d = json_array_get(dups, 0);
+  assert_string_equal(json_string_value(json_object_get(d, "id")), "op-1");
+  assert_int_equal(json_integer_value(json_object_get(d, "count")), 3);
+  assert_int_equal(json_integer_value(json_object_get(d, "book_id")), id);
+  json_decref(st);
+}
+
+static void test_health_and_metrics(void **state) {
+  (void)state;
+  http_res r;
+  http_get(P.port, "/healthz", &r);
+  assert_int_equal(r.status, 200);
+  assert_non_null(strstr(r.body, "\"ok\""));
+  http_res_free(&r);
+  http_get(P.port, "/metrics", &r);
+  assert_int_equal(r.status, 200);
+  char ct[96];
+  assert_non_null(http_header(&r, "Content-Type", ct, sizeof ct));
+  assert_non_null(strstr(ct, "text/plain; version=0.0.4"));
+  assert_non_null(strstr(r.body, "libraryd_requests_total{route=\"/books/{id}\",method=\"GET\","
+                                 "code=\"200\"}"));
+  assert_non_null(strstr(r.body, "libraryd_request_duration_seconds_bucket"));
+  assert_non_null(strstr(r.body, "libraryd_loans_applied_total"));
+  /* promtool (a test dependency) must accept the exposition. */
+  FILE *pt = popen("promtool check metrics >/dev/null 2>&1", "w");
+  assert_non_null(pt);
+  fwrite(r.body, 1, r.len, pt);
+  int st = pclose(pt);
+  assert_int_equal(WEXITSTATUS(st), 0);
+  http_res_free(&r);
+}
+
+/* Garbage on a raw socket: the daemon answers (or closes) and keeps serving. */
+static void test_garbage_does_not_crash(void **state) {
+  (void)state;
+  const char *junk[] = {"\x00\x01\x02\xff\r\n\r\n", "GET /books/1 HTTP/9.9\r\n\r\n",
+                        "POST /books HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+                        "GET /books/1 HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
+                        "POST /books HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{"};
+  for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)P.port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    size_t len = i == 0 ? 8 : strlen(junk[i]);
+    assert_true(write(fd, junk[i], len) == (ssize_t)len);
+    shutdown(fd, SHUT_WR);
+    struct timeval tv = {2, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char buf[512];
+    while (read(fd, buf, sizeof buf) > 0) {
+    }
+    close(fd);
+  }
+  http_res r;
+  http_get(P.port, "/books/1", &r);
+  assert_int_equal(r.status, 200);
+  http_res_free(&r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_get_book),
+      cmocka_unit_test(test_list_books_pages),
+      cmocka_unit_test(test_create_update_delete),
+      cmocka_unit_test(test_bad_bodies),
+      cmocka_unit_test(test_oversize_bodies),
+      cmocka_unit_test(test_methods_and_unknown_routes),
+      cmocka_unit_test(test_loans),
+      cmocka_unit_test(test_duplicate_loans_are_countable),
+      cmocka_unit_test(test_health_and_metrics),
+      cmocka_unit_test(test_garbage_does_not_crash),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -1,0 +1,397 @@
+/* Unit tests of libraryd's server pieces that need no daemon: SHA-256, key syntax, caller
+ * identity, fingerprints, parsers, route patterns, fault rules and their seeded decisions, the
+ * in-flight key table and the waker. */
+#include "fault.h"
+#include "idem_rules.h"
+#include "sha256.h"
+#include "util.h"
+#include "waker.h"
+
+#include <linkd/clock.h>
+#include <linkd/error.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+static void hex_of(const char *msg, size_t len, char out[65]) {
+  uint8_t d[32];
+  lk_sha256(msg, len, d);
+  lk_hex(d, 32, out);
+}
+
+static void test_sha256_vectors(void **state) {
+  (void)state;
+  char h[65];
+  hex_of("", 0, h);
+  assert_string_equal(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  hex_of("abc", 3, h);
+  assert_string_equal(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  hex_of(two, strlen(two), h);
+  assert_string_equal(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  /* A million 'a' fed in uneven pieces exercises the buffering across block boundaries. */
+  lk_sha256_ctx c;
+  lk_sha256_init(&c);
+  char a[997];
+  memset(a, 'a', sizeof a);
+  size_t left = 1000000;
+  for (size_t piece = 1; left; piece = piece % 900 + 13) {
+    size_t n = piece < left ? piece : left;
+    lk_sha256_update(&c, a, n);
+    left -= n;
+  }
+  uint8_t d[32];
+  lk_sha256_final(&c, d);
+  lk_hex(d, 32, h);
+  assert_string_equal(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+static void test_idem_key_syntax(void **state) {
+  (void)state;
+  char k[IDEM_KEY_LEN_MAX + 1];
+  assert_int_equal(idem_key_parse("abc-123", k, sizeof k), LK_OK);
+  assert_string_equal(k, "abc-123");
+  /* The draft's structured-field string form is unquoted, escapes resolved. */
+  assert_int_equal(idem_key_parse("\"8e03978e-40d5-43e8\"", k, sizeof k), LK_OK);
+  assert_string_equal(k, "8e03978e-40d5-43e8");
+  assert_int_equal(idem_key_parse("\"a \\\"b\\\\\"", k, sizeof k), LK_OK);
+  assert_string_equal(k, "a \"b\\");
+  assert_int_equal(idem_key_parse("", k, sizeof k), LK_EPARSE);
+  assert_int_equal(idem_key_parse("\"\"", k, sizeof k), LK_EPARSE);
+  assert_int_equal(idem_key_parse("a b", k, sizeof k), LK_EPARSE);
+  assert_int_equal(idem_key_parse("a\tb", k, sizeof k), LK_EPARSE);
+  assert_int_equal(idem_key_parse("\"abc", k, sizeof k), LK_EPARSE);
+  assert_int_equal(idem_key_parse("\"abc\"x", k, sizeof k), LK_EPARSE);
+  assert_int_equal(idem_key_parse("\"a\\nb\"", k, sizeof k), LK_EPARSE);
+  assert_int_equal(idem_key_parse("caf\xc3\xa9", k, sizeof k), LK_EPARSE);
+  char longkey[300];
+  memset(longkey, 'k', 255);
+  longkey[255] = '\0';
+  assert_int_equal(idem_key_parse(longkey, k, sizeof k), LK_OK);
+  assert_int_equal(strlen(k), 255);
+  longkey[255] = 'k';
+  longkey[256] = '\0';
+  assert_int_equal(idem_key_parse(longkey, k, sizeof k), LK_EPARSE);
+}
+
+static void test_tenant_identity(void **state) {
+  (void)state;
+  char t[96], u[96];
+  assert_int_equal(idem_tenant(NULL, NULL, t, sizeof t), LK_OK);
+  assert_string_equal(t, "anonymous");
+  assert_int_equal(idem_tenant(NULL, "acme-1", t, sizeof t), LK_OK);
+  assert_string_equal(t, "tenant:acme-1");
+  assert_int_equal(idem_tenant(NULL, "bad tenant", t, sizeof t), LK_EPARSE);
+  assert_int_equal(idem_tenant(NULL, "", t, sizeof t), LK_EPARSE);
+  /* An API key wins over X-Tenant and is stored only as a digest. */
+  assert_int_equal(idem_tenant("secret-1", "acme", t, sizeof t), LK_OK);
+  assert_non_null(strstr(t, "key:"));
+  assert_null(strstr(t, "secret"));
+  assert_int_equal(idem_tenant("secret-2", NULL, u, sizeof u), LK_OK);
+  assert_string_not_equal(t, u);
+  assert_int_equal(idem_tenant("", NULL, u, sizeof u), LK_EPARSE);
+}
+
+static void test_fingerprint(void **state) {
+  (void)state;
+  uint8_t a[32], b[32];
+  idem_fingerprint("POST", "/books/1/loans", "{}", 2, a);
+  idem_fingerprint("POST", "/books/1/loans", "{}", 2, b);
+  assert_memory_equal(a, b, 32);
+  idem_fingerprint("POST", "/books/2/loans", "{}", 2, b);
+  assert_memory_not_equal(a, b, 32);
+  idem_fingerprint("PUT", "/books/1/loans", "{}", 2, b);
+  assert_memory_not_equal(a, b, 32);
+  idem_fingerprint("POST", "/books/1/loans", "{ }", 3, b);
+  assert_memory_not_equal(a, b, 32);
+  /* Length prefixes: moving bytes between fields changes the fingerprint. */
+  idem_fingerprint("POST", "/a", "b", 1, a);
+  idem_fingerprint("POST", "/ab", "", 0, b);
+  assert_memory_not_equal(a, b, 32);
+}
+
+static void test_parsers(void **state) {
+  (void)state;
+  int64_t ns;
+  assert_int_equal(lk_parse_duration("250ms", &ns), LK_OK);
+  assert_int_equal(ns, LK_MS(250));
+  assert_int_equal(lk_parse_duration("3s", &ns), LK_OK);
+  assert_int_equal(ns, LK_SEC(3));
+  assert_int_equal(lk_parse_duration("24h", &ns), LK_OK);
+  assert_int_equal(ns, LK_SEC(86400));
+  assert_int_equal(lk_parse_duration("1m", &ns), LK_OK);
+  assert_int_equal(ns, LK_SEC(60));
+  assert_int_equal(lk_parse_duration("7", &ns), LK_OK);
+  assert_int_equal(ns, LK_MS(7));
+  assert_int_equal(lk_parse_duration("5us", &ns), LK_OK);
+  assert_int_equal(ns, 5000);
+  assert_int_equal(lk_parse_duration("1.5s", &ns), LK_EPARSE);
+  assert_int_equal(lk_parse_duration("-1s", &ns), LK_EPARSE);
+  assert_int_equal(lk_parse_duration("s", &ns), LK_EPARSE);
+  assert_int_equal(lk_parse_duration("3 s", &ns), LK_EPARSE);
+  assert_int_equal(lk_parse_duration("99999999999999h", &ns), LK_ERANGE);
+  uint64_t sz;
+  assert_int_equal(lk_parse_size("64k", &sz), LK_OK);
+  assert_int_equal(sz, 65536);
+  assert_int_equal(lk_parse_size("1m", &sz), LK_OK);
+  assert_int_equal(sz, 1048576);
+  assert_int_equal(lk_parse_size("100", &sz), LK_OK);
+  assert_int_equal(sz, 100);
+  assert_int_equal(lk_parse_size("10q", &sz), LK_EPARSE);
+  int64_t v;
+  assert_int_equal(lk_parse_i64("9223372036854775807", 19, false, &v), LK_OK);
+  assert_int_equal(v, INT64_MAX);
+  assert_int_equal(lk_parse_i64("9223372036854775808", 19, false, &v), LK_ERANGE);
+  assert_int_equal(lk_parse_i64("-9223372036854775808", 20, true, &v), LK_OK);
+  assert_int_equal(v, INT64_MIN);
+  assert_int_equal(lk_parse_i64("-5", 2, false, &v), LK_EPARSE);
+  assert_int_equal(lk_parse_i64("", 0, false, &v), LK_EPARSE);
+  char date[40];
+  lk_http_date(LK_SEC(784111777), date, sizeof date);
+  assert_string_equal(date, "Sun, 06 Nov 1994 08:49:37 GMT");
+}
+
+static void test_route_patterns(void **state) {
+  (void)state;
+  assert_true(lk_route_match("*", "GET", "/anything/at/all"));
+  assert_true(lk_route_match("POST /books/*/loans", "POST", "/books/12/loans"));
+  assert_false(lk_route_match("POST /books/*/loans", "GET", "/books/12/loans"));
+  assert_false(lk_route_match("POST /books/*/loans", "POST", "/books//loans"));
+  assert_false(lk_route_match("POST /books/*/loans", "POST", "/books/12/loans/x"));
+  assert_false(lk_route_match("POST /books/*/loans", "POST", "/books/12"));
+  assert_true(lk_route_match("/books/*", "DELETE", "/books/3"));
+  assert_true(lk_route_match("* /books/*", "PUT", "/books/3"));
+  assert_true(lk_route_match("GET /books/**", "GET", "/books/3/loans"));
+  assert_true(lk_route_match("GET /books/**", "GET", "/books"));
+  assert_false(lk_route_match("GET /books/**", "GET", "/bookshelf"));
+  assert_true(lk_route_match("GET /books", "GET", "/books"));
+  assert_false(lk_route_match("GET /books", "GET", "/books/"));
+  assert_int_equal(lk_route_pattern_check("POST /books/*/loans"), LK_OK);
+  assert_int_equal(lk_route_pattern_check("*"), LK_OK);
+  assert_int_equal(lk_route_pattern_check("/x/**"), LK_OK);
+  assert_int_equal(lk_route_pattern_check("post /books"), LK_EPARSE);
+  assert_int_equal(lk_route_pattern_check("GET books"), LK_EPARSE);
+  assert_int_equal(lk_route_pattern_check("GET /a/**/b"), LK_EPARSE);
+  assert_int_equal(lk_route_pattern_check(""), LK_EPARSE);
+}
+
+static void test_fault_rule_parse(void **state) {
+  (void)state;
+  lk_fault_rule r;
+  char err[200];
+  assert_int_equal(
+      lk_fault_rule_parse("route=POST /books/*/loans,kind=reset_after_processing,p=0.1", &r, err,
+                          sizeof err),
+      LK_OK);
+  assert_string_equal(r.route, "POST /books/*/loans");
+  assert_int_equal(r.act.kind, LK_FAULT_RESET_AFTER_PROCESSING);
+  assert_true(r.p > 0.099 && r.p < 0.101);
+  assert_int_equal(r.count, -1);
+  assert_int_equal(lk_fault_rule_parse("kind=status,code=429,retry_after=date:3,count=2,skip=1", &r,
+                                       err, sizeof err),
+                   LK_OK);
+  assert_int_equal(r.act.status, 429);
+  assert_true(r.act.retry_after_date);
+  assert_int_equal(r.act.retry_after, 3);
+  assert_int_equal(r.count, 2);
+  assert_int_equal(r.skip, 1);
+  assert_string_equal(r.route, "*");
+  assert_int_equal(lk_fault_rule_parse("kind=503", &r, err, sizeof err), LK_OK);
+  assert_int_equal(r.act.kind, LK_FAULT_STATUS);
+  assert_int_equal(r.act.status, 503);
+  assert_int_equal(lk_fault_rule_parse("kind=status", &r, err, sizeof err), LK_OK);
+  assert_int_equal(r.act.status, 503);
+  assert_int_equal(lk_fault_rule_parse("kind=latency,delay=uniform:10ms:30ms", &r, err, sizeof err),
+                   LK_OK);
+  assert_int_equal(r.act.dist, LK_DELAY_UNIFORM);
+  assert_int_equal(r.act.delay_a, LK_MS(10));
+  assert_int_equal(r.act.delay_b, LK_MS(30));
+  assert_int_equal(lk_fault_rule_parse("kind=slow_body,chunk=8,interval=20ms", &r, err, sizeof err),
+                   LK_OK);
+  assert_int_equal(r.act.chunk, 8);
+  assert_int_equal(r.act.interval_ns, LK_MS(20));
+  const char *bad[] = {
+      "route=GET /x",                       /* no kind */
+      "kind=explode",                       /* unknown kind */
+      "kind=status,code=200",               /* not an error status */
+      "kind=status,p=1.5",                  /* p out of range */
+      "kind=status,p=abc",                  /* p not a number */
+      "kind=latency",                       /* latency without delay */
+      "kind=reset_after_read,delay=5ms",    /* delay on another kind */
+      "kind=close,code=500",                /* code on another kind */
+      "kind=status,when=later",             /* bad when */
+      "kind=status,bogus=1",                /* unknown key */
+      "kind=status,route=get /x",           /* bad route */
+      "kind=latency,delay=uniform:9ms:1ms", /* empty range */
+      "kind=slow_body,chunk=0",             /* chunk out of range */
+      "kind",                               /* not key=value */
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    err[0] = '\0';
+    assert_int_equal(lk_fault_rule_parse(bad[i], &r, err, sizeof err), LK_EPARSE);
+    assert_true(err[0] != '\0'); /* every rejection says why */
+  }
+}
+
+static void add_rule(lk_faults *f, const char *spec) {
+  lk_fault_rule r;
+  char err[200];
+  assert_int_equal(lk_fault_rule_parse(spec, &r, err, sizeof err), LK_OK);
+  assert_true(lk_faults_add(f, &r) > 0);
+}
+
+/* The pattern of fired faults over n requests, as a bit string. */
+static void pattern(lk_faults *f, int n, char *out) {
+  for (int i = 0; i < n; i++) {
+    lk_fault_plan p;
+    lk_faults_decide(f, "GET", "/books/1", &p);
+    out[i] = p.act.kind == LK_FAULT_STATUS ? '1' : '0';
+  }
+  out[n] = '\0';
+}
+
+static void test_fault_seeded_reproducible(void **state) {
+  (void)state;
+  char a[65], b[65], c[65];
+  lk_faults *f = lk_faults_new(42);
+  add_rule(f, "route=GET /books/*,kind=503,p=0.5");
+  pattern(f, 64, a);
+  lk_faults_reseed(f, 42);
+  pattern(f, 64, b);
+  assert_string_equal(a, b);
+  lk_faults_reseed(f, 43);
+  pattern(f, 64, c);
+  assert_string_not_equal(a, c);
+  /* About half fire (64 draws at p = 0.5: far outside [12, 52] has probability < 1e-6). */
+  int ones = 0;
+  for (int i = 0; i < 64; i++)
+    ones += a[i] == '1';
+  assert_in_range(ones, 12, 52);
+  lk_faults_free(f);
+}
+
+static void test_fault_script_count_skip(void **state) {
+  (void)state;
+  lk_faults *f = lk_faults_new(1);
+  add_rule(f, "route=GET /books/1,kind=503,skip=1,count=2");
+  char p[9];
+  pattern(f, 8, p);
+  assert_string_equal(p, "01100000");
+  lk_fault_rule snap[4];
+  assert_int_equal(lk_faults_snapshot(f, snap, 4), 1);
+  assert_int_equal(snap[0].matched, 8);
+  assert_int_equal(snap[0].fired, 2);
+  /* Other routes do not match and do not consume the script. */
+  lk_fault_plan plan;
+  lk_faults_decide(f, "GET", "/books/2", &plan);
+  assert_int_equal(plan.act.kind, LK_FAULT_NONE);
+  assert_int_equal(lk_faults_remove(f, snap[0].id), LK_OK);
+  assert_int_equal(lk_faults_remove(f, snap[0].id), LK_ENOTFOUND);
+  lk_faults_decide(f, "GET", "/books/1", &plan);
+  assert_int_equal(plan.act.kind, LK_FAULT_NONE);
+  lk_faults_free(f);
+}
+
+static void test_fault_latency_and_first_action(void **state) {
+  (void)state;
+  lk_faults *f = lk_faults_new(7);
+  add_rule(f, "kind=latency,delay=20ms");
+  add_rule(f, "kind=latency,delay=uniform:5ms:10ms");
+  add_rule(f, "route=GET /books/*,kind=close,count=1");
+  add_rule(f, "route=GET /books/*,kind=502");
+  lk_fault_plan p;
+  lk_faults_decide(f, "GET", "/books/1", &p);
+  assert_int_equal(p.act.kind, LK_FAULT_CLOSE);      /* the first action that fires wins */
+  assert_in_range(p.delay_ns, LK_MS(25), LK_MS(30)); /* latencies add up */
+  lk_faults_decide(f, "GET", "/books/1", &p);
+  assert_int_equal(p.act.kind, LK_FAULT_STATUS); /* close is spent */
+  assert_int_equal(p.act.status, 502);
+  lk_faults_clear(f);
+  add_rule(f, "kind=latency,delay=exp:10ms");
+  for (int i = 0; i < 200; i++) {
+    lk_faults_decide(f, "GET", "/", &p);
+    assert_in_range(p.delay_ns, 0, LK_MS(200)); /* capped at 20x the mean */
+  }
+  lk_faults_free(f);
+}
+
+static void test_inflight(void **state) {
+  (void)state;
+  lk_inflight *t = lk_inflight_new();
+  assert_true(lk_inflight_claim(t, "tenant:a", "k1"));
+  assert_false(lk_inflight_claim(t, "tenant:a", "k1"));
+  assert_true(lk_inflight_claim(t, "tenant:b", "k1")); /* other tenant, other key space */
+  assert_true(lk_inflight_claim(t, "tenant:a", "k2"));
+  assert_int_equal(lk_inflight_count(t), 3);
+  lk_inflight_release(t, "tenant:a", "k1");
+  assert_true(lk_inflight_claim(t, "tenant:a", "k1"));
+  lk_inflight_release(t, "tenant:a", "nope"); /* releasing what is not held is harmless */
+  assert_int_equal(lk_inflight_count(t), 3);
+  lk_inflight_free(t);
+}
+
+typedef struct wake_log {
+  _Atomic int order[8];
+  _Atomic int n;
+} wake_log;
+
+static wake_log wl;
+static void note(void *arg) {
+  /* One thread (the waker's) writes: the slot first, then the count that publishes it. */
+  int i = atomic_load(&wl.n);
+  atomic_store(&wl.order[i], (int)(intptr_t)arg);
+  atomic_store(&wl.n, i + 1);
+}
+
+static void test_waker_order(void **state) {
+  (void)state;
+  lk_waker *w = lk_waker_new();
+  assert_non_null(w);
+  int64_t now = lk_now_ns();
+  lk_waker_at(w, now + LK_MS(60), note, (void *)(intptr_t)3);
+  lk_waker_at(w, now + LK_MS(20), note, (void *)(intptr_t)1);
+  lk_waker_at(w, now + LK_MS(40), note, (void *)(intptr_t)2);
+  lk_waker_at(w, now - LK_MS(1), note, (void *)(intptr_t)0);
+  for (int i = 0; i < 400 && atomic_load(&wl.n) < 4; i++) {
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+  assert_int_equal(atomic_load(&wl.n), 4);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(atomic_load(&wl.order[i]), i);
+  /* A flush runs far-future callbacks now. */
+  lk_waker_at(w, now + LK_SEC(3600), note, (void *)(intptr_t)4);
+  lk_waker_flush(w);
+  for (int i = 0; i < 400 && atomic_load(&wl.n) < 5; i++) {
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+  assert_int_equal(atomic_load(&wl.n), 5);
+  lk_waker_free(w);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sha256_vectors),
+      cmocka_unit_test(test_idem_key_syntax),
+      cmocka_unit_test(test_tenant_identity),
+      cmocka_unit_test(test_fingerprint),
+      cmocka_unit_test(test_parsers),
+      cmocka_unit_test(test_route_patterns),
+      cmocka_unit_test(test_fault_rule_parse),
+      cmocka_unit_test(test_fault_seeded_reproducible),
+      cmocka_unit_test(test_fault_script_count_skip),
+      cmocka_unit_test(test_fault_latency_and_first_action),
+      cmocka_unit_test(test_inflight),
+      cmocka_unit_test(test_waker_order),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
