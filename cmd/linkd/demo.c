@@ -206,6 +206,11 @@ static int run_one(int which, const char *bin, const char *dir, demo_run_cfg *cf
     cfg->book_ids = ids;
     rc = demo_run_client(which, cfg, &srv, publish, st, err, errcap);
     cfg->book_ids = NULL;
+    if (rc == 0 && st->cut_short && !g_interrupted)
+      fprintf(stderr,
+              "linkd demo: the %s client was stopped by the time limit; operations it "
+              "cancelled or never started count as failures\n",
+              st->title);
   }
   if (rc == 0 && final_stats(&srv, admin, &after, err, errcap) == 0) {
     st->server_ok = true;
@@ -252,25 +257,36 @@ int linkd_demo_main(int argc, char **argv) {
   if (prc != 0)
     return prc > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 
-  static demo_summary sum; /* large; one per process */
+  demo_summary sum;
   memset(&sum, 0, sizeof sum);
   char bin[DEMO_PATH_MAX], err[1024];
   if (demo_find_libraryd(o.libraryd, bin, sizeof bin, err, sizeof err) != 0) {
     fprintf(stderr, "linkd demo: %s\n", err);
     return CLI_EXIT_FAILURE;
   }
+
+  /* From here on a signal cancels the run, which then cleans up. */
+  struct sigaction sa, old_int, old_term, old_pipe;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  g_interrupted = 0;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  sa.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &sa, &old_pipe);
+
+  int rc = 0;
   char dir[DEMO_PATH_MAX];
-  if (demo_tmpdir_create(dir, sizeof dir) != 0) {
+  bool have_dir = demo_tmpdir_create(dir, sizeof dir) == 0;
+  demo_op *ops = have_dir ? calloc(o.ops, sizeof *ops) : NULL;
+  if (!have_dir) {
     fprintf(stderr, "linkd demo: cannot create a temporary directory: %s\n", strerror(errno));
-    return CLI_EXIT_FAILURE;
-  }
-  demo_op *ops = calloc(o.ops, sizeof *ops);
-  if (!ops) {
-    demo_tmpdir_remove(dir);
+    rc = -1;
+  } else if (!ops) {
     fprintf(stderr, "linkd demo: out of memory\n");
-    return CLI_EXIT_FAILURE;
+    rc = -1;
   }
-  demo_workload_make(ops, o.ops, o.seed, DEMO_BOOKS);
 
   sum.ops = o.ops;
   sum.seed = o.seed;
@@ -284,8 +300,6 @@ int linkd_demo_main(int argc, char **argv) {
   sum.n_fault_rules = sizeof fault_rules / sizeof fault_rules[0];
   sum.outage_rule = outage_rule;
   sum.libraryd = bin;
-  intro(&o, &sum);
-
   demo_progress prog;
   demo_progress_init(&prog, stderr);
   demo_run_cfg cfg = {
@@ -305,19 +319,11 @@ int linkd_demo_main(int argc, char **argv) {
       .interrupted = &g_interrupted,
       .progress = &prog,
   };
-
-  struct sigaction sa, old_int, old_term, old_pipe;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  g_interrupted = 0;
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-  sa.sa_handler = SIG_IGN;
-  sigaction(SIGPIPE, &sa, &old_pipe);
-
   int64_t t0 = lk_now_ns();
-  int rc = 0;
+  if (rc == 0) {
+    demo_workload_make(ops, o.ops, o.seed, DEMO_BOOKS);
+    intro(&o, &sum);
+  }
   for (int which = 0; which < DEMO_NCLIENTS && rc == 0 && !g_interrupted; which++) {
     rc = run_one(which, bin, dir, &cfg, &sum.c[which], err, sizeof err);
     if (rc != 0 && !g_interrupted)
@@ -325,11 +331,12 @@ int linkd_demo_main(int argc, char **argv) {
   }
   sum.total_s = (double)(lk_now_ns() - t0) / 1e9;
 
+  if (have_dir)
+    demo_tmpdir_remove(dir);
+  free(ops);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
   sigaction(SIGPIPE, &old_pipe, NULL);
-  demo_tmpdir_remove(dir);
-  free(ops);
 
   int exit_code = CLI_EXIT_OK;
   if (g_interrupted) {

@@ -1,0 +1,328 @@
+/* Integration tests of `linkd demo`: the real linkd and libraryd binaries, real sockets on
+ * 127.0.0.1, real SQLite files. A small workload's numbers are checked for the outcome the demo
+ * exists to show (docs/demo.md, "Why the outcome is robust"):
+ *   - linkd's policy: no loan applied twice (libraryd's own records) and no call longer than the
+ *     deadline + 50 ms;
+ *   - the naive client: more requests per operation than linkd's policy, loans applied twice,
+ *     calls past the deadline;
+ * and that the demo leaves nothing behind: no libraryd process, no temporary file, only the
+ * report (self-contained HTML with SVG). Also: Ctrl-C stops everything and cleans up. */
+/* clang-format off */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+/* clang-format on */
+
+#include "testutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define OPS "400"
+
+typedef struct run {
+  char tmp[128];    /* private TMPDIR given to linkd demo */
+  char out[160];    /* stdout */
+  char err[160];    /* stderr */
+  char report[160]; /* --report */
+  pid_t pid;
+} run;
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return NULL;
+  size_t cap = 4096, len = 0;
+  char *b = malloc(cap);
+  size_t n;
+  while (b && (n = fread(b + len, 1, cap - len - 1, f)) > 0) {
+    len += n;
+    if (cap - len < 2) {
+      char *nb = realloc(b, cap * 2);
+      if (!nb) {
+        free(b);
+        b = NULL;
+        break;
+      }
+      b = nb;
+      cap *= 2;
+    }
+  }
+  fclose(f);
+  if (b)
+    b[len] = '\0';
+  return b;
+}
+
+/* Starts `linkd demo ARGS... --report R --json` with TMPDIR set to a private directory. */
+static void start(run *r, const char *const *args) {
+  memset(r, 0, sizeof *r);
+  snprintf(r->tmp, sizeof r->tmp, "/tmp/linkd-demo-it-XXXXXX");
+  assert_non_null(mkdtemp(r->tmp));
+  char base[] = "/tmp/linkd-demo-out-XXXXXX";
+  assert_non_null(mkdtemp(base));
+  snprintf(r->out, sizeof r->out, "%s/stdout", base);
+  snprintf(r->err, sizeof r->err, "%s/stderr", base);
+  snprintf(r->report, sizeof r->report, "%s/report.html", base);
+  char *argv[32];
+  int argc = 0;
+  argv[argc++] = (char *)LINKD_BIN;
+  argv[argc++] = (char *)"demo";
+  for (; args[argc - 2] && argc < 26; argc++)
+    argv[argc] = (char *)args[argc - 2];
+  argv[argc++] = (char *)"--report";
+  argv[argc++] = r->report;
+  argv[argc] = NULL;
+  r->pid = fork();
+  assert_true(r->pid >= 0);
+  if (r->pid == 0) {
+    setenv("TMPDIR", r->tmp, 1);
+    setenv("LINKD_LIBRARYD", LIBRARYD_BIN, 1);
+    int o = open(r->out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int e = open(r->err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (o < 0 || e < 0)
+      _exit(120);
+    dup2(o, 1);
+    dup2(e, 2);
+    execv(LINKD_BIN, argv);
+    _exit(121);
+  }
+}
+
+/* The exit code (128 + signal if killed); kills it and fails after `limit_s`. */
+static int finish(run *r, int limit_s) {
+  int status = 0;
+  for (int waited = 0; waited < limit_s * 1000; waited += 20) {
+    pid_t p = waitpid(r->pid, &status, WNOHANG);
+    if (p == r->pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    sleep_ms(20);
+  }
+  kill(r->pid, SIGKILL);
+  waitpid(r->pid, &status, 0);
+  fail_msg("linkd demo still running after %d s", limit_s);
+  return -1;
+}
+
+static bool wait_for_text(const char *path, const char *needle, int limit_ms) {
+  for (int waited = 0; waited < limit_ms; waited += 20) {
+    char *t = slurp(path);
+    bool found = t && strstr(t, needle);
+    free(t);
+    if (found)
+      return true;
+    sleep_ms(20);
+  }
+  return false;
+}
+
+static int dir_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+      n++;
+  closedir(d);
+  return n;
+}
+
+/* Processes whose command line mentions `needle` (libraryd gets its --db inside TMPDIR). */
+static int processes_mentioning(const char *needle) {
+  DIR *d = opendir("/proc");
+  if (!d)
+    return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9')
+      continue;
+    char p[300], buf[8192];
+    snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
+    int fd = open(p, O_RDONLY);
+    if (fd < 0)
+      continue;
+    ssize_t len = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (len <= 0)
+      continue;
+    for (ssize_t i = 0; i < len; i++)
+      if (buf[i] == '\0')
+        buf[i] = ' ';
+    buf[len] = '\0';
+    if (strstr(buf, needle))
+      n++;
+  }
+  closedir(d);
+  return n;
+}
+
+static void cleanup(run *r) {
+  unlink(r->out);
+  unlink(r->err);
+  unlink(r->report);
+  char *slash = strrchr(r->out, '/');
+  if (slash) {
+    *slash = '\0';
+    rmdir(r->out);
+  }
+  rmdir(r->tmp);
+}
+
+static void dump(const run *r) {
+  char *t = slurp(r->err);
+  fprintf(stderr, "--- linkd demo stderr ---\n%s\n", t ? t : "(none)");
+  free(t);
+}
+
+static json_t *client(json_t *root, const char *name) {
+  json_t *cl = json_object_get(root, "clients");
+  for (size_t i = 0; i < json_array_size(cl); i++) {
+    json_t *c = json_array_get(cl, i);
+    if (!strcmp(json_string_value(json_object_get(c, "name")), name))
+      return c;
+  }
+  fail_msg("no client '%s' in the JSON", name);
+  return NULL;
+}
+
+static double num(json_t *o, const char *name) {
+  json_t *v = json_object_get(o, name);
+  assert_true(json_is_number(v));
+  return json_number_value(v);
+}
+
+static void test_demo_outcome(void **state) {
+  (void)state;
+  char seed[32];
+  snprintf(seed, sizeof seed, "%llu", (unsigned long long)lk_test_seed());
+  const char *const args[] = {"--ops", OPS, "--seed", seed, "--json", NULL};
+  run r;
+  start(&r, args);
+  int code = finish(&r, 150);
+  if (code != 0)
+    dump(&r);
+  assert_int_equal(code, 0);
+
+  char *out = slurp(r.out);
+  assert_non_null(out);
+  json_error_t je;
+  json_t *root = json_loads(out, 0, &je);
+  if (!root)
+    fprintf(stderr, "not JSON (%s): %s\n", je.text, out);
+  assert_non_null(root);
+  free(out);
+  assert_int_equal((int)num(root, "ops"), atoi(OPS));
+  assert_int_equal(json_array_size(json_object_get(root, "clients")), 3);
+
+  const char *names[] = {"naive", "fixed", "linkd"};
+  for (int i = 0; i < 3; i++) {
+    json_t *c = client(root, names[i]);
+    assert_int_equal((int)num(c, "completed"), atoi(OPS)); /* every operation accounted for */
+    assert_false(json_is_true(json_object_get(c, "cut_short")));
+    assert_true(json_is_object(json_object_get(c, "server"))); /* libraryd's own numbers */
+    assert_true(num(c, "attempts") >= num(c, "ops") - num(c, "refused_by_breaker"));
+  }
+  json_t *naive = client(root, "naive"), *linkd = client(root, "linkd");
+  json_t *ns = json_object_get(naive, "server"), *ls = json_object_get(linkd, "server");
+
+  /* linkd's policy: Idempotency-Keys make retried loans replays, the deadline bounds every call */
+  assert_int_equal((int)num(linkd, "duplicate_loans"), 0);
+  assert_int_equal((int)num(ls, "duplicate_loans"), 0);
+  assert_int_equal((int)num(linkd, "deadline_overruns"), 0);
+  assert_true(num(ls, "replays") >= 1); /* retries did happen, and were answered from the store */
+
+  /* the naive client: retries without keys apply loans twice; more load; calls past deadline */
+  assert_true(num(naive, "duplicate_loans") >= 1);
+  assert_true(num(naive, "attempts_per_op") > num(linkd, "attempts_per_op"));
+  assert_true(num(ns, "requests_per_op") > num(ls, "requests_per_op"));
+  assert_true(num(naive, "deadline_overruns") >= 1);
+
+  /* the report: where the JSON says, self-contained HTML with the two charts */
+  char canon[PATH_MAX];
+  assert_non_null(realpath(r.report, canon));
+  assert_string_equal(json_string_value(json_object_get(root, "report")), canon);
+  char *html = slurp(r.report);
+  assert_non_null(html);
+  assert_non_null(strstr(html, "<svg"));
+  assert_non_null(strstr(strstr(html, "<svg") + 4, "<svg"));
+  assert_non_null(strstr(html, "<polyline"));
+  assert_non_null(strstr(html, "</html>"));
+  free(html);
+  json_decref(root);
+
+  /* progress went to stderr as plain lines (not a terminal) */
+  char *err = slurp(r.err);
+  assert_non_null(err);
+  assert_non_null(strstr(err, "operations done"));
+  assert_null(strstr(err, "\033[K"));
+  free(err);
+
+  /* nothing left behind: no temporary file, no libraryd */
+  assert_int_equal(dir_entries(r.tmp), 0);
+  assert_int_equal(processes_mentioning(r.tmp), 0);
+  cleanup(&r);
+}
+
+static void test_demo_interrupted(void **state) {
+  (void)state;
+  const char *const args[] = {"--ops", "5000", NULL}; /* would take about a minute */
+  run r;
+  start(&r, args);
+  bool started = wait_for_text(r.err, "running the naive client", 20000);
+  if (!started)
+    dump(&r);
+  assert_true(started);
+  sleep_ms(500);
+  assert_true(processes_mentioning(r.tmp) >= 1); /* libraryd is running in our TMPDIR */
+  kill(r.pid, SIGINT);
+  int code = finish(&r, 30);
+  if (code != 130)
+    dump(&r);
+  assert_int_equal(code, 130);
+  assert_true(wait_for_text(r.err, "interrupted", 100));
+  assert_int_equal(access(r.report, F_OK), -1); /* no report from a cut run */
+  assert_int_equal(dir_entries(r.tmp), 0);
+  assert_int_equal(processes_mentioning(r.tmp), 0);
+  cleanup(&r);
+}
+
+static void test_demo_usage(void **state) {
+  (void)state;
+  const char *const args[] = {"--ops", "many", NULL};
+  run r;
+  start(&r, args);
+  assert_int_equal(finish(&r, 20), 64);
+  assert_true(wait_for_text(r.err, "--ops", 100));
+  assert_int_equal(dir_entries(r.tmp), 0);
+  cleanup(&r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_demo_usage),
+      cmocka_unit_test(test_demo_outcome),
+      cmocka_unit_test(test_demo_interrupted),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,481 @@
+/* Unit tests of `linkd demo`'s pieces that need no daemon: the workload, the three policies and
+ * the decisions they make, the table, the JSON, the HTML/SVG report, finding libraryd, the
+ * temporary directory, and the option parser's exit codes. */
+/* clang-format off */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+/* clang-format on */
+
+#include "demo.h"
+#include "demo_policy.h"
+#include "demo_run.h"
+#include "demo_server.h"
+#include "demo_table.h"
+#include "report.h"
+
+#include <linkd/breaker.h>
+#include <linkd/budget.h>
+#include <linkd/retry.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* --- workload --------------------------------------------------------------------------------- */
+
+static void test_workload_seeded_and_mixed(void **state) {
+  (void)state;
+  enum { N = 20000 };
+  demo_op *a = calloc(N, sizeof *a), *b = calloc(N, sizeof *b), *c = calloc(N, sizeof *c);
+  assert_non_null(a);
+  assert_non_null(b);
+  assert_non_null(c);
+  demo_workload_make(a, N, 42, 8);
+  demo_workload_make(b, N, 42, 8);
+  demo_workload_make(c, N, 43, 8);
+  assert_memory_equal(a, b, N * sizeof *a); /* same seed, same list: every client the same */
+  assert_memory_not_equal(a, c, N * sizeof *a);
+  int kinds[3] = {0};
+  for (int i = 0; i < N; i++) {
+    assert_true(a[i].kind <= DEMO_OP_LOAN);
+    assert_true(a[i].book < 8);
+    kinds[a[i].kind]++;
+  }
+  /* 65 / 5 / 30 %, within 2 points on 20 000 draws (about 6 standard deviations) */
+  assert_in_range(kinds[DEMO_OP_GET], N * 63 / 100, N * 67 / 100);
+  assert_in_range(kinds[DEMO_OP_GET_MISSING], N * 3 / 100, N * 7 / 100);
+  assert_in_range(kinds[DEMO_OP_LOAN], N * 28 / 100, N * 32 / 100);
+  free(a);
+  free(b);
+  free(c);
+}
+
+/* --- policies --------------------------------------------------------------------------------- */
+
+static lk_decision decide(const lk_http_policy *pol, const char *method, bool key, lk_failure f,
+                          int number) {
+  lk_attempt at = {.number = number,
+                   .method = method,
+                   .idempotency_key = key,
+                   .request_fully_sent = true,
+                   .failure = f,
+                   .retry_after = -1,
+                   .prev_delay = 0};
+  lk_rand_fast r;
+  lk_rand_fast_seeded(&r, 1);
+  lk_decision d;
+  memset(&d, 0, sizeof d);
+  /* the layer treats every request as idempotent when assume_idempotent is set */
+  if (pol->assume_idempotent)
+    at.method = "PUT";
+  assert_int_equal(lk_retry_decide(&pol->retry, &at, LK_SEC(2), &r.base, &d), LK_OK);
+  return d;
+}
+
+static void test_policy_naive(void **state) {
+  (void)state;
+  demo_protect prot;
+  lk_http_policy pol;
+  char err[200];
+  assert_int_equal(demo_policy_make(DEMO_NAIVE, LK_SEC(2), 1, &prot, &pol, err, sizeof err), 0);
+  assert_true(pol.assume_idempotent);
+  assert_int_equal(pol.idem_mode, LK_IDEM_NONE);
+  assert_null(pol.budget);
+  assert_null(pol.breaker);
+  assert_true(pol.deadline >= LK_SEC(3600)); /* no deadline to speak of */
+  assert_false(pol.retry.cfg.honor_retry_after);
+  assert_int_equal(pol.retry.cfg.max_attempts, 4);
+  /* a POST reset after it was processed: retried at once, without a key */
+  lk_decision d = decide(&pol, "POST", false, LK_F_RESET_AFTER_SEND, 1);
+  assert_true(d.retry);
+  assert_true(d.delay <= 1);
+  /* a 404 is retried too: "catch everything" */
+  d = decide(&pol, "GET", false, LK_F_CLIENT_4XX, 1);
+  assert_true(d.retry);
+  d = decide(&pol, "GET", false, LK_F_HTTP_503, 4);
+  assert_false(d.retry); /* 4 attempts in all */
+  demo_protect_free(&prot);
+}
+
+static void test_policy_fixed(void **state) {
+  (void)state;
+  demo_protect prot;
+  lk_http_policy pol;
+  char err[200];
+  assert_int_equal(demo_policy_make(DEMO_FIXED, LK_SEC(2), 1, &prot, &pol, err, sizeof err), 0);
+  assert_int_equal(pol.attempt_timeout, LK_SEC(1));
+  assert_int_equal(pol.idem_mode, LK_IDEM_NONE);
+  lk_decision d = decide(&pol, "POST", false, LK_F_HTTP_503, 1);
+  assert_true(d.retry);
+  assert_int_equal(d.delay, LK_MS(100));
+  d = decide(&pol, "POST", false, LK_F_HTTP_503, 3);
+  assert_int_equal(d.delay, LK_MS(100)); /* fixed: no growth, no jitter */
+  d = decide(&pol, "GET", false, LK_F_CLIENT_4XX, 1);
+  assert_false(d.retry);
+  demo_protect_free(&prot);
+}
+
+static void test_policy_linkd(void **state) {
+  (void)state;
+  demo_protect prot;
+  lk_http_policy pol;
+  char err[200];
+  assert_int_equal(demo_policy_make(DEMO_LINKD, LK_MS(1500), 7, &prot, &pol, err, sizeof err), 0);
+  assert_int_equal(pol.deadline, LK_MS(1500));
+  assert_int_equal(pol.attempt_timeout, LK_MS(300));
+  assert_int_equal(pol.idem_mode, LK_IDEM_AUTO);
+  assert_false(pol.assume_idempotent);
+  assert_true(pol.retry.cfg.honor_retry_after);
+  assert_non_null(pol.budget);
+  assert_non_null(pol.breaker);
+  assert_ptr_equal(pol.budget, prot.budget);
+  assert_ptr_equal(pol.breaker, prot.breaker);
+  assert_int_equal(lk_breaker_get_state(pol.breaker), LK_BREAKER_CLOSED);
+  assert_non_null(pol.classify);
+  /* phase rules: a POST that may have been processed is retried only with a key */
+  lk_decision d = decide(&pol, "POST", false, LK_F_RESET_AFTER_SEND, 1);
+  assert_false(d.retry);
+  assert_int_equal(d.reason, LK_REASON_NOT_RETRYABLE);
+  d = decide(&pol, "POST", true, LK_F_RESET_AFTER_SEND, 1);
+  assert_true(d.retry);
+  assert_in_range(d.delay, LK_MS(25), LK_MS(75)); /* 50 ms +- 50 % jitter */
+  d = decide(&pol, "GET", false, LK_F_CLIENT_4XX, 1);
+  assert_false(d.retry);
+  /* 409 idempotency_key_in_use is a refusal (retried after Retry-After); out_of_stock is not */
+  static const char in_use[] = "{\"error\":\"idempotency_key_in_use\"}";
+  static const char stock[] = "{\"error\":\"out_of_stock\"}";
+  lk_http_response r409 = {.status = 409, .body = in_use, .body_len = sizeof in_use - 1};
+  assert_int_equal(pol.classify(pol.classify_ctx, &r409, LK_F_CLIENT_4XX), LK_F_TOO_MANY_REQUESTS);
+  r409.body = stock;
+  r409.body_len = sizeof stock - 1;
+  assert_int_equal(pol.classify(pol.classify_ctx, &r409, LK_F_CLIENT_4XX), LK_F_CLIENT_4XX);
+  demo_protect_free(&prot);
+  assert_null(prot.budget);
+  demo_protect_free(&prot); /* twice is harmless */
+}
+
+static void test_policy_unknown(void **state) {
+  (void)state;
+  demo_protect prot;
+  lk_http_policy pol;
+  char err[200] = "";
+  assert_int_equal(demo_policy_make(9, LK_SEC(2), 1, &prot, &pol, err, sizeof err), -1);
+  assert_non_null(strstr(err, "unknown"));
+  demo_protect_free(&prot);
+}
+
+static void test_describe(void **state) {
+  (void)state;
+  for (int i = 0; i < DEMO_NCLIENTS; i++) {
+    demo_client_stats st;
+    memset(&st, 0, sizeof st);
+    demo_client_describe(i, &st);
+    assert_non_null(st.name);
+    assert_non_null(st.title);
+    assert_non_null(st.how);
+    assert_non_null(st.impl);
+    assert_non_null(strstr(st.impl, "lk_http")); /* same layer for all three */
+  }
+}
+
+/* --- table, JSON, report ---------------------------------------------------------------------- */
+
+static const char *const rules[] = {"route=*,kind=status,code=503,p=0.1"};
+
+static void fill_summary(demo_summary *s) {
+  memset(s, 0, sizeof *s);
+  s->ops = 1000;
+  s->seed = 3;
+  s->concurrency = 8;
+  s->rate = 100;
+  s->deadline = LK_SEC(2);
+  s->overrun_margin = LK_MS(50);
+  s->outage_from = 400;
+  s->outage_to = 550;
+  s->fault_rules = rules;
+  s->n_fault_rules = 1;
+  s->outage_rule = "route=/books/**,kind=status,code=503";
+  s->libraryd = "/x/libraryd";
+  for (int i = 0; i < DEMO_NCLIENTS; i++) {
+    demo_client_stats *c = &s->c[i];
+    demo_client_describe(i, c);
+    c->ops = c->done = 1000;
+    c->successes = 900 + (uint64_t)i * 10;
+    c->attempts = 1600 - (uint64_t)i * 300;
+    c->by_attempts[1] = 800;
+    c->by_attempts[4] = 200;
+    c->overruns = i == DEMO_LINKD ? 0 : 40;
+    c->server_ok = i != DEMO_FIXED; /* one column without server numbers */
+    c->server_requests = 1650;
+    c->duplicate_loans = i == DEMO_LINKD ? 0 : 31;
+    c->latency = lk_hist_new(1000, LK_SEC(3600));
+    assert_non_null(c->latency);
+    for (int k = 0; k < 1000; k++)
+      lk_hist_record(c->latency, LK_MS(1) + LK_MS(k % 10) + (k == 999 ? LK_SEC(2) : 0));
+    c->p50 = lk_hist_percentile(c->latency, 50);
+    c->p99 = lk_hist_percentile(c->latency, 99);
+    c->p999 = lk_hist_percentile(c->latency, 99.9);
+    c->max = lk_hist_max(c->latency);
+  }
+  s->c[0].errors[0] = 900;
+  s->c[0].errors[11] = 100; /* LK_EATTEMPTS */
+}
+
+static void free_summary(demo_summary *s) {
+  for (int i = 0; i < DEMO_NCLIENTS; i++)
+    lk_hist_free(s->c[i].latency);
+}
+
+static void test_fmt_duration(void **state) {
+  (void)state;
+  char b[32];
+  demo_fmt_duration(LK_NS_PER_US * 850, b, sizeof b);
+  assert_string_equal(b, "850us");
+  demo_fmt_duration(LK_NS_PER_US * 2140, b, sizeof b);
+  assert_string_equal(b, "2.14ms");
+  demo_fmt_duration(LK_MS(250), b, sizeof b);
+  assert_string_equal(b, "250ms");
+  demo_fmt_duration(LK_MS(1250), b, sizeof b);
+  assert_string_equal(b, "1.25s");
+}
+
+static void test_table_rows(void **state) {
+  (void)state;
+  demo_summary s;
+  fill_summary(&s);
+  demo_row rows[DEMO_ROWS_MAX];
+  int n = demo_table_rows(&s, rows, DEMO_ROWS_MAX);
+  assert_int_equal(n, 8);
+  assert_string_equal(rows[0].label, "logical success rate");
+  assert_string_equal(rows[0].cell[DEMO_NAIVE], "90.0%");
+  assert_string_equal(rows[0].cell[DEMO_LINKD], "92.0%");
+  assert_string_equal(rows[1].cell[DEMO_NAIVE], "1.60");
+  assert_string_equal(rows[1].cell[DEMO_LINKD], "1.00");
+  assert_string_equal(rows[2].cell[DEMO_NAIVE], "1.65");
+  assert_string_equal(rows[2].cell[DEMO_FIXED], "n/a");
+  assert_string_equal(rows[3].label, "duplicate loans applied");
+  assert_string_equal(rows[3].cell[DEMO_NAIVE], "31");
+  assert_string_equal(rows[3].cell[DEMO_FIXED], "n/a");
+  assert_string_equal(rows[3].cell[DEMO_LINKD], "0");
+  assert_string_equal(rows[7].label, "deadline overruns (> 2.05s)");
+  assert_string_equal(rows[7].cell[DEMO_NAIVE], "40");
+  assert_string_equal(rows[7].cell[DEMO_LINKD], "0");
+  for (int r = 0; r < n; r++)
+    assert_non_null(rows[r].hint);
+  assert_int_equal(demo_table_rows(&s, rows, 3), 3); /* never writes past max */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  demo_table_print(f, &s);
+  fclose(f);
+  assert_non_null(strstr(buf, "linkd policy"));
+  assert_non_null(strstr(buf, "attempts per operation"));
+  free(buf);
+  free_summary(&s);
+}
+
+static void test_table_json(void **state) {
+  (void)state;
+  demo_summary s;
+  fill_summary(&s);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  assert_int_equal(demo_table_json(f, &s, "/tmp/r.html"), 0);
+  fclose(f);
+  json_error_t je;
+  json_t *o = json_loads(buf, 0, &je);
+  assert_non_null(o);
+  assert_int_equal(json_integer_value(json_object_get(o, "ops")), 1000);
+  assert_string_equal(json_string_value(json_object_get(o, "report")), "/tmp/r.html");
+  assert_true(json_is_array(json_object_get(o, "faults")));
+  json_t *cl = json_object_get(o, "clients");
+  assert_int_equal(json_array_size(cl), 3);
+  json_t *naive = json_array_get(cl, 0), *fixed = json_array_get(cl, 1);
+  assert_string_equal(json_string_value(json_object_get(naive, "name")), "naive");
+  assert_int_equal(json_integer_value(json_object_get(naive, "duplicate_loans")), 31);
+  assert_true(json_is_null(json_object_get(fixed, "duplicate_loans"))); /* not measured */
+  assert_true(json_is_null(json_object_get(fixed, "server")));
+  assert_int_equal(
+      json_integer_value(json_object_get(json_object_get(naive, "errors"), "EATTEMPTS")), 100);
+  assert_true(json_real_value(json_object_get(naive, "attempts_per_op")) > 1.59);
+  json_t *lat = json_object_get(naive, "latency_ms");
+  assert_true(json_real_value(json_object_get(lat, "max")) > 2000.0);
+  assert_int_equal(json_array_size(json_object_get(naive, "attempts_histogram")),
+                   DEMO_ATTEMPT_BUCKETS);
+  json_decref(o);
+  free(buf);
+  free_summary(&s);
+}
+
+static int count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+    n++;
+  return n;
+}
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+    free(b);
+    b = NULL;
+  }
+  if (b)
+    b[n] = '\0';
+  fclose(f);
+  return b;
+}
+
+static void test_report(void **state) {
+  (void)state;
+  demo_summary s;
+  fill_summary(&s);
+  s.c[DEMO_NAIVE].title = "naive <&>"; /* escaped, never raw markup */
+  char dir[] = "/tmp/linkd-demo-test-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[256], err[300];
+  snprintf(path, sizeof path, "%s/r.html", dir);
+  assert_int_equal(demo_report_write(path, &s, err, sizeof err), 0);
+  char *html = slurp(path);
+  assert_non_null(html);
+  assert_int_equal(count(html, "<svg"), 2);
+  assert_int_equal(count(html, "</svg>"), 2);
+  assert_int_equal(count(html, "<polyline"), 3); /* one CDF curve per client */
+  assert_true(count(html, "<rect") >= 3 * DEMO_ATTEMPT_BUCKETS);
+  assert_non_null(strstr(html, "naive &lt;&amp;&gt;"));
+  assert_null(strstr(html, "naive <&>"));
+  assert_non_null(strstr(html, "</html>"));
+  assert_null(strstr(html, "<script")); /* self-contained: no script, nothing fetched */
+  assert_null(strstr(html, "src=\""));
+  assert_null(strstr(html, "href=\""));
+  free(html);
+  unlink(path);
+  /* an unwritable path is an error with a message, not a crash */
+  snprintf(path, sizeof path, "%s/missing/r.html", dir);
+  assert_int_equal(demo_report_write(path, &s, err, sizeof err), -1);
+  assert_non_null(strstr(err, "cannot write"));
+  rmdir(dir);
+  free_summary(&s);
+}
+
+static void test_report_empty_histograms(void **state) {
+  (void)state;
+  demo_summary s;
+  fill_summary(&s);
+  for (int i = 0; i < DEMO_NCLIENTS; i++) {
+    lk_hist_free(s.c[i].latency);
+    s.c[i].latency = NULL; /* a run cut short before anything completed */
+  }
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  demo_report_svg_cdf(f, &s);
+  demo_report_svg_attempts(f, &s);
+  fclose(f);
+  assert_int_equal(count(buf, "<polyline"), 0);
+  assert_int_equal(count(buf, "</svg>"), 2);
+  free(buf);
+}
+
+/* --- finding libraryd, the temporary directory ------------------------------------------------ */
+
+static void test_find_libraryd(void **state) {
+  (void)state;
+  char out[DEMO_PATH_MAX], err[512];
+  assert_int_equal(demo_find_libraryd("/nonexistent/libraryd", out, sizeof out, err, sizeof err),
+                   -1);
+  assert_non_null(strstr(err, "--libraryd"));
+  assert_int_equal(demo_find_libraryd(LIBRARYD_BIN, out, sizeof out, err, sizeof err), 0);
+  assert_non_null(strstr(out, "libraryd"));
+  assert_int_equal(setenv("LINKD_LIBRARYD", "/etc/passwd", 1), 0); /* not executable */
+  assert_int_equal(demo_find_libraryd(NULL, out, sizeof out, err, sizeof err), -1);
+  assert_non_null(strstr(err, "LINKD_LIBRARYD"));
+  assert_int_equal(setenv("LINKD_LIBRARYD", LIBRARYD_BIN, 1), 0);
+  assert_int_equal(demo_find_libraryd(NULL, out, sizeof out, err, sizeof err), 0);
+  char canon[DEMO_PATH_MAX];
+  assert_non_null(realpath(LIBRARYD_BIN, canon));
+  assert_string_equal(out, canon);
+  unsetenv("LINKD_LIBRARYD");
+}
+
+static void test_tmpdir(void **state) {
+  (void)state;
+  char dir[DEMO_PATH_MAX];
+  assert_int_equal(demo_tmpdir_create(dir, sizeof dir), 0);
+  assert_non_null(strstr(dir, "linkd-demo-"));
+  char p[DEMO_PATH_MAX + 16];
+  for (int i = 0; i < 3; i++) {
+    snprintf(p, sizeof p, "%s/f%d", dir, i);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs("x", f);
+    fclose(f);
+  }
+  demo_tmpdir_remove(dir);
+  struct stat st;
+  assert_int_equal(stat(dir, &st), -1);
+  char tiny[8];
+  assert_int_equal(demo_tmpdir_create(tiny, sizeof tiny), -1);
+}
+
+/* --- options ---------------------------------------------------------------------------------- */
+
+static int run_main(const char *const *args) {
+  char *argv[16];
+  int argc = 0;
+  for (; args[argc]; argc++)
+    argv[argc] = (char *)args[argc];
+  argv[argc] = NULL;
+  return linkd_demo_main(argc, argv);
+}
+
+static void test_options(void **state) {
+  (void)state;
+  /* usage errors never start anything: 64 (EX_USAGE) */
+  const char *const bad[][4] = {
+      {"demo", "--ops", "abc", NULL},      {"demo", "--ops", "5", NULL},
+      {"demo", "--ops=-3", NULL, NULL},    {"demo", "--concurrency", "0", NULL},
+      {"demo", "--rate", "1000001", NULL}, {"demo", "--frobnicate", NULL, NULL},
+      {"demo", "--seed", NULL, NULL},      {"demo", "--report=", NULL, NULL},
+      {"demo", "--ops", "10x", NULL},      {"demo", "extra", NULL, NULL},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    assert_int_equal(run_main(bad[i]), 64);
+  const char *const help[] = {"demo", "--help", NULL};
+  assert_int_equal(run_main(help), 0);
+  /* a missing libraryd is a failure (1) with a message, before any temporary file exists */
+  const char *const missing[] = {"demo", "--libraryd", "/nonexistent/libraryd", NULL};
+  assert_int_equal(run_main(missing), 1);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_workload_seeded_and_mixed),
+      cmocka_unit_test(test_policy_naive),
+      cmocka_unit_test(test_policy_fixed),
+      cmocka_unit_test(test_policy_linkd),
+      cmocka_unit_test(test_policy_unknown),
+      cmocka_unit_test(test_describe),
+      cmocka_unit_test(test_fmt_duration),
+      cmocka_unit_test(test_table_rows),
+      cmocka_unit_test(test_table_json),
+      cmocka_unit_test(test_report),
+      cmocka_unit_test(test_report_empty_histograms),
+      cmocka_unit_test(test_find_libraryd),
+      cmocka_unit_test(test_tmpdir),
+      cmocka_unit_test(test_options),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
