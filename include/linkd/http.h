@@ -11,8 +11,8 @@
  *     rate limiter   (reserve a token, wait <= remaining)            -> LK_ERATE_LIMITED, final
  *     breaker allow?                                                 -> LK_EBREAKER_OPEN, final
  *     attempt timeout = min(attempt_timeout, remaining); connect timeout <= that
- *     send with headers Idempotency-Key (same on every attempt), Linkd-Deadline (remaining minus
- *       deadline_reserve, ms), optional grpc-timeout, Linkd-Attempt (1-based number)
+ *     send with headers Idempotency-Key (same on every attempt), Linkd-Deadline (this attempt's
+ *       timeout minus deadline_reserve, ms), optional grpc-timeout, Linkd-Attempt (1-based)
  *     classify the attempt from evidence (phase reached, bytes written, response) -> lk_failure;
  *       then the classification hook may override it
  *     record into breaker, budget, call metrics and the timeline; release the bulkhead slot
