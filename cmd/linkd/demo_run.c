@@ -48,7 +48,8 @@ static void on_done(void *ud, lk_http_result *res) {
   const demo_op *op = &rs->cfg->ops[slot->index];
   int64_t elapsed = lk_now_ns() - slot->t0;
   lk_hist_record(st->latency, elapsed);
-  if (elapsed > rs->cfg->deadline + rs->cfg->overrun_margin)
+  bool overrun = elapsed > rs->cfg->deadline + rs->cfg->overrun_margin;
+  if (overrun)
     st->overruns++;
 
   size_t n = 0;
@@ -68,6 +69,8 @@ static void on_done(void *ud, lk_http_result *res) {
   bool ok = (status >= 200 && status < 300) || (op->kind == DEMO_OP_GET_MISSING && status == 404);
   if (ok)
     st->successes++;
+  if (ok && !overrun)
+    st->successes_in_time++;
   if (op->kind == DEMO_OP_LOAN && status >= 200 && status < 300)
     st->loans_confirmed++;
   count_error(st, lk_http_result_err(res));

@@ -28,13 +28,16 @@ double demo_attempts_per_op(const demo_client_stats *c) {
 
 static double per_op(int64_t n, uint64_t ops) { return ops ? (double)n / (double)ops : 0.0; }
 
-enum { M_SUCCESS, M_ATTEMPTS, M_SERVER, M_DUPS, M_P50, M_P99, M_P999, M_OVERRUNS, M__COUNT };
+enum { M_SUCCESS, M_IN_TIME, M_ATTEMPTS, M_SERVER, M_DUPS, M_P50, M_P99, M_P999, M_OVERRUNS, M__COUNT };
 
 static const struct {
   const char *label, *hint;
 } metrics[M__COUNT] = {
     {"logical success rate",
      "operations that got their definitive answer (2xx; 404 for the missing book)"},
+    {"success within deadline",
+     "the same, counting only answers that came within the deadline plus 50 ms: later ones "
+     "reach no caller"},
     {"attempts per operation", "requests the client sent per logical operation (amplification)"},
     {"requests per op at libraryd",
      "requests libraryd received per operation, libcurl's silent re-sends included (its count)"},
@@ -49,6 +52,9 @@ static const struct {
 static void cell(const demo_client_stats *c, int m, char *buf, size_t cap) {
   switch (m) {
   case M_SUCCESS: snprintf(buf, cap, "%.1f%%", 100.0 * demo_success_rate(c)); return;
+  case M_IN_TIME:
+    snprintf(buf, cap, "%.1f%%", 100.0 * per_op((int64_t)c->successes_in_time, c->ops));
+    return;
   case M_ATTEMPTS: snprintf(buf, cap, "%.2f", demo_attempts_per_op(c)); return;
   case M_SERVER:
     if (c->server_ok)
@@ -139,6 +145,9 @@ static json_t *client_json(const demo_client_stats *c) {
                       json_pack("{s:o,s:o,s:o,s:o}", "p50", ms(c->p50), "p99", ms(c->p99), "p999",
                                 ms(c->p999), "max", ms(c->max)));
   json_object_set_new(o, "deadline_overruns", json_integer((json_int_t)c->overruns));
+  json_object_set_new(o, "successes_in_deadline", json_integer((json_int_t)c->successes_in_time));
+  json_object_set_new(o, "success_in_deadline_rate",
+                      json_real(per_op((int64_t)c->successes_in_time, c->ops)));
   json_object_set_new(o, "wall_s", json_real(c->wall_s));
   json_object_set_new(o, "cut_short", json_boolean(c->cut_short));
   json_object_set_new(o, "errors", errors);

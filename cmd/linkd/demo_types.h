@@ -32,6 +32,8 @@ typedef struct demo_client_stats {
   /* client side */
   uint64_t ops, done; /* operations planned / completed */
   uint64_t successes; /* a definitive answer: 2xx, or 404 for the missing-book lookups */
+  uint64_t successes_in_time; /* ... that arrived within the deadline + margin (a caller with
+                                 that deadline was still waiting for it) */
   uint64_t attempts;  /* requests sent (attempts that reached the wire) */
   uint64_t refused;   /* attempts refused locally (breaker open); not sent */
   uint64_t by_attempts[DEMO_ATTEMPT_BUCKETS]; /* operations by requests sent */

@@ -206,6 +206,7 @@ static void fill_summary(demo_summary *s) {
     demo_client_describe(i, c);
     c->ops = c->done = 1000;
     c->successes = 900 + (uint64_t)i * 10;
+    c->successes_in_time = c->successes - (i == DEMO_LINKD ? 0 : 40);
     c->attempts = 1600 - (uint64_t)i * 300;
     c->by_attempts[1] = 800;
     c->by_attempts[4] = 200;
@@ -250,21 +251,24 @@ static void test_table_rows(void **state) {
   fill_summary(&s);
   demo_row rows[DEMO_ROWS_MAX];
   int n = demo_table_rows(&s, rows, DEMO_ROWS_MAX);
-  assert_int_equal(n, 8);
+  assert_int_equal(n, 9);
   assert_string_equal(rows[0].label, "logical success rate");
   assert_string_equal(rows[0].cell[DEMO_NAIVE], "90.0%");
   assert_string_equal(rows[0].cell[DEMO_LINKD], "92.0%");
-  assert_string_equal(rows[1].cell[DEMO_NAIVE], "1.60");
-  assert_string_equal(rows[1].cell[DEMO_LINKD], "1.00");
-  assert_string_equal(rows[2].cell[DEMO_NAIVE], "1.65");
-  assert_string_equal(rows[2].cell[DEMO_FIXED], "n/a");
-  assert_string_equal(rows[3].label, "duplicate loans applied");
-  assert_string_equal(rows[3].cell[DEMO_NAIVE], "31");
+  assert_string_equal(rows[1].label, "success within deadline");
+  assert_string_equal(rows[1].cell[DEMO_NAIVE], "86.0%"); /* 40 of its answers came too late */
+  assert_string_equal(rows[1].cell[DEMO_LINKD], "92.0%");
+  assert_string_equal(rows[2].cell[DEMO_NAIVE], "1.60");
+  assert_string_equal(rows[2].cell[DEMO_LINKD], "1.00");
+  assert_string_equal(rows[3].cell[DEMO_NAIVE], "1.65");
   assert_string_equal(rows[3].cell[DEMO_FIXED], "n/a");
-  assert_string_equal(rows[3].cell[DEMO_LINKD], "0");
-  assert_string_equal(rows[7].label, "deadline overruns (> 2.05s)");
-  assert_string_equal(rows[7].cell[DEMO_NAIVE], "40");
-  assert_string_equal(rows[7].cell[DEMO_LINKD], "0");
+  assert_string_equal(rows[4].label, "duplicate loans applied");
+  assert_string_equal(rows[4].cell[DEMO_NAIVE], "31");
+  assert_string_equal(rows[4].cell[DEMO_FIXED], "n/a");
+  assert_string_equal(rows[4].cell[DEMO_LINKD], "0");
+  assert_string_equal(rows[8].label, "deadline overruns (> 2.05s)");
+  assert_string_equal(rows[8].cell[DEMO_NAIVE], "40");
+  assert_string_equal(rows[8].cell[DEMO_LINKD], "0");
   for (int r = 0; r < n; r++)
     assert_non_null(rows[r].hint);
   assert_int_equal(demo_table_rows(&s, rows, 3), 3); /* never writes past max */
