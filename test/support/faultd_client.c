@@ -379,12 +379,16 @@ static int scan_log(const char *path, faultd_req *out, int max, const char *must
     char *nl = memchr(line, '\n', len - (size_t)(line - buf));
     if (!nl)
       break;
+    /* With must_contain, lines are counted, not parsed (the connection log has its own shape):
+     * only a parsed request is ever copied out. */
     faultd_req tmp;
-    bool take = must_contain
-                    ? memmem(line, (size_t)(nl - line), must_contain, strlen(must_contain)) != NULL
-                    : parse_line(line, nl, &tmp) == 0;
+    bool parsed = false, take;
+    if (must_contain)
+      take = memmem(line, (size_t)(nl - line), must_contain, strlen(must_contain)) != NULL;
+    else
+      take = parsed = parse_line(line, nl, &tmp) == 0;
     if (take) {
-      if (out && count < max)
+      if (parsed && out && count < max)
         out[count] = tmp;
       count++;
     }
