@@ -231,8 +231,8 @@ typedef struct lk_http_policy {
   size_t max_response_body; /* a bigger body ends the call with LK_ETOOBIG; default 64 MiB */
   const lk_clock *clock;    /* NULL = lk_clock_system(); default NULL */
   lk_rand *rng;             /* jitter; NULL = a per-thread generator seeded from getrandom */
-  const char *user_agent;   /* sent as User-Agent when non-empty; NULL or "" sends none (libcurl's
-                               default); default NULL */
+  const char *user_agent;   /* sent as User-Agent when non-empty (no CR or LF: LK_ECONFIG);
+                               NULL or "" sends none (libcurl's default); default NULL */
   bool verify_tls;          /* verify the peer's certificate and host name; default true */
 } lk_http_policy;
 

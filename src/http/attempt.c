@@ -133,7 +133,7 @@ int lk__easy_init(lk_easy *x) {
   SET(CURLOPT_SOCKOPTDATA, (void *)x);
   SET(CURLOPT_PREREQFUNCTION, on_prereq);
   SET(CURLOPT_PREREQDATA, (void *)x);
-  SET(CURLOPT_NOPROGRESS, 0L);
+  SET(CURLOPT_DNS_CACHE_TIMEOUT, -1L); /* see lk__attempt_setup */
   SET(CURLOPT_XFERINFOFUNCTION, on_progress);
   SET(CURLOPT_XFERINFODATA, (void *)x);
   SET(CURLOPT_HEADERFUNCTION, on_header);
@@ -175,6 +175,10 @@ int lk__attempt_setup_call(lk_call *k) {
     if (strcmp(r->method, "POST") != 0)
       SET(CURLOPT_CUSTOMREQUEST, r->method);
   }
+  /* The progress callback only tells when a body was fully written (a request without one is
+   * written once the pre-request callback returns). Enabled, it runs on every pass of libcurl's
+   * state machine, so requests without a body go without it. */
+  SET(CURLOPT_NOPROGRESS, r->body_len > 0 ? 0L : 1L);
   SET(CURLOPT_FRESH_CONNECT, (long)fresh);
   SET(CURLOPT_MAXAGE_CONN, maxage);
   SET(CURLOPT_SSL_VERIFYPEER, (long)p->verify_tls);
@@ -197,11 +201,31 @@ int lk__attempt_setup(lk_call *k) {
   const lk_http_policy *p = &k->pol;
   lk_att *a = &k->att;
 
-  /* libcurl's timers are a backstop 2 ms behind the driver's own, which know the phase
-   * (libcurl rounds to whole ms and may fire up to 1 ms early) */
+  lk_easy *x = k->ex;
+
+  /* libcurl's timer is a backstop 2 ms behind the driver's own, which know the phase (libcurl
+   * rounds to whole ms and may fire up to 1 ms early). It covers the connect phase too: a
+   * separate CURLOPT_CONNECTTIMEOUT_MS of the same value would only add a second expiry timer
+   * to every transfer. Options are set only when they change (setopt is not free). */
   long ms = (long)((a->timeout + LK_NS_PER_MS - 1) / LK_NS_PER_MS) + 2;
-  SET(CURLOPT_TIMEOUT_MS, ms);
-  SET(CURLOPT_CONNECTTIMEOUT_MS, ms);
+  if (x->timeout_ms != ms) {
+    SET(CURLOPT_TIMEOUT_MS, ms);
+    x->timeout_ms = ms;
+  }
+
+  /* libcurl prunes its DNS cache on every transfer by walking the whole cache hash (71 buckets
+   * in a multi handle, against 7 in the private one of curl_easy_perform): ~800 instructions
+   * per request on a warm connection. Handles keep entries forever (-1) except for the first
+   * transfer started each second, which prunes with libcurl's default lifetime (60 s), so a
+   * name is still re-resolved once its entry is 60 s (at most 61 s) old. */
+  lk_http_client *c = k->cl;
+  bool prune = c->pass_now >= c->dns_prune_at;
+  if (prune)
+    c->dns_prune_at = c->pass_now + LK_SEC(1);
+  if (prune != x->dns_prune) {
+    SET(CURLOPT_DNS_CACHE_TIMEOUT, prune ? 60L : -1L);
+    x->dns_prune = prune;
+  }
 
   /* Headers: the caller's, then the driver's, as a list built in place. */
   k->nnodes = 0;
@@ -231,6 +255,12 @@ int lk__attempt_setup(lk_call *k) {
   }
   for (size_t i = 1; i < k->nnodes; i++)
     k->nodes[i - 1].next = &k->nodes[i];
-  SET(CURLOPT_HTTPHEADER, k->nnodes ? k->nodes : (struct curl_slist *)NULL);
+  /* libcurl keeps the pointer and reads the list when the transfer starts; the list is rebuilt
+   * in place above, so the same pointer needs no new setopt */
+  struct curl_slist *list = k->nnodes ? k->nodes : NULL;
+  if (x->hdrs != list) {
+    SET(CURLOPT_HTTPHEADER, list);
+    x->hdrs = list;
+  }
   return LK_OK;
 }

@@ -24,17 +24,18 @@ static void release_slot(lk_call *k) {
   }
 }
 
-void lk__call_finish(lk_call *k, int err, lk_failure kind, const char *stop) {
+/* lk__call_finish with the current time already read */
+static void finish_at(lk_call *k, int64_t now, int err, lk_failure kind, const char *stop) {
   lk_http_client *c = k->cl;
   lk_http_result *res = k->res;
-  int64_t now = now_of(k);
   release_slot(k);
   res->err = err;
   res->failure = kind;
   res->elapsed = now - k->t0;
   if (stop)
     set_stop(res, stop);
-  if (res->has_resp && !lk__resp_view(&res->resp) && res->err == LK_OK)
+  if (res->has_resp && !lk__resp_settle(&res->resp, res->inl, sizeof res->inl, &k->cur) &&
+      res->err == LK_OK)
     res->err = LK_ENOMEM;
   bool ok = res->err == LK_OK;
   lk__cm_call_end(k->pol.metrics, ok, ok && k->number == 1, k->number, res->elapsed, res->err);
@@ -63,6 +64,10 @@ void lk__call_finish(lk_call *k, int err, lk_failure kind, const char *stop) {
     free(k);
   }
   done(ud, res);
+}
+
+void lk__call_finish(lk_call *k, int err, lk_failure kind, const char *stop) {
+  finish_at(k, now_of(k), err, kind, stop);
 }
 
 /* An attempt refused before any I/O: recorded in the timeline (phase QUEUED) and final. */
@@ -300,7 +305,8 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
   curl_off_t req_size = 0;
   long req_hdr = 0;
   curl_easy_getinfo(k->easy, CURLINFO_REQUEST_SIZE, &req_hdr);
-  curl_easy_getinfo(k->easy, CURLINFO_SIZE_UPLOAD_T, &req_size);
+  if (k->req->body_len > 0) /* no body: nothing is uploaded beyond the head */
+    curl_easy_getinfo(k->easy, CURLINFO_SIZE_UPLOAD_T, &req_size);
   info->bytes_sent = (uint64_t)req_hdr;
   if ((uint64_t)req_size > info->bytes_sent)
     info->bytes_sent = (uint64_t)req_size;
@@ -341,20 +347,20 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
   if (kind == LK_F_NONE) {
     d->reason = LK_REASON_SUCCESS;
     memcpy(info->reason, "success", 8);
-    lk__call_finish(k, a->oom ? LK_ENOMEM : LK_OK, LK_F_NONE, "success");
+    finish_at(k, now, a->oom ? LK_ENOMEM : LK_OK, LK_F_NONE, "success");
     return;
   }
   if (cancelled) {
     d->reason = LK_REASON_NOT_RETRYABLE;
     snprintf(info->reason, sizeof info->reason, "cancelled");
-    lk__call_finish(k, LK_ECANCELED, LK_F_CANCELLED, "cancelled");
+    finish_at(k, now, LK_ECANCELED, LK_F_CANCELLED, "cancelled");
     return;
   }
   if (a->too_big || a->oom) {
     d->reason = LK_REASON_NOT_RETRYABLE;
     snprintf(info->reason, sizeof info->reason, a->too_big ? "response body too big"
                                                            : "out of memory");
-    lk__call_finish(k, a->too_big ? LK_ETOOBIG : LK_ENOMEM, kind, info->reason);
+    finish_at(k, now, a->too_big ? LK_ETOOBIG : LK_ENOMEM, kind, info->reason);
     return;
   }
   lk_attempt at = {
@@ -389,7 +395,7 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
     k->timer_at = now + d->delay;
     return;
   }
-  lk__call_finish(k, err_for(d, kind, ev.status != 0), kind, info->reason);
+  finish_at(k, now, err_for(d, kind, ev.status != 0), kind, info->reason);
 }
 
 void lk__call_abort(lk_call *k) {

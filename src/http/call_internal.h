@@ -13,6 +13,9 @@ typedef struct lk_easy {
   lk_call *k;
   uint64_t req_id; /* request configured last (0: none) */
   unsigned sig;    /* policy-derived options configured last */
+  long timeout_ms; /* CURLOPT_TIMEOUT_MS set last (0: none) */
+  const struct curl_slist *hdrs; /* CURLOPT_HTTPHEADER set last */
+  bool dns_prune;  /* CURLOPT_DNS_CACHE_TIMEOUT is libcurl's default (prunes), not -1 */
 } lk_easy;
 
 typedef enum lk_call_state { LK_CALL_WAIT, LK_CALL_ATTEMPT, LK_CALL_DONE } lk_call_state;
@@ -33,7 +36,6 @@ struct lk_call {
   lk_call *prev, *next;
   lk_http_client *cl;
   lk_http_request *req;
-  lk_http_policy pol; /* copy; idem strings cleared (the key is computed at submit) */
   const lk_clock *clock;
   lk_rand *rng;
   lk_http_cancel *cancel;
@@ -53,7 +55,10 @@ struct lk_call {
   bool easy_added;
   char *ua_line; /* "User-Agent: ..." or NULL */
   lk_att att;
+  /* Submit clears the fields above when it reuses a finished call's memory, not those below:
+   * `cur` keeps its buffers for the next call, the rest is written before it is read. */
   lk_resp cur; /* the attempt's response as it arrives */
+  lk_http_policy pol; /* copy; idem strings cleared (the key is computed at submit) */
   struct curl_slist *nodes; /* header list built in place: no allocation per attempt */
   size_t nnodes;
   struct curl_slist inline_nodes[16]; /* nodes points here when the request has few headers */
@@ -83,6 +88,10 @@ struct lk_http_client {
   lk_call *spare; /* one finished call's memory (and response buffers), reused by the next */
   struct curl_waitfd *wfds;
   size_t cap_wfds;
+  lk_http_policy valid_pol; /* the last policy validated, without strings (see submit) */
+  bool valid_pol_set;
+  int64_t pass_now;      /* system clock ns read by the current pass over the calls */
+  int64_t dns_prune_at;  /* system ns: the next attempt started after it prunes DNS entries */
   int64_t curl_timer_at; /* external mode: absolute system ns, -1 none */
   int64_t armed_delay_at; /* external mode: last timer armed (absolute), INT64_MIN none */
 };

@@ -5,9 +5,9 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -206,7 +206,7 @@ static int pick_key(lk_call *k, const lk_http_policy *pol) {
   } else if (pol->idem_mode == LK_IDEM_KEY) {
     n = lk_idem_key_compose(pol->idem_tenant, pol->idem_key, res->idem_key, sizeof res->idem_key);
   } else if (pol->idem_mode == LK_IDEM_ALWAYS ||
-             (pol->idem_mode == LK_IDEM_AUTO && !lk_method_is_idempotent(r->method))) {
+             (pol->idem_mode == LK_IDEM_AUTO && !r->idempotent)) {
     n = lk_idem_key_new(pol->idem_tenant, res->idem_key, sizeof res->idem_key);
   } else {
     return LK_OK;
@@ -224,15 +224,23 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
                    lk_http_cancel *cancel, lk_http_done_fn done, void *ud) {
   if (!c || !req || !pol || !done)
     return LK_EINVAL;
-  if (lk_http_policy_validate(pol, NULL) != LK_OK)
-    return LK_ECONFIG;
+  /* Validation is a function of the policy's bytes and of the strings it points to; a policy
+   * byte-identical to the last one validated here, with no strings, needs no second look (most
+   * callers submit the same policy again and again). */
+  bool no_strings = !pol->idem_tenant && !pol->idem_key && !pol->user_agent;
+  if (!(no_strings && c->valid_pol_set && memcmp(pol, &c->valid_pol, sizeof *pol) == 0)) {
+    if (lk_http_policy_validate(pol, NULL) != LK_OK)
+      return LK_ECONFIG;
+    if (no_strings) {
+      memcpy(&c->valid_pol, pol, sizeof *pol); /* bytes, padding included, for memcmp */
+      c->valid_pol_set = true;
+    }
+  }
   lk_call *k = c->spare;
   if (k) {
-    /* reuse the memory of a finished call, keeping its response buffers */
-    lk_resp keep = k->cur;
+    /* reuse the memory of a finished call, keeping its response buffers (see lk_call) */
     c->spare = NULL;
-    memset(k, 0, sizeof *k);
-    k->cur = keep;
+    memset(k, 0, offsetof(lk_call, cur));
   } else if (!(k = calloc(1, sizeof *k))) {
     return LK_ENOMEM;
   }
@@ -245,7 +253,7 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   k->done = done;
   k->ud = ud;
   k->bulkhead_wait_start = INT64_MIN;
-  k->https = strncasecmp(req->url, "https:", 6) == 0;
+  k->https = req->https;
   k->nodes = req->nheaders + 7 <= sizeof k->inline_nodes / sizeof k->inline_nodes[0]
                  ? k->inline_nodes
                  : malloc((req->nheaders + 7) * sizeof *k->nodes);
@@ -255,7 +263,7 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
     rc = pick_key(k, pol);
   /* the key is computed; the policy's strings are not kept */
   k->pol.idem_key = k->pol.idem_tenant = NULL;
-  k->unsafe = !lk_method_is_idempotent(req->method) && !k->res->has_key && !pol->assume_idempotent;
+  k->unsafe = !req->idempotent && !k->res->has_key && !pol->assume_idempotent;
   if (rc == LK_OK) {
     k->ex = lk__client_easy_get(c);
     if (k->ex) {
@@ -325,8 +333,11 @@ static int64_t call_now(const lk_call *k, const lk_clock *sys, int64_t sys_now) 
 }
 
 static void service_calls(lk_http_client *c) {
+  if (!c->calls)
+    return;
   const lk_clock *sys = lk_clock_system();
   int64_t sys_now = lk_now_ns();
+  c->pass_now = sys_now;
   lk_call *next;
   for (lk_call *k = c->calls; k; k = next) {
     next = k->next; /* k may finish (and be freed) below; new calls go to the head */
@@ -385,7 +396,7 @@ static void rearm(lk_http_client *c) {
 }
 
 static int run_internal(lk_http_client *c, int64_t max_wait, const bool *stop) {
-  int64_t start = lk_now_ns();
+  int64_t start = max_wait >= 0 ? lk_now_ns() : 0;
   int rc = 0;
   c->depth++;
   service_calls(c); /* start what is due first, so the first perform already writes requests */

@@ -17,6 +17,8 @@ struct lk_http_request {
   size_t nheaders, cap_headers;
   const char *idem_key;   /* points into a header line when the caller added Idempotency-Key */
   bool has_expect;        /* the caller set Expect (we then do not disable 100-continue) */
+  bool idempotent;        /* lk_method_is_idempotent(method), fixed at creation */
+  bool https;             /* the URL's scheme is https */
   unsigned char *body_own; /* copied body, or NULL */
   const unsigned char *body; /* NULL = no body */
   size_t body_len;
@@ -36,6 +38,7 @@ typedef struct lk_resp {
   char *body;
   size_t body_len, body_cap;
   bool complete;
+  bool borrowed;         /* hdr, body and views live in the owner's space: not freed here */
   lk_http_header *views; /* built by lk__resp_view() */
   lk_http_response view;
 } lk_resp;
@@ -49,6 +52,11 @@ bool lk__resp_header_line(lk_resp *r, const char *line, size_t len);
 bool lk__resp_body(lk_resp *r, const char *data, size_t len, size_t max, bool *too_big);
 /* Builds r->view (pointers into r's buffers). Returns false on no memory. */
 bool lk__resp_view(lk_resp *r);
+/* Builds r->view like lk__resp_view(), but when the response fits in `space` (`cap` bytes,
+ * aligned for pointers) copies it there (r becomes borrowed) and gives its heap buffers to
+ * `spare` (whose own buffers are freed), so they serve the next attempt instead of being freed
+ * with the result. Returns false on no memory. */
+bool lk__resp_settle(lk_resp *r, char *space, size_t cap, lk_resp *spare);
 /* First header value named `name` (case-insensitive) in the raw buffer, or NULL. */
 const char *lk__resp_find(const lk_resp *r, const char *name);
 
@@ -116,12 +124,16 @@ struct lk_http_result {
   bool has_resp;
   lk_http_attempt_info *attempts; /* `first` until a second attempt needs the heap */
   size_t nattempts, cap_attempts;
-  lk_http_attempt_info first;
-  char stop[96];
-  char idem_key[LK_IDEM_KEY_MAX];
   bool has_key;
   int64_t elapsed;
   int resends;
+  /* From here on, buffers written before they are read: lk__result_new() leaves them be. */
+  lk_http_attempt_info first;
+  char stop[96];
+  char idem_key[LK_IDEM_KEY_MAX];
+  /* a small final response is copied here (lk__resp_settle): no allocation per response; the
+   * size keeps the whole struct within glibc's per-thread cache (<= 1032 bytes on LP64) */
+  _Alignas(lk_http_header) char inl[256];
 };
 
 lk_http_result *lk__result_new(void);

@@ -51,6 +51,8 @@ lk_http_request *lk_http_request_new(const char *method, const char *url) {
     lk_http_request_free(r);
     return NULL;
   }
+  r->idempotent = lk_method_is_idempotent(method);
+  r->https = strncasecmp(url, "https:", 6) == 0;
   return r;
 }
 

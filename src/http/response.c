@@ -15,9 +15,11 @@ void lk__resp_reset(lk_resp *r) {
 }
 
 void lk__resp_free(lk_resp *r) {
-  free(r->hdr);
-  free(r->body);
-  free(r->views);
+  if (!r->borrowed) {
+    free(r->hdr);
+    free(r->body);
+    free(r->views);
+  }
   memset(r, 0, sizeof *r);
 }
 
@@ -100,20 +102,14 @@ bool lk__resp_body(lk_resp *r, const char *data, size_t len, size_t max, bool *t
   return true;
 }
 
-bool lk__resp_view(lk_resp *r) {
-  free(r->views);
-  r->views = NULL;
-  if (r->nhdr) {
-    r->views = malloc(r->nhdr * sizeof *r->views);
-    if (!r->views)
-      return false;
-    const char *p = r->hdr;
-    for (size_t i = 0; i < r->nhdr; i++) {
-      r->views[i].name = p;
-      p += strlen(p) + 1;
-      r->views[i].value = p;
-      p += strlen(p) + 1;
-    }
+/* Fills r->views (room for nhdr entries) and r->view from the buffers. */
+static void fill_view(lk_resp *r) {
+  const char *p = r->hdr;
+  for (size_t i = 0; i < r->nhdr; i++) {
+    r->views[i].name = p;
+    p += strlen(p) + 1;
+    r->views[i].value = p;
+    p += strlen(p) + 1;
   }
   if (r->body)
     r->body[r->body_len] = '\0';
@@ -123,6 +119,40 @@ bool lk__resp_view(lk_resp *r) {
   r->view.body = r->body ? r->body : "";
   r->view.body_len = r->body_len;
   r->view.complete = r->complete;
+}
+
+bool lk__resp_view(lk_resp *r) {
+  free(r->views);
+  r->views = NULL;
+  if (r->nhdr && !(r->views = malloc(r->nhdr * sizeof *r->views)))
+    return false;
+  fill_view(r);
+  return true;
+}
+
+bool lk__resp_settle(lk_resp *r, char *space, size_t cap, lk_resp *spare) {
+  /* nhdr <= hdr_len / 2, so the sum cannot overflow once both lengths are <= cap */
+  size_t vsz = r->nhdr * sizeof *r->views;
+  if (r->borrowed || r->hdr_len > cap || r->body_len > cap ||
+      vsz + r->hdr_len + r->body_len + 1 > cap)
+    return r->borrowed || lk__resp_view(r);
+  char *h = space + vsz, *b = h + r->hdr_len;
+  if (r->hdr_len)
+    memcpy(h, r->hdr, r->hdr_len);
+  if (r->body_len)
+    memcpy(b, r->body, r->body_len);
+  lk__resp_free(spare);
+  spare->hdr = r->hdr;
+  spare->hdr_cap = r->hdr_cap;
+  spare->body = r->body;
+  spare->body_cap = r->body_cap;
+  spare->views = r->views;
+  r->hdr = h;
+  r->body = b;
+  r->views = (lk_http_header *)(void *)space;
+  r->hdr_cap = r->body_cap = 0;
+  r->borrowed = true;
+  fill_view(r);
   return true;
 }
 

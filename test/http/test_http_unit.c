@@ -297,6 +297,12 @@ static void test_policy_validation(void **s) {
   assert_int_equal(lk_http_policy_validate(&q, NULL), LK_OK);
   q.idem_tenant = "t\n";
   assert_int_equal(lk_http_policy_validate(&q, NULL), LK_ECONFIG);
+  q = p; /* the user agent becomes a header line: no CR/LF smuggling */
+  q.user_agent = "linkd/1\r\nX-Injected: 1";
+  assert_int_equal(lk_http_policy_validate(&q, &why), LK_ECONFIG);
+  assert_non_null(strstr(why, "user agent"));
+  q.user_agent = "linkd/1 (test)";
+  assert_int_equal(lk_http_policy_validate(&q, NULL), LK_OK);
   q = p;
   q.retry.cfg.max_attempts = 0;
   assert_int_equal(lk_http_policy_validate(&q, NULL), LK_ECONFIG);
