@@ -5,6 +5,7 @@
 #include "store.h"
 #include "util.h"
 
+#include <linkd/duration.h>
 #include <linkd/error.h>
 #include <linkd/version.h>
 
@@ -149,8 +150,9 @@ static int int_in(const char *name, const char *v, int64_t lo, int64_t hi, int64
 }
 
 static int dur(const char *name, const char *v, int64_t *out) {
-  if (lk_parse_duration(v, out) != LK_OK || *out < 0)
-    return bad(name, v, "expected a duration such as 250ms, 3s, 1m, 24h");
+  char why[160];
+  if (lk_duration_parse(v, out, why, sizeof why) != LK_OK)
+    return bad(name, v, why);
   return 0;
 }
 

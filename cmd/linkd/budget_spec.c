@@ -1,6 +1,6 @@
 #include "budget_spec.h"
 
-#include "duration.h"
+#include <linkd/duration.h>
 
 #include <linkd/error.h>
 
@@ -83,7 +83,7 @@ int cli_budget_parse(const char *s, cli_budget_spec *out, char *err, size_t cap)
         b.ratio.min_retries_per_sec = (int)v;
       else if (strncmp(f[i], "ttl=", 4) == 0) {
         char m[128];
-        if (cli_duration_parse(f[i] + 4, &b.ratio.ttl, m, sizeof m) != 0)
+        if (lk_duration_parse(f[i] + 4, &b.ratio.ttl, m, sizeof m) != 0)
           goto bad;
       } else
         goto bad;
@@ -139,7 +139,7 @@ char *cli_budget_format(const cli_budget_spec *b, char *buf, size_t cap) {
     snprintf(buf, cap, "none");
   else if (b->kind == LK_BUDGET_RATIO)
     snprintf(buf, cap, "ratio:%g%%:min=%d:ttl=%s", b->ratio.percent, b->ratio.min_retries_per_sec,
-             cli_duration_format(b->ratio.ttl, d, sizeof d));
+             lk_duration_format(b->ratio.ttl, d, sizeof d));
   else if (b->kind == LK_BUDGET_TOKEN)
     snprintf(buf, cap, "tokens:%g:%g", b->token.max_tokens, b->token.token_ratio);
   else

@@ -1,6 +1,6 @@
 #include "output.h"
 
-#include "duration.h"
+#include <linkd/duration.h>
 #include "exitcodes.h"
 
 #include <linkd/version.h>
@@ -39,13 +39,13 @@ void cli_print_policy(FILE *f, const cli_call_info *ci) {
   } else {
     fprintf(f, "* config: none\n");
   }
-  fprintf(f, "* %-16s %-24s (%s)\n", "deadline", cli_duration_format(p->deadline, d, sizeof d),
+  fprintf(f, "* %-16s %-24s (%s)\n", "deadline", lk_duration_format(p->deadline, d, sizeof d),
           origin_of(s, CLI_F_DEADLINE));
   fprintf(f, "* %-16s %-24s (%s)\n", "attempt-timeout",
-          cli_duration_format(p->attempt_timeout, d, sizeof d),
+          lk_duration_format(p->attempt_timeout, d, sizeof d),
           origin_of(s, CLI_F_ATTEMPT_TIMEOUT));
   fprintf(f, "* %-16s %-24s (%s)\n", "connect-timeout",
-          p->connect_timeout ? cli_duration_format(p->connect_timeout, d, sizeof d)
+          p->connect_timeout ? lk_duration_format(p->connect_timeout, d, sizeof d)
                              : "attempt timeout",
           origin_of(s, CLI_F_CONNECT_TIMEOUT));
   fprintf(f, "* %-16s %-24d (%s)\n", "max-attempts", p->retry.cfg.max_attempts,
@@ -55,9 +55,9 @@ void cli_print_policy(FILE *f, const cli_call_info *ci) {
   else
     snprintf(e, sizeof e, "%s", lk_backoff_kind_name(b->kind));
   fprintf(f, "* %-16s %-24s (%s)\n", "backoff", e, origin_of(s, CLI_F_BACKOFF));
-  fprintf(f, "* %-16s %-24s (%s)\n", "base", cli_duration_format(b->base, d, sizeof d),
+  fprintf(f, "* %-16s %-24s (%s)\n", "base", lk_duration_format(b->base, d, sizeof d),
           origin_of(s, CLI_F_BASE));
-  fprintf(f, "* %-16s %-24s (%s)\n", "max-delay", cli_duration_format(b->max, d, sizeof d),
+  fprintf(f, "* %-16s %-24s (%s)\n", "max-delay", lk_duration_format(b->max, d, sizeof d),
           origin_of(s, CLI_F_MAX_DELAY));
   if (b->jitter == LK_JITTER_SYMMETRIC)
     snprintf(e, sizeof e, "symmetric:%g", b->ratio);
@@ -84,11 +84,11 @@ void cli_print_timeline(FILE *f, const lk_http_result *r) {
   char t1[32], t2[32], t3[32];
   for (size_t i = 0; i < n; i++, a++) {
     fprintf(f, "* attempt %d at +%s: took %s, timeout %s", a->number,
-            cli_duration_format(a->start, t1, sizeof t1),
-            cli_duration_format(a->duration, t2, sizeof t2),
-            cli_duration_format(a->timeout, t3, sizeof t3));
+            lk_duration_format(a->start, t1, sizeof t1),
+            lk_duration_format(a->duration, t2, sizeof t2),
+            lk_duration_format(a->timeout, t3, sizeof t3));
     if (a->connect_timeout > 0)
-      fprintf(f, " (connect %s)", cli_duration_format(a->connect_timeout, t1, sizeof t1));
+      fprintf(f, " (connect %s)", lk_duration_format(a->connect_timeout, t1, sizeof t1));
     fprintf(f, ", %s connection\n", a->reused_connection ? "reused" : "new");
     fprintf(f, "*   phase %s, ", lk_http_phase_name(a->phase));
     if (a->status)
@@ -101,13 +101,13 @@ void cli_print_timeline(FILE *f, const lk_http_result *r) {
     if (a->curl_code)
       fprintf(f, ", curl error %d", a->curl_code);
     if (a->retry_after >= 0)
-      fprintf(f, ", Retry-After %s", cli_duration_format(a->retry_after, t1, sizeof t1));
+      fprintf(f, ", Retry-After %s", lk_duration_format(a->retry_after, t1, sizeof t1));
     if (a->resends)
       fprintf(f, ", %d silent re-send%s detected", a->resends, a->resends == 1 ? "" : "s");
     fputc('\n', f);
     if (a->decision.retry)
       fprintf(f, "*   decision RETRY, delay %s%s: %s\n",
-              cli_duration_format(a->decision.delay, t1, sizeof t1),
+              lk_duration_format(a->decision.delay, t1, sizeof t1),
               a->decision.from_retry_after ? " (from Retry-After)" : "", a->reason);
     else
       fprintf(f, "*   decision %s: %s\n", lk_reason_name(a->decision.reason), a->reason);
@@ -125,7 +125,7 @@ void cli_print_summary(FILE *f, const cli_call_info *ci, const lk_http_result *r
           code == CLI_EXIT_OK ? "ok" : lk_strerror(err));
   fprintf(f, " (%s, %s), %zu attempt%s in %s", lk_err_name(err),
           lk_failure_name(lk_http_result_failure(r)), n, n == 1 ? "" : "s",
-          cli_duration_format(lk_http_result_elapsed(r), t, sizeof t));
+          lk_duration_format(lk_http_result_elapsed(r), t, sizeof t));
   if (lk_http_result_status(r))
     fprintf(f, ", status %d", lk_http_result_status(r));
   const char *stop = lk_http_result_stop(r);

@@ -1,6 +1,6 @@
 #include "policy.h"
 
-#include "duration.h"
+#include <linkd/duration.h>
 
 #include <stdio.h>
 
@@ -42,8 +42,8 @@ int cli_settings_to_policy(const cli_settings *s, lk_http_policy *p, cli_policy_
     char a[32], b[32];
     e->from_flags = from_flag(s, CLI_F_MAX_DELAY) || from_flag(s, CLI_F_BASE);
     snprintf(e->msg, sizeof e->msg, "max-delay %s is less than base %s%s",
-             cli_duration_format(rc.backoff.max, a, sizeof a),
-             cli_duration_format(rc.backoff.base, b, sizeof b),
+             lk_duration_format(rc.backoff.max, a, sizeof a),
+             lk_duration_format(rc.backoff.base, b, sizeof b),
              (set & CLI_BIT(CLI_F_BASE)) ? "" : " (the default; set base too)");
     return -1;
   }

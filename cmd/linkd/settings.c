@@ -1,6 +1,6 @@
 #include "settings.h"
 
-#include "duration.h"
+#include <linkd/duration.h>
 
 #include <ctype.h>
 #include <errno.h>
@@ -50,7 +50,7 @@ const char *cli_settings_key(cli_field f) { return (unsigned)f < CLI_F__COUNT ? 
 static int parse_duration_min(const char *v, int64_t min, const char *min_text, int64_t *out,
                               char *err, size_t cap) {
   int64_t d;
-  if (cli_duration_parse(v, &d, err, cap) != 0)
+  if (lk_duration_parse(v, &d, err, cap) != 0)
     return -1;
   if (d < min) {
     snprintf(err, cap, "'%s' is too short: must be %s", v, min_text);

@@ -13,6 +13,7 @@
 #include <linkd/clock.h>
 #include <linkd/common.h>
 #include <linkd/deadline.h>
+#include <linkd/duration.h>
 #include <linkd/error.h>
 #include <linkd/failure.h>
 #include <linkd/hedge.h>

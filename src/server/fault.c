@@ -2,6 +2,7 @@
 #include "fault.h"
 #include "util.h"
 
+#include <linkd/duration.h>
 #include <linkd/error.h>
 #include <linkd/rand.h>
 
@@ -56,20 +57,20 @@ static int parse_delay(const char *v, lk_fault_action *a) {
       return LK_EPARSE;
     memcpy(lo, v + 8, (size_t)(colon - (v + 8)));
     lo[colon - (v + 8)] = '\0';
-    if (lk_parse_duration(lo, &a->delay_a) || lk_parse_duration(colon + 1, &a->delay_b) ||
-        a->delay_b < a->delay_a)
+    if (lk_duration_parse(lo, &a->delay_a, NULL, 0) ||
+        lk_duration_parse(colon + 1, &a->delay_b, NULL, 0) || a->delay_b < a->delay_a)
       return LK_EPARSE;
     a->dist = LK_DELAY_UNIFORM;
     return LK_OK;
   }
   if (!strncmp(v, "exp:", 4)) {
-    if (lk_parse_duration(v + 4, &a->delay_a) || a->delay_a <= 0)
+    if (lk_duration_parse(v + 4, &a->delay_a, NULL, 0) || a->delay_a <= 0)
       return LK_EPARSE;
     a->dist = LK_DELAY_EXP;
     return LK_OK;
   }
   a->dist = LK_DELAY_FIXED;
-  return lk_parse_duration(v, &a->delay_a);
+  return lk_duration_parse(v, &a->delay_a, NULL, 0);
 }
 
 static int set_kind(const char *v, lk_fault_action *a) {
@@ -154,10 +155,10 @@ int lk_fault_rule_parse(const char *spec, lk_fault_rule *out, char *err, size_t 
         return fail(err, errcap, "bad delay '%s' (100ms, uniform:10ms:50ms, exp:20ms)", v);
       have_delay = true;
     } else if (!strcmp(k, "stall")) {
-      if (lk_parse_duration(v, &out->act.stall_ns))
+      if (lk_duration_parse(v, &out->act.stall_ns, NULL, 0))
         return fail(err, errcap, "bad stall duration '%s'", v);
     } else if (!strcmp(k, "interval")) {
-      if (lk_parse_duration(v, &out->act.interval_ns))
+      if (lk_duration_parse(v, &out->act.interval_ns, NULL, 0))
         return fail(err, errcap, "bad interval duration '%s'", v);
     } else if (!strcmp(k, "chunk")) {
       if (parse_count(v, &n) || n < 1 || n > 65536)

@@ -33,31 +33,6 @@ int lk_parse_i64(const char *s, size_t len, bool allow_negative, int64_t *out) {
   return LK_OK;
 }
 
-int lk_parse_duration(const char *s, int64_t *ns) {
-  if (!s)
-    return LK_EPARSE;
-  size_t n = strspn(s, "0123456789");
-  int64_t v;
-  int rc = lk_parse_i64(s, n, false, &v);
-  if (rc != LK_OK)
-    return rc;
-  static const struct {
-    const char *unit;
-    int64_t mult;
-  } units[] = {{"", LK_NS_PER_MS},       {"ns", 1},          {"us", LK_NS_PER_US},
-               {"ms", LK_NS_PER_MS},     {"s", LK_NS_PER_S}, {"m", 60 * LK_NS_PER_S},
-               {"h", 3600 * LK_NS_PER_S}};
-  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-    if (strcmp(s + n, units[i].unit) == 0) {
-      if (v > INT64_MAX / units[i].mult)
-        return LK_ERANGE;
-      *ns = v * units[i].mult;
-      return LK_OK;
-    }
-  }
-  return LK_EPARSE;
-}
-
 int lk_parse_size(const char *s, uint64_t *out) {
   if (!s)
     return LK_EPARSE;

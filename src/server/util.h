@@ -7,9 +7,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* "250ms", "3s", "1m", "24h", "100us", "5ns"; a bare number is milliseconds. 0 or LK_EPARSE /
- * LK_ERANGE. */
-int lk_parse_duration(const char *s, int64_t *ns);
 /* "65536", "64k", "1m" (binary multiples). 0 or LK_EPARSE / LK_ERANGE. */
 int lk_parse_size(const char *s, uint64_t *out);
 /* Strict decimal int64 of the whole string (no sign unless allow_negative). 0 or LK_EPARSE /

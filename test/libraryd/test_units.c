@@ -7,6 +7,7 @@
 #include "util.h"
 #include "waker.h"
 
+#include <linkd/duration.h>
 #include <linkd/clock.h>
 #include <linkd/error.h>
 
@@ -121,23 +122,25 @@ static void test_fingerprint(void **state) {
 static void test_parsers(void **state) {
   (void)state;
   int64_t ns;
-  assert_int_equal(lk_parse_duration("250ms", &ns), LK_OK);
+  /* libraryd parses durations with the core's lk_duration_parse (test/core/test_duration.c has
+   * the grammar); these are the forms its flags, config and fault rules use. */
+  assert_int_equal(lk_duration_parse("250ms", &ns, NULL, 0), LK_OK);
   assert_int_equal(ns, LK_MS(250));
-  assert_int_equal(lk_parse_duration("3s", &ns), LK_OK);
+  assert_int_equal(lk_duration_parse("3s", &ns, NULL, 0), LK_OK);
   assert_int_equal(ns, LK_SEC(3));
-  assert_int_equal(lk_parse_duration("24h", &ns), LK_OK);
+  assert_int_equal(lk_duration_parse("24h", &ns, NULL, 0), LK_OK);
   assert_int_equal(ns, LK_SEC(86400));
-  assert_int_equal(lk_parse_duration("1m", &ns), LK_OK);
+  assert_int_equal(lk_duration_parse("1m", &ns, NULL, 0), LK_OK);
   assert_int_equal(ns, LK_SEC(60));
-  assert_int_equal(lk_parse_duration("7", &ns), LK_OK);
-  assert_int_equal(ns, LK_MS(7));
-  assert_int_equal(lk_parse_duration("5us", &ns), LK_OK);
+  assert_int_equal(lk_duration_parse("1.5s", &ns, NULL, 0), LK_OK);
+  assert_int_equal(ns, LK_MS(1500));
+  assert_int_equal(lk_duration_parse("5us", &ns, NULL, 0), LK_OK);
   assert_int_equal(ns, 5000);
-  assert_int_equal(lk_parse_duration("1.5s", &ns), LK_EPARSE);
-  assert_int_equal(lk_parse_duration("-1s", &ns), LK_EPARSE);
-  assert_int_equal(lk_parse_duration("s", &ns), LK_EPARSE);
-  assert_int_equal(lk_parse_duration("3 s", &ns), LK_EPARSE);
-  assert_int_equal(lk_parse_duration("99999999999999h", &ns), LK_ERANGE);
+  assert_int_equal(lk_duration_parse("7", &ns, NULL, 0), LK_EPARSE); /* a unit is required */
+  assert_int_equal(lk_duration_parse("-1s", &ns, NULL, 0), LK_EPARSE);
+  assert_int_equal(lk_duration_parse("s", &ns, NULL, 0), LK_EPARSE);
+  assert_int_equal(lk_duration_parse("3 s", &ns, NULL, 0), LK_EPARSE);
+  assert_int_equal(lk_duration_parse("99999999999999h", &ns, NULL, 0), LK_ERANGE);
   uint64_t sz;
   assert_int_equal(lk_parse_size("64k", &sz), LK_OK);
   assert_int_equal(sz, 65536);

@@ -1,4 +1,5 @@
-/* Durations on the command line: units, fractions, sums, and clear errors for everything else. */
+/* Durations (linkd and libraryd flags, config files, fault rules): units, fractions, sums, and
+ * clear errors for everything else. */
 /* cmocka.h needs these three first. */
 /* clang-format off */
 #include <stdarg.h>
@@ -7,9 +8,10 @@
 #include <cmocka.h>
 /* clang-format on */
 
-#include "duration.h"
+#include <linkd/duration.h>
 
 #include <linkd/common.h>
+#include <linkd/error.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -17,7 +19,7 @@
 static int64_t ok(const char *s) {
   char err[256] = "";
   int64_t v = -1;
-  if (cli_duration_parse(s, &v, err, sizeof err) != 0)
+  if (lk_duration_parse(s, &v, err, sizeof err) != 0)
     fail_msg("'%s' refused: %s", s, err);
   return v;
 }
@@ -26,7 +28,7 @@ static int64_t ok(const char *s) {
 static void bad(const char *s, const char *needle) {
   char err[256] = "";
   int64_t v = 12345;
-  if (cli_duration_parse(s, &v, err, sizeof err) == 0)
+  if (lk_duration_parse(s, &v, err, sizeof err) == 0)
     fail_msg("'%s' accepted as %lld", s, (long long)v);
   assert_int_equal(v, 12345); /* untouched on error */
   if (!strstr(err, needle))
@@ -94,25 +96,25 @@ static void errors(void **state) {
 static void format(void **state) {
   (void)state;
   char b[32];
-  assert_string_equal(cli_duration_format(LK_SEC(3), b, sizeof b), "3s");
-  assert_string_equal(cli_duration_format(LK_MS(1500), b, sizeof b), "1.5s");
-  assert_string_equal(cli_duration_format(LK_MS(2250), b, sizeof b), "2.25s");
-  assert_string_equal(cli_duration_format(LK_MS(800), b, sizeof b), "800ms");
-  assert_string_equal(cli_duration_format(12345678, b, sizeof b), "12.345ms");
-  assert_string_equal(cli_duration_format(250000, b, sizeof b), "250us");
-  assert_string_equal(cli_duration_format(1500, b, sizeof b), "1.5us");
-  assert_string_equal(cli_duration_format(17, b, sizeof b), "17ns");
-  assert_string_equal(cli_duration_format(0, b, sizeof b), "0ns");
-  assert_string_equal(cli_duration_format(-LK_MS(5), b, sizeof b), "-5ms");
-  assert_string_equal(cli_duration_format(LK_SEC(120), b, sizeof b), "120s");
+  assert_string_equal(lk_duration_format(LK_SEC(3), b, sizeof b), "3s");
+  assert_string_equal(lk_duration_format(LK_MS(1500), b, sizeof b), "1.5s");
+  assert_string_equal(lk_duration_format(LK_MS(2250), b, sizeof b), "2.25s");
+  assert_string_equal(lk_duration_format(LK_MS(800), b, sizeof b), "800ms");
+  assert_string_equal(lk_duration_format(12345678, b, sizeof b), "12.345ms");
+  assert_string_equal(lk_duration_format(250000, b, sizeof b), "250us");
+  assert_string_equal(lk_duration_format(1500, b, sizeof b), "1.5us");
+  assert_string_equal(lk_duration_format(17, b, sizeof b), "17ns");
+  assert_string_equal(lk_duration_format(0, b, sizeof b), "0ns");
+  assert_string_equal(lk_duration_format(-LK_MS(5), b, sizeof b), "-5ms");
+  assert_string_equal(lk_duration_format(LK_SEC(120), b, sizeof b), "120s");
   /* Extremes do not overflow. */
-  cli_duration_format(INT64_MIN, b, sizeof b);
+  lk_duration_format(INT64_MIN, b, sizeof b);
   assert_string_equal(b, "-9223372036.854s");
-  cli_duration_format(INT64_MAX, b, sizeof b);
+  lk_duration_format(INT64_MAX, b, sizeof b);
   assert_string_equal(b, "9223372036.854s");
   /* A tiny buffer is truncated, never overrun. */
   char tiny[4] = "xyz";
-  cli_duration_format(LK_MS(800), tiny, sizeof tiny);
+  lk_duration_format(LK_MS(800), tiny, sizeof tiny);
   assert_string_equal(tiny, "800");
 }
 
@@ -124,16 +126,29 @@ static void format_round_trips(void **state) {
                        LK_SEC(59), LK_MS(61500), LK_SEC(7200)};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
     char b[32];
-    cli_duration_format(v[i], b, sizeof b);
+    lk_duration_format(v[i], b, sizeof b);
     assert_int_equal(ok(b), v[i]);
   }
+}
+
+/* Error codes tell malformed from too large; err may be NULL. */
+static void codes(void **state) {
+  (void)state;
+  int64_t v = 7;
+  assert_int_equal(lk_duration_parse("250ms", &v, NULL, 0), LK_OK);
+  assert_int_equal(v, LK_MS(250));
+  assert_int_equal(lk_duration_parse("250", &v, NULL, 0), LK_EPARSE);
+  assert_int_equal(lk_duration_parse("2562048h", &v, NULL, 0), LK_ERANGE);
+  assert_int_equal(lk_duration_parse(NULL, &v, NULL, 0), LK_EINVAL);
+  assert_int_equal(lk_duration_parse("1s", NULL, NULL, 0), LK_EINVAL);
+  assert_int_equal(v, LK_MS(250));
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(units),  cmocka_unit_test(fractions_and_sums),
       cmocka_unit_test(limits), cmocka_unit_test(errors),
-      cmocka_unit_test(format), cmocka_unit_test(format_round_trips),
+      cmocka_unit_test(format), cmocka_unit_test(format_round_trips), cmocka_unit_test(codes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,5 @@
-#include "duration.h"
+#include <linkd/duration.h>
+#include <linkd/error.h>
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -15,17 +16,23 @@ static const struct {
 
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-int cli_duration_parse(const char *s, int64_t *out, char *err, size_t cap) {
-  if (!s || !*s) {
+int lk_duration_parse(const char *s, int64_t *out, char *err, size_t cap) {
+  if (!err)
+    cap = 0; /* snprintf(NULL, 0, ...) only measures */
+  if (!s || !out) {
+    snprintf(err, cap, "no duration given");
+    return LK_EINVAL;
+  }
+  if (!*s) {
     snprintf(err, cap, "empty duration (use e.g. 250ms, 3s, 1m)");
-    return -1;
+    return LK_EPARSE;
   }
   const char *p = s;
   int64_t total = 0;
   while (*p) {
     if (!is_digit(*p) && !(*p == '.' && is_digit(p[1]))) {
       snprintf(err, cap, "'%s' is not a duration (use e.g. 250ms, 3s, 1m)", s);
-      return -1;
+      return LK_EPARSE;
     }
     int64_t whole = 0;
     bool too_big = false;
@@ -43,7 +50,7 @@ int cli_duration_parse(const char *s, int64_t *out, char *err, size_t cap) {
         nfrac++;
       if (nfrac == 0) {
         snprintf(err, cap, "'%s' is not a duration (digits must follow '.')", s);
-        return -1;
+        return LK_EPARSE;
       }
     }
     const char *u = p;
@@ -52,7 +59,7 @@ int cli_duration_parse(const char *s, int64_t *out, char *err, size_t cap) {
     size_t ulen = (size_t)(p - u);
     if (ulen == 0) {
       snprintf(err, cap, "'%s' needs a unit: ns, us, ms, s, m or h (e.g. 250ms, 3s)", s);
-      return -1;
+      return LK_EPARSE;
     }
     int64_t unit = 0;
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
@@ -61,11 +68,11 @@ int cli_duration_parse(const char *s, int64_t *out, char *err, size_t cap) {
     if (unit == 0) {
       snprintf(err, cap, "unknown unit '%.*s' in '%s' (use ns, us, ms, s, m or h)", (int)ulen, u,
                s);
-      return -1;
+      return LK_EPARSE;
     }
     if (too_big || whole > INT64_MAX / unit) {
       snprintf(err, cap, "'%s' is too long a duration", s);
-      return -1;
+      return LK_ERANGE;
     }
     int64_t term = whole * unit;
     /* Each fraction digit is worth a tenth of the previous one; units are multiples of 10^k
@@ -77,12 +84,12 @@ int cli_duration_parse(const char *s, int64_t *out, char *err, size_t cap) {
     }
     if (term > INT64_MAX - total) {
       snprintf(err, cap, "'%s' is too long a duration", s);
-      return -1;
+      return LK_ERANGE;
     }
     total += term;
   }
   *out = total;
-  return 0;
+  return LK_OK;
 }
 
 /* Prints v / div with up to three decimals, trailing zeros dropped. */
@@ -100,7 +107,7 @@ static void print_scaled(char *buf, size_t cap, uint64_t v, uint64_t div, const 
   snprintf(buf, cap, "%llu.%s%s", (unsigned long long)whole, frac, unit);
 }
 
-char *cli_duration_format(int64_t ns, char *buf, size_t cap) {
+char *lk_duration_format(int64_t ns, char *buf, size_t cap) {
   if (cap == 0)
     return buf;
   size_t off = 0;
