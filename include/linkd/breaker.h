@@ -9,9 +9,12 @@
  *              wait (wait_open, or the backoff delay for the n-th consecutive opening) moves the
  *              breaker to HALF_OPEN and is then admitted like any HALF_OPEN acquire.
  *   HALF_OPEN  at most permitted_half_open calls are admitted (released permissions come back);
- *              once that many outcomes are recorded: any rate >= its threshold -> OPEN, else ->
- *              CLOSED. With max_wait_half_open > 0, the first acquire or record at or after that
- *              long in HALF_OPEN -> OPEN.
+ *              rates are over permitted_half_open calls: any rate >= its threshold -> OPEN, else
+ *              -> CLOSED. With half_open_decide_early (the default) the transition happens as
+ *              soon as the recorded outcomes settle it whatever the remaining probes return;
+ *              otherwise (Resilience4j) once all permitted outcomes are recorded. With
+ *              max_wait_half_open > 0, the first acquire or record at or after that long in
+ *              HALF_OPEN -> OPEN.
  * Special states, entered and left only by lk_breaker_transition() / lk_breaker_reset():
  *   DISABLED     every call admitted, nothing recorded, never transitions.
  *   FORCED_OPEN  every call rejected (counted as not permitted), never transitions.
@@ -92,8 +95,12 @@ typedef struct lk_breaker_config {
                                       thread may use it); NULL allowed when the jitter is NONE or
                                       !wait_backoff; default NULL */
   int permitted_half_open;         /* calls admitted in HALF_OPEN, [1, 1000000]; default 10 */
-  int64_t max_wait_half_open;      /* ns, >= 0; 0 = stay until all permitted calls are
-                                      recorded; default 0 */
+  int64_t max_wait_half_open;      /* ns, >= 0; 0 = stay until the half-open verdict is
+                                      reached; default 0 */
+  bool half_open_decide_early;     /* leave HALF_OPEN as soon as the outcome is certain (one slow
+                                      probe then cannot hold the breaker shut while the others
+                                      already decided); false = wait for every permitted call,
+                                      as Resilience4j does; default true */
   uint64_t failures;               /* LK_FAILURE_BIT set of kinds that count as failures; must not
                                       contain LK_F_NONE; default lk_breaker_failures_default() */
   uint64_t ignore;                 /* LK_FAILURE_BIT set of kinds that count as nothing; wins over
@@ -104,10 +111,13 @@ typedef struct lk_breaker_config {
 } lk_breaker_config;
 
 /* Every kind except LK_F_NONE, CLIENT_4XX and HTTP_425 (the server answered: not its fault) and
- * the ignored defaults below. 429 and 408 count: the server is overloaded or slow. */
+ * the ignored defaults below. 408 counts: the server is slow. */
 LK_EXPORT uint64_t lk_breaker_failures_default(void);
-/* Kinds that did not involve the downstream: CANCELLED, BREAKER_OPEN, BUDGET_EXHAUSTED,
- * RATE_LIMITED, BULKHEAD_FULL. */
+/* Kinds that say nothing about the downstream's health: CANCELLED, BREAKER_OPEN,
+ * BUDGET_EXHAUSTED, RATE_LIMITED, BULKHEAD_FULL (never reached it), and TOO_MANY_REQUESTS: a 429 is
+ * the server's deliberate per-client refusal with its own back-off instruction (Retry-After, which
+ * the retry policy honours); counting it would open the breaker on a healthy server that is
+ * throttling one caller. */
 LK_EXPORT uint64_t lk_breaker_ignore_default(void);
 
 /* Sets every field to its default (Resilience4j's defaults; listed with the fields). */
@@ -143,11 +153,12 @@ typedef struct lk_breaker_permit {
   lk_breaker_state state; /* the state it was granted in */
 } lk_breaker_permit;
 
-/* lk_breaker_acquire that also fills *p (on LK_OK). With the permit, a release or record whose
- * half-open period has ended is not counted against a later one: releasing gives a permission
- * back only to the HALF_OPEN period that granted it, a call admitted in HALF_OPEN is recorded in
- * HALF_OPEN only in that same period, and a call admitted outside HALF_OPEN is never counted as
- * a half-open probe. */
+/* lk_breaker_acquire that also fills *p (on LK_OK). With the permit, a release or record is
+ * counted only in the state period that granted it: releasing gives a permission back only to the
+ * HALF_OPEN period that granted it, a call admitted in HALF_OPEN is recorded in HALF_OPEN only in
+ * that same period, a call admitted outside HALF_OPEN is never counted as a half-open probe, and
+ * a call admitted before a transition (a reset, a trip and recovery) is not counted in the fresh
+ * window that followed it. */
 LK_EXPORT int lk_breaker_acquire_permit(lk_breaker *b, int64_t now, lk_breaker_permit *p);
 /* lk_breaker_record for the call that got *p (p not NULL), with the rules above. */
 LK_EXPORT void lk_breaker_record_permit(lk_breaker *b, const lk_breaker_permit *p, int64_t now,
@@ -179,6 +190,18 @@ typedef struct lk_breaker_metrics {
   int64_t open_until;     /* OPEN: when the next acquire may move to HALF_OPEN; else 0 */
   int half_open_left;     /* HALF_OPEN: permissions not taken; else 0 */
 } lk_breaker_metrics;
+
+/* When an acquire could next be admitted, as of `now` (lock-free, read-only):
+ *   now                        it could be admitted now (CLOSED, DISABLED, METRICS_ONLY, HALF_OPEN
+ *                              with permissions left, OPEN whose wait has ended)
+ *   a later time               OPEN: the end of the wait, when the next acquire becomes a probe;
+ *                              HALF_OPEN without permissions but with max_wait_half_open: its end
+ *   LK_BREAKER_RETRY_UNKNOWN   HALF_OPEN without permissions: when a probe's outcome is recorded
+ *   INT64_MAX                  FORCED_OPEN: not until someone transitions it
+ * A caller with time to spare can wait until then instead of failing at once (the breaker still
+ * admits only its probes, so waiting adds no load); another thread may be admitted first. */
+#define LK_BREAKER_RETRY_UNKNOWN INT64_C(-1)
+LK_EXPORT int64_t lk_breaker_retry_at(const lk_breaker *b, int64_t now);
 
 /* The current state (one atomic load). */
 LK_EXPORT lk_breaker_state lk_breaker_get_state(const lk_breaker *b);

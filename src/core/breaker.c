@@ -19,7 +19,7 @@ static uint64_t all_kinds(void) {
 uint64_t lk_breaker_ignore_default(void) {
   return LK_FAILURE_BIT(LK_F_CANCELLED) | LK_FAILURE_BIT(LK_F_BREAKER_OPEN) |
          LK_FAILURE_BIT(LK_F_BUDGET_EXHAUSTED) | LK_FAILURE_BIT(LK_F_RATE_LIMITED) |
-         LK_FAILURE_BIT(LK_F_BULKHEAD_FULL);
+         LK_FAILURE_BIT(LK_F_BULKHEAD_FULL) | LK_FAILURE_BIT(LK_F_TOO_MANY_REQUESTS);
 }
 
 uint64_t lk_breaker_failures_default(void) {
@@ -42,6 +42,7 @@ void lk_breaker_config_init_default(lk_breaker_config *c) {
   c->rng = NULL;
   c->permitted_half_open = 10;
   c->max_wait_half_open = 0;
+  c->half_open_decide_early = true;
   c->failures = lk_breaker_failures_default();
   c->ignore = lk_breaker_ignore_default();
   c->on_transition = NULL;
@@ -117,6 +118,7 @@ int lk_breaker_new(const lk_breaker_config *c, lk_breaker **out, const char **wh
   b->slow_ns = c->slow_call_duration;
   b->wait_open = c->wait_open;
   b->max_wait_ho = c->max_wait_half_open;
+  b->decide_early = c->half_open_decide_early;
   b->failures = c->failures;
   b->ignore = c->ignore;
   b->wait_backoff = c->wait_backoff;
@@ -309,6 +311,25 @@ void lk_breaker_release(lk_breaker *b) {
 
 /* --- record ------------------------------------------------------------------------------------ */
 
+/* Where the half-open tally leads: OPEN or CLOSED once the outcome of the period is certain,
+ * HALF_OPEN while it is not. Rates are over `permitted` calls. Waiting for every permitted probe
+ * (Resilience4j) lets one slow probe hold the breaker shut for its whole timeout while the others
+ * already proved the downstream healthy; deciding as soon as the remaining probes cannot change
+ * the verdict gives the same verdict, earlier. */
+static int half_open_verdict(const lk_breaker *b, const lk_bk_tally *t) {
+  if (t->calls >= b->permitted)
+    return exceeded(b, t, b->permitted) ? LK_BREAKER_OPEN : LK_BREAKER_CLOSED;
+  if (!b->decide_early)
+    return LK_BREAKER_HALF_OPEN;
+  int64_t left = b->permitted - t->calls;
+  if (rate_ge(t->failed, b->permitted, b->fail_ppm) || rate_ge(t->slow, b->permitted, b->slow_ppm))
+    return LK_BREAKER_OPEN; /* even if every remaining probe succeeds */
+  if (!rate_ge(t->failed + left, b->permitted, b->fail_ppm) &&
+      !rate_ge(t->slow + left, b->permitted, b->slow_ppm))
+    return LK_BREAKER_CLOSED; /* even if every remaining probe fails */
+  return LK_BREAKER_HALF_OPEN;
+}
+
 /* HALF_OPEN record under the lock. Returns false if the state is no longer `w` (re-dispatch). */
 static bool half_open_record(lk_breaker *b, uint64_t w, int64_t now, unsigned outcome) {
   pthread_mutex_lock(&b->mu);
@@ -329,9 +350,9 @@ static bool half_open_record(lk_breaker *b, uint64_t w, int64_t now, unsigned ou
   atomic_store_explicit(&b->ho_calls, t.calls, RELAXED);
   atomic_store_explicit(&b->ho_failed, t.failed, RELAXED);
   atomic_store_explicit(&b->ho_slow, t.slow, RELAXED);
-  if (t.calls >= b->permitted)
-    transition_locked(b, w, exceeded(b, &t, b->permitted) ? LK_BREAKER_OPEN : LK_BREAKER_CLOSED,
-                      now);
+  int verdict = half_open_verdict(b, &t);
+  if (verdict != LK_BREAKER_HALF_OPEN)
+    transition_locked(b, w, (lk_breaker_state)verdict, now);
   pthread_mutex_unlock(&b->mu);
   return true;
 }
@@ -355,6 +376,8 @@ static void record(lk_breaker *b, const lk_breaker_permit *p, int64_t now, int64
     uint64_t w = atomic_load_explicit(&b->state, memory_order_acquire);
     lk_breaker_state st = LK_BK_STATE(w);
     if (st == LK_BREAKER_CLOSED || st == LK_BREAKER_METRICS_ONLY) {
+      if (p && p->period != LK_BK_PERIOD(w))
+        return; /* admitted before a transition: not an outcome of this window */
       lk_bk_tally t;
       if (lk__bk_window_record(b, LK_BK_PERIOD(w), now, outcome, &t) &&
           st == LK_BREAKER_CLOSED && exceeded(b, &t, b->min_calls))
@@ -400,6 +423,30 @@ void lk_breaker_reset(lk_breaker *b, int64_t now) {
 }
 
 /* --- queries ----------------------------------------------------------------------------------- */
+
+int64_t lk_breaker_retry_at(const lk_breaker *cb, int64_t now) {
+  lk_breaker *b = (lk_breaker *)cb; /* loads only */
+  uint64_t w = atomic_load_explicit(&b->state, memory_order_acquire);
+  switch (LK_BK_STATE(w)) {
+  case LK_BREAKER_OPEN: {
+    int64_t until = atomic_load_explicit(&b->open_until, RELAXED);
+    return until > now ? until : now;
+  }
+  case LK_BREAKER_HALF_OPEN: {
+    uint64_t v = atomic_load_explicit(&b->permits, RELAXED);
+    bool same = v >> LK_BK_LEFT_BITS == (LK_BK_PERIOD(w) & LK_BK_TAG_MASK);
+    if (same && (v & LK_BK_LEFT_MASK) == 0) {
+      if (b->max_wait_ho <= 0)
+        return LK_BREAKER_RETRY_UNKNOWN; /* when a probe's outcome is recorded */
+      int64_t end = sat_add(atomic_load_explicit(&b->ho_since, RELAXED), b->max_wait_ho);
+      return end > now ? end : now;
+    }
+    return now;
+  }
+  case LK_BREAKER_FORCED_OPEN: return INT64_MAX;
+  default: return now;
+  }
+}
 
 lk_breaker_state lk_breaker_get_state(const lk_breaker *cb) {
   lk_breaker *b = (lk_breaker *)cb; /* loads only */

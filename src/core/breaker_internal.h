@@ -52,6 +52,7 @@ struct lk_breaker {
   int64_t slow_ns;         /* slower than this is slow */
   int64_t wait_open;       /* fixed wait in OPEN */
   int64_t max_wait_ho;     /* 0 = none */
+  bool decide_early;       /* half_open_decide_early */
   uint64_t failures, ignore;
   bool wait_backoff;
   lk_backoff_config backoff;

@@ -46,6 +46,7 @@
 #include <linkd/breaker.h>
 #include <linkd/clock.h>
 #include <linkd/error.h>
+#include <linkd/rand.h>
 
 #include "testutil.h"
 
@@ -98,6 +99,7 @@ static lk_breaker_config small(events *r) {
   c.slow_call_duration = LK_SEC(1);
   c.wait_open = LK_SEC(10);
   c.permitted_half_open = 3;
+  c.half_open_decide_early = false; /* the Resilience4j scenarios wait for every probe */
   c.on_transition = on_transition;
   c.on_transition_ctx = r;
   return c;
@@ -155,7 +157,9 @@ static void defaults_match_resilience4j(void **state) {
   assert_null(c.on_transition);
   assert_int_equal(lk_breaker_config_validate(&c, NULL), LK_OK);
   assert_true(c.failures & LK_FAILURE_BIT(LK_F_CONNECT_REFUSED));
-  assert_true(c.failures & LK_FAILURE_BIT(LK_F_TOO_MANY_REQUESTS));
+  /* linkd's one departure from Resilience4j's defaults: a 429 counts as nothing (see breaker.h) */
+  assert_false(c.failures & LK_FAILURE_BIT(LK_F_TOO_MANY_REQUESTS));
+  assert_true(c.ignore & LK_FAILURE_BIT(LK_F_TOO_MANY_REQUESTS));
   assert_false(c.failures & LK_FAILURE_BIT(LK_F_CLIENT_4XX));
   assert_true(c.ignore & LK_FAILURE_BIT(LK_F_CANCELLED));
   assert_false(c.failures & c.ignore);
@@ -765,7 +769,7 @@ static void failure_masks(void **state) {
   b = make(&c);
   lk_breaker_transition(b, LK_BREAKER_METRICS_ONLY, T());
   call(b, 0, LK_F_CLIENT_4XX);                       /* success */
-  call(b, 0, LK_F_TOO_MANY_REQUESTS);                /* failure */
+  call(b, 0, LK_F_HTTP_408);                         /* failure */
   call(b, 0, (lk_failure)(LK_F__COUNT + 3));         /* unknown: failure */
   call(b, 0, LK_F_NONE);                             /* success */
   m = metrics(b);
@@ -915,10 +919,17 @@ static void permit_exactness(void **state) {
   assert_int_equal(lk_breaker_acquire_permit(b, T(), &bp), LK_OK);
   lk_breaker_record_permit(b, &bp, T(), 0, LK_F_CANCELLED);
   assert_int_equal(metrics(b).half_open_left, 3);
-  /* Outside HALF_OPEN a permit records like the plain call. */
+  /* A late outcome from before a transition does not count in the new window (it would count
+   * as evidence of a period it was not part of); a permit of the current period does. */
   lk_breaker_transition(b, LK_BREAKER_CLOSED, T());
   lk_breaker_record_permit(b, &a, T(), 0, LK_F_HTTP_500);
+  lk_breaker_record_permit(b, &closed_p, T(), 0, LK_F_NONE);
+  assert_int_equal(metrics(b).calls, 0);
+  lk_breaker_permit now_p;
+  assert_int_equal(lk_breaker_acquire_permit(b, T(), &now_p), LK_OK);
+  lk_breaker_record_permit(b, &now_p, T(), 0, LK_F_HTTP_500);
   assert_int_equal(metrics(b).calls, 1);
+  assert_int_equal(metrics(b).failed, 1);
   lk_breaker_free(b);
 }
 
@@ -992,6 +1003,191 @@ static void no_allocation_per_call(void **state) {
   lk_breaker_free(timed);
 }
 
+
+/* --- beyond Resilience4j: early half-open verdict, retry_at, 429 ----------------------------- */
+
+static void half_open_decides_early(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  c.half_open_decide_early = true;
+  c.permitted_half_open = 5;
+  lk_breaker *b = make(&c);
+  trip(b);
+  advance(LK_SEC(10));
+  /* Two probes out; one will hang. Three successes settle it: 2 failures of 5 < 50 %. */
+  lk_breaker_permit slow;
+  assert_int_equal(lk_breaker_acquire_permit(b, T(), &slow), LK_OK);
+  call(b, 0, LK_F_NONE);
+  call(b, 0, LK_F_NONE);
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_HALF_OPEN);
+  call(b, 0, LK_F_NONE);
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_CLOSED);
+  /* The hung probe's late outcome is not a probe of the new CLOSED period's tally. */
+  lk_breaker_record_permit(b, &slow, T(), LK_MS(300), LK_F_READ_TIMEOUT);
+  assert_int_equal(metrics(b).calls, 0);
+  /* Three failures of five settle the other way. */
+  trip(b);
+  advance(LK_SEC(10));
+  calls(b, 2, LK_F_HTTP_503);
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_HALF_OPEN);
+  call(b, 0, LK_F_HTTP_503);
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_OPEN);
+  lk_breaker_free(b);
+}
+
+static void retry_at_tells_when(void **state) {
+  (void)state;
+  events r = {0};
+  lk_breaker_config c = small(&r);
+  lk_breaker *b = make(&c);
+  assert_int_equal(lk_breaker_retry_at(b, T()), T());
+  trip(b);
+  int64_t opened = T();
+  advance(LK_SEC(3));
+  assert_int_equal(lk_breaker_retry_at(b, T()), opened + LK_SEC(10));
+  advance(LK_SEC(7));
+  assert_int_equal(lk_breaker_retry_at(b, T()), T()); /* the next acquire is a probe */
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(lk_breaker_acquire(b, T()), LK_OK);
+  assert_int_equal(lk_breaker_retry_at(b, T()), LK_BREAKER_RETRY_UNKNOWN);
+  lk_breaker_release(b);
+  assert_int_equal(lk_breaker_retry_at(b, T()), T());
+  lk_breaker_transition(b, LK_BREAKER_FORCED_OPEN, T());
+  assert_int_equal(lk_breaker_retry_at(b, T()), INT64_MAX);
+  lk_breaker_free(b);
+  /* With a half-open time limit, a full half-open period ends at a known time. */
+  c.max_wait_half_open = LK_SEC(5);
+  b = make(&c);
+  trip(b);
+  advance(LK_SEC(10));
+  int64_t since = T();
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(lk_breaker_acquire(b, T()), LK_OK);
+  assert_int_equal(lk_breaker_retry_at(b, T()), since + LK_SEC(5));
+  lk_breaker_free(b);
+}
+
+static void too_many_requests_ignored_by_default(void **state) {
+  (void)state;
+  lk_breaker_config c;
+  lk_breaker_config_init_default(&c);
+  assert_true(c.half_open_decide_early);
+  assert_false(c.failures & LK_FAILURE_BIT(LK_F_TOO_MANY_REQUESTS));
+  assert_true(c.ignore & LK_FAILURE_BIT(LK_F_TOO_MANY_REQUESTS));
+  c.window_size = 10;
+  c.minimum_calls = 10;
+  lk_breaker *b = make(&c);
+  calls(b, 50, LK_F_TOO_MANY_REQUESTS); /* a throttling server is not a failing one */
+  assert_int_equal(lk_breaker_get_state(b), LK_BREAKER_CLOSED);
+  assert_int_equal(metrics(b).calls, 0);
+  lk_breaker_free(b);
+}
+
+/* The refusal pattern of `linkd demo` (faults scenario), on a fake clock: 250 calls/s, 16 %
+ * background faults (3 % 429, 2 % stalls cut at 300 ms, 11 % quick 5xx), an outage of 0.36 s
+ * (all 503) starting at 0.96 s, the demo's breaker (100 calls, 50 of them at least, 50 %, 100 ms
+ * open, 5 probes), every call with a 2 s deadline and the demo's retries. Before the fix
+ * (Resilience4j: a half-open period waits for its slowest probe, 429 counts as a failure, a
+ * refused call fails at once) the breaker refused more calls than the outage covered (the demo
+ * itself, with libraryd's real latencies, refused about twice as many); after it (early verdict, 429
+ * ignored, a refused call waits for lk_breaker_retry_at while its deadline allows) almost none. */
+typedef struct sim_call {
+  int64_t arrive, wake, end;
+  lk_breaker_permit permit;
+  lk_failure kind;
+  int attempts;
+  bool admitted, done;
+} sim_call;
+
+static int sim_refused(bool fixed, int *outage_calls) {
+  enum { N = 600 };
+  static sim_call calls_[N];
+  memset(calls_, 0, sizeof calls_);
+  lk_breaker_config c;
+  lk_breaker_config_init_default(&c);
+  c.window_size = 100;
+  c.minimum_calls = 50;
+  c.failure_rate_threshold = 50;
+  c.wait_open = LK_MS(100);
+  c.permitted_half_open = 5;
+  if (!fixed) {
+    c.half_open_decide_early = false;
+    c.failures |= LK_FAILURE_BIT(LK_F_TOO_MANY_REQUESTS);
+    c.ignore &= ~LK_FAILURE_BIT(LK_F_TOO_MANY_REQUESTS);
+  }
+  lk_breaker *b = make(&c);
+  lk_rand_fast rng;
+  lk_rand_fast_seeded(&rng, 1);
+  const int64_t t0 = LK_SEC(1000), outage_from = LK_MS(960), outage_to = LK_MS(1320);
+  int refused = 0;
+  *outage_calls = 0;
+  for (int64_t t = 0; t <= LK_SEC(5); t += LK_MS(1)) {
+    int64_t now = t0 + t;
+    for (int i = 0; i < N; i++) { /* completions */
+      sim_call *k = &calls_[i];
+      if (k->admitted && !k->done && k->end <= now) {
+        lk_breaker_record_permit(b, &k->permit, now, k->end - k->wake, k->kind);
+        k->admitted = false;
+        /* the demo's retries: 4 attempts, 50 ms doubling, a 429's Retry-After of 1 s */
+        int64_t delay = k->kind == LK_F_TOO_MANY_REQUESTS ? LK_SEC(1) : LK_MS(50) << k->attempts;
+        if (k->kind == LK_F_NONE || k->attempts >= 4 || now + delay > k->arrive + LK_SEC(2))
+          k->done = true;
+        else
+          k->wake = now + delay;
+      }
+    }
+    if (t % LK_MS(4) == 0 && t / LK_MS(4) < N) { /* an arrival */
+      sim_call *k = &calls_[t / LK_MS(4)];
+      k->arrive = k->wake = now;
+      if (t >= outage_from && t < outage_to)
+        (*outage_calls)++;
+    }
+    for (int i = 0; i < N && i <= t / LK_MS(4); i++) { /* calls due to ask the breaker */
+      sim_call *k = &calls_[i];
+      if (k->admitted || k->done || k->wake > now)
+        continue;
+      if (lk_breaker_acquire_permit(b, now, &k->permit) == LK_OK) {
+        k->admitted = true;
+        k->attempts++;
+        k->wake = now;
+        uint64_t x = lk_rand_below(&rng.base, 100);
+        bool outage = now - t0 >= outage_from && now - t0 < outage_to;
+        k->kind = outage ? LK_F_HTTP_503
+                         : x < 3    ? LK_F_TOO_MANY_REQUESTS
+                         : x < 5    ? LK_F_READ_TIMEOUT
+                         : x < 16   ? LK_F_HTTP_503
+                                    : LK_F_NONE;
+        k->end = now + (k->kind == LK_F_READ_TIMEOUT ? LK_MS(300) : LK_MS(1));
+        continue;
+      }
+      int64_t at = lk_breaker_retry_at(b, now);
+      if (at == LK_BREAKER_RETRY_UNKNOWN)
+        at = now + LK_MS(10);
+      if (!fixed || at + LK_MS(50) > k->arrive + LK_SEC(2)) {
+        k->done = true; /* refused: nothing sent */
+        refused++;
+      } else {
+        k->wake = at;
+      }
+    }
+  }
+  lk_breaker_free(b);
+  return refused;
+}
+
+static void demo_refusal_pattern_fixed(void **state) {
+  (void)state;
+  int outage = 0;
+  int before = sim_refused(false, &outage);
+  assert_true(outage == 90);
+  print_message("breaker refusals: before the fix %d, outage calls %d\n", before, outage);
+  assert_true(before > outage); /* the demo's pattern: more refused than the outage covered */
+  int after = sim_refused(true, &outage);
+  print_message("breaker refusals: after the fix %d\n", after);
+  assert_true(after <= outage / 10);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(defaults_match_resilience4j, setup),
@@ -1023,6 +1219,10 @@ int main(void) {
       cmocka_unit_test_setup(permit_exactness, setup),
       cmocka_unit_test_setup(state_names_and_parse, setup),
       cmocka_unit_test_setup(no_allocation_per_call, setup),
+      cmocka_unit_test_setup(half_open_decides_early, setup),
+      cmocka_unit_test_setup(retry_at_tells_when, setup),
+      cmocka_unit_test_setup(too_many_requests_ignored_by_default, setup),
+      cmocka_unit_test_setup(demo_refusal_pattern_fixed, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
