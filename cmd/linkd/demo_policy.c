@@ -35,6 +35,7 @@ static int naive(lk_http_policy *pol, char *err, size_t cap) {
   pol->resend_guard = LK_RESEND_ALLOW;
   pol->send_deadline = false;
   pol->send_attempt = false;
+  pol->default_protection = false; /* no retry budget, no breaker */
   lk_retry_config rc;
   lk_retry_config_init_default(&rc);
   rc.max_attempts = 4; /* the first + 3 retries */
@@ -60,6 +61,7 @@ static int fixed(lk_http_policy *pol, char *err, size_t cap) {
   pol->resend_guard = LK_RESEND_ALLOW;
   pol->send_deadline = false;
   pol->send_attempt = false;
+  pol->default_protection = false;
   lk_retry_config rc;
   lk_retry_config_init_default(&rc);
   rc.max_attempts = 4;

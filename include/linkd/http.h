@@ -67,6 +67,8 @@
 #ifndef LINKD_HTTP_H
 #define LINKD_HTTP_H
 
+#include <linkd/breaker.h>
+#include <linkd/budget.h>
 #include <linkd/clock.h>
 #include <linkd/common.h>
 #include <linkd/deadline.h>
@@ -201,9 +203,20 @@ typedef struct lk_http_policy {
   bool assume_idempotent; /* treat every request as idempotent for retry decisions. Unsafe;
                              for comparisons (the demo's naive clients). Default false */
 
-  /* --- shared protection (all optional, NULL = not used; not owned) ---------------------- */
+  /* --- shared protection (optional, not owned; NULL budget / breaker: see default_protection) */
   lk_budget *budget;     /* one request recorded per call; every retry asks for a token */
   lk_breaker *breaker;   /* asked before every attempt; every attempt's outcome recorded */
+  bool default_protection; /* a NULL budget or breaker means the client's own for the request's
+                              origin (scheme, host, port), created on first use from
+                              lk_http_client_config's origin_budget / origin_breaker: a retry
+                              budget of 20 % of requests (+ 10/s) and a breaker that opens at
+                              50 % failures of the last 50 attempts. false: NULL means none.
+                              Default true: a client whose author set nothing must not turn a
+                              slow server into a retry storm (docs/demo.md, storm scenario) */
+  bool breaker_wait;     /* a call the breaker refuses waits for lk_breaker_retry_at() (the next
+                            probe) if that leaves min_attempt (retry config) before the deadline,
+                            holding no bulkhead slot and sending nothing meanwhile; otherwise it
+                            fails at once with LK_EBREAKER_OPEN. Default true */
   lk_limiter *limiter;   /* one token reserved before every attempt */
   lk_bulkhead *bulkhead; /* one slot held for the duration of every attempt */
   lk_call_metrics *metrics; /* seed 001's per-call observations recorded here */
@@ -393,13 +406,32 @@ typedef struct lk_http_client_config {
   lk_http_socket_fn socket_fn;
   lk_http_timer_fn timer_fn;
   void *loop_ud;
+  /* Default protection per origin (lk_http_policy.default_protection): copied at creation; NULL
+   * (default) = lk_http_origin_budget_default() / lk_http_origin_breaker_default(). The breaker
+   * config's rng is replaced by a generator of each origin's own. At most 1024 origins per client
+   * get one; calls to further origins run without. */
+  const lk_budget_ratio_config *origin_budget;
+  const lk_breaker_config *origin_breaker;
 } lk_http_client_config;
+
+/* The per-origin defaults: Finagle's RetryBudget (20 % of requests over 10 s, plus 10 retries
+ * a second), and a breaker on the last 50 attempts (20 at least) that opens at 50 % failures,
+ * waits 250 ms doubling to 4 s (symmetric jitter) before 5 probes, and decides as soon as the
+ * probes settle it. 429s count as nothing (lk_breaker_ignore_default). */
+LK_EXPORT void lk_http_origin_budget_default(lk_budget_ratio_config *c);
+LK_EXPORT void lk_http_origin_breaker_default(lk_breaker_config *c);
+
+/* The client's default budget / breaker for the origin of `url`, or NULL if no call to that
+ * origin has created one (or `c` is NULL). Owned by the client; valid until it is freed. For
+ * metrics and tests (lk_budget_stats_get, lk_breaker_metrics_get). */
+LK_EXPORT lk_budget *lk_http_client_origin_budget(lk_http_client *c, const char *url);
+LK_EXPORT lk_breaker *lk_http_client_origin_breaker(lk_http_client *c, const char *url);
 
 /* Sets every field to its default (see the struct). */
 LK_EXPORT void lk_http_client_config_init_default(lk_http_client_config *c);
 
 /* Creates a client (cfg NULL = defaults). Initialises libcurl globally on first use (thread-safe).
- * Returns NULL on no memory or a libcurl failure. */
+ * Returns NULL on no memory, an invalid origin_budget / origin_breaker, or a libcurl failure. */
 LK_EXPORT lk_http_client *lk_http_client_new(const lk_http_client_config *cfg);
 
 /* Frees a client. Calls still in flight are cancelled and their callbacks run with LK_ECANCELED

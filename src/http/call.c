@@ -87,6 +87,23 @@ static void refuse(lk_call *k, int64_t now, lk_failure kind, int err) {
   lk__call_finish(k, err, kind, a ? a->reason : lk_strerror(err));
 }
 
+/* When a call the breaker refused may ask again, or 0 to fail now. A refusal is a request that
+ * was never sent, and the breaker knows when its next probe goes out: a call with time to spare
+ * waits for that moment (as it waits for a Retry-After) instead of failing at once; the breaker
+ * still admits only its probes, so waiting adds no load. */
+static int64_t breaker_wait_until(const lk_call *k, int64_t now) {
+  const lk_http_policy *p = &k->pol;
+  if (!p->breaker_wait)
+    return 0;
+  int64_t at = lk_breaker_retry_at(p->breaker, now);
+  if (at == LK_BREAKER_RETRY_UNKNOWN || at <= now) /* probes out: their outcome decides */
+    at = now > INT64_MAX - LK_BREAKER_POLL ? INT64_MAX : now + LK_BREAKER_POLL;
+  int64_t need = p->retry.cfg.min_attempt > 0 ? p->retry.cfg.min_attempt : LK_MS(1);
+  if (at >= k->deadline || k->deadline - at < need)
+    return 0;
+  return at;
+}
+
 void lk__call_try_start(lk_call *k, int64_t now) {
   lk_http_policy *p = &k->pol;
   if (lk_http_cancel_fired(k->cancel)) {
@@ -138,7 +155,12 @@ void lk__call_try_start(lk_call *k, int64_t now) {
     }
   }
   if (lk__breaker_acquire(p->breaker, &k->prot, now) != LK_OK) {
-    release_slot(k);
+    release_slot(k); /* nothing is held while waiting for the breaker */
+    int64_t at = breaker_wait_until(k, now);
+    if (at > 0) {
+      k->timer_at = at;
+      return;
+    }
     refuse(k, now, LK_F_BREAKER_OPEN, LK_EBREAKER_OPEN);
     return;
   }

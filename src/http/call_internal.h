@@ -5,6 +5,11 @@
 #include "http_internal.h"
 
 typedef struct lk_call lk_call;
+typedef struct lk_origin lk_origin;
+
+#define LK_ORIGIN_MAX 1024    /* origins with default protection per client */
+#define LK_ORIGIN_KEY_MAX 264 /* "scheme://host:port" */
+#define LK_BREAKER_POLL LK_MS(5) /* re-ask a breaker whose probes are all out this often */
 
 /* A pooled easy handle. Callbacks get the wrapper (set once), which points at the current call,
  * so per-call options need re-setting only when the request or the policy's options change. */
@@ -94,6 +99,11 @@ struct lk_http_client {
   int64_t dns_prune_at;  /* system ns: the next attempt started after it prunes DNS entries */
   int64_t curl_timer_at; /* external mode: absolute system ns, -1 none */
   int64_t armed_delay_at; /* external mode: last timer armed (absolute), INT64_MIN none */
+  /* default protection per origin (origin.c) */
+  lk_budget_ratio_config origin_budget;
+  lk_breaker_config origin_breaker;
+  lk_origin **origins;
+  size_t norigins, cap_origins;
 };
 
 /* call.c */
@@ -108,6 +118,16 @@ int64_t lk__call_next_timer(lk_call *k, lk_timer_kind *which);
 int lk__easy_init(lk_easy *x);           /* options set once per pooled handle */
 int lk__attempt_setup_call(lk_call *k);   /* per call options on the easy handle */
 int lk__attempt_setup(lk_call *k);        /* per attempt options + headers */
+
+/* origin.c */
+/* Copies (or defaults) the per-origin protection configs; LK_OK or LK_ECONFIG. */
+int lk__origin_config(lk_http_client *c, const lk_http_client_config *cfg);
+/* Fills whichever of *budget / *breaker is NULL with the request origin's own, created on first
+ * use (left NULL when the origin has none: no authority, or past LK_ORIGIN_MAX).
+ * LK_OK, LK_ENOMEM, LK_ESYS. */
+int lk__origin_protect(lk_http_client *c, const lk_http_request *req, lk_budget **budget,
+                       lk_breaker **breaker);
+void lk__origins_free(lk_http_client *c);
 
 /* client.c */
 lk_easy *lk__client_easy_get(lk_http_client *c);

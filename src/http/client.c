@@ -141,6 +141,14 @@ lk_http_client *lk_http_client_new(const lk_http_client_config *cfg) {
     free(c);
     return NULL;
   }
+  if (lk__origin_config(c, cfg) != LK_OK) {
+    close(c->wake_fd);
+    curl_multi_cleanup(c->multi);
+    free(c);
+    return NULL;
+  }
+  c->cfg.origin_budget = NULL; /* copied: the caller's structs need not outlive the client */
+  c->cfg.origin_breaker = NULL;
   if (c->cfg.max_connections > 0)
     curl_multi_setopt(c->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, c->cfg.max_connections);
   if (c->cfg.max_host_connections > 0)
@@ -173,6 +181,7 @@ void lk_http_client_free(lk_http_client *c) {
     lk__resp_free(&c->spare->cur);
     free(c->spare);
   }
+  lk__origins_free(c); /* after the calls: they hold pointers to these */
   free(c->easy_pool);
   free(c->toks);
   free(c->wfds);
@@ -281,6 +290,8 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
       snprintf(k->ua_line, ul + 13, "User-Agent: %s", pol->user_agent);
   }
   k->pol.user_agent = NULL;
+  if (rc == LK_OK && pol->default_protection && (!pol->budget || !pol->breaker))
+    rc = lk__origin_protect(c, req, &k->pol.budget, &k->pol.breaker);
   if (rc == LK_OK && cancel)
     rc = lk__client_tok_register(c, cancel);
   if (rc != LK_OK) {
@@ -306,7 +317,7 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   c->calls = k;
   c->ncalls++;
   lk__cm_call_start(pol->metrics);
-  lk__budget_request(pol->budget, k->t0);
+  lk__budget_request(k->pol.budget, k->t0);
   if (c->external && c->depth == 0)
     rearm(c);
   return LK_OK;

@@ -15,6 +15,8 @@ void lk_http_policy_init_default(lk_http_policy *p) {
   lk_retry_policy_init(&p->retry, &rc, NULL);
   p->idem_mode = LK_IDEM_NONE;
   p->resend_guard = LK_RESEND_ABORT;
+  p->default_protection = true;
+  p->breaker_wait = true;
   p->send_deadline = true;
   p->send_attempt = true;
   p->max_response_body = (size_t)64 << 20;
