@@ -1,4 +1,5 @@
-/* demo.c: `linkd demo`: options, the three runs, the table, the report, the clean-up. */
+/* demo.c: `linkd demo`: options, the scenarios and their runs, the tables, the report, the
+ * clean-up. */
 #include "demo.h"
 
 #include "demo_policy.h"
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #define DEMO_BOOKS 8
@@ -38,25 +40,44 @@ static const char *const fault_rules[] = {
     "route=/books/**,kind=status,code=429,retry_after=1,p=0.03",
     "route=/books/**,kind=latency,delay=2500ms,p=0.02",
 };
-/* libraryd down (every request 503), between 40 % and 55 % of the operations. */
+/* faults: libraryd down (every request 503), between 40 % and 55 % of the schedule. */
 static const char outage_rule[] = "route=/books/**,kind=status,code=503";
+
+/* storm: libraryd with a fixed capacity, a FIFO queue deep enough to hold more than a client's
+ * timeout of work (so work can outlive its caller, as in an ordinary thread-pool server), and a
+ * slowdown that multiplies its service time by 4 between 20 % and 50 % of the schedule. The load
+ * is 70 % of the capacity measured just before. libraryd's own overload protection (its default
+ * queue discipline) is switched off: the scenario is about what the clients do. */
+#define STORM_WORKERS "4"
+static const char *const storm_server_args[] = {
+    "--workers", STORM_WORKERS, "--queue", "1024", "--work", "GET /books/*=8ms,POST /books/*/loans=16ms",
+    "--queue-discipline", "fifo", "--connection-limit", "8192",
+};
+static const char storm_rule[] = "route=/books/**,kind=slowdown,factor=4";
+#define STORM_LOAD 0.70
 
 static const char usage[] =
     "usage: linkd demo [options]\n"
     "\n"
-    "Starts libraryd on a free loopback port with a temporary database and seeded faults (5xx,\n"
-    "429 with Retry-After, stalls, connections reset after a loan was committed, and an outage),\n"
-    "runs the same workload with three clients (naive retries, fixed-interval retries, linkd's\n"
-    "policy) and shows side by side what each did to the service: success rate, amplification,\n"
-    "loans applied twice, latency and deadline overruns. Writes an HTML report.\n"
+    "Runs the same workload with four clients (naive retries, fixed-interval retries, linkd's\n"
+    "library defaults, linkd's policy), each against its own libraryd on a free loopback port,\n"
+    "in two scenarios, and shows side by side what each did to the service:\n"
+    "  faults  injected 5xx, 429 with Retry-After, stalls, connections reset after a loan was\n"
+    "          committed, and an outage\n"
+    "  storm   libraryd with a fixed capacity at 70 % load; a slowdown (service time x4) pushes\n"
+    "          it over: retries that multiply the load keep it saturated after the slowdown\n"
+    "          ends (the seeds' retry storm), a policy that does not recovers at once\n"
+    "Prints a table per scenario and writes an HTML report with time-series charts.\n"
     "\n"
     "Options:\n"
-    "  --ops N            logical operations per client (default 2000)\n"
+    "  --scenario S       faults, storm or all (default all)\n"
+    "  --ops N            logical operations per client in the faults scenario (default 1500)\n"
+    "  --rate N           faults: operations started per second (default 250)\n"
+    "  --concurrency N    faults: operations in flight at most (default 64)\n"
+    "  --storm-seconds N  length of the storm schedule (default 10, at least 5)\n"
     "  --seed N           seed of the workload, the faults and the jitter (default 1)\n"
-    "  --concurrency N    operations in flight at most (default 64)\n"
-    "  --rate N           operations started per second (default 250)\n"
     "  --report PATH      where to write the HTML report (default ./linkd-demo-report.html)\n"
-    "  --json             print the results as JSON on stdout instead of the table\n"
+    "  --json             print the results as JSON on stdout instead of the tables\n"
     "  --libraryd PATH    the libraryd program (default: $LINKD_LIBRARYD, next to linkd, PATH)\n"
     "  -h, --help         this text\n"
     "\n"
@@ -64,7 +85,8 @@ static const char usage[] =
 
 typedef struct demo_opts {
   uint64_t ops, seed;
-  uint64_t concurrency, rate;
+  uint64_t concurrency, rate, storm_seconds;
+  bool run[DEMO_NSCENARIOS];
   const char *report;
   const char *libraryd;
   bool json;
@@ -83,12 +105,25 @@ static int parse_uint(const char *name, const char *v, uint64_t lo, uint64_t hi,
   return 0;
 }
 
+static int parse_scenario(const char *v, demo_opts *o) {
+  bool f = !strcmp(v, "faults"), st = !strcmp(v, "storm"), all = !strcmp(v, "all");
+  if (!f && !st && !all) {
+    fprintf(stderr, "linkd demo: --scenario '%s': expected faults, storm or all\n", v);
+    return -1;
+  }
+  o->run[DEMO_SC_FAULTS] = f || all;
+  o->run[DEMO_SC_STORM] = st || all;
+  return 0;
+}
+
 /* 0 to run, 1 when --help was printed, -1 on a usage error (message printed). */
 static int parse_args(int argc, char **argv, demo_opts *o) {
-  o->ops = 2000;
+  o->ops = 1500;
   o->seed = 1;
   o->concurrency = 64;
   o->rate = 250;
+  o->storm_seconds = 10;
+  o->run[DEMO_SC_FAULTS] = o->run[DEMO_SC_STORM] = true;
   o->report = "linkd-demo-report.html";
   o->libraryd = NULL;
   o->json = false;
@@ -102,8 +137,8 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
       o->json = true;
       continue;
     }
-    static const char *const valued[] = {"--ops",  "--seed",   "--concurrency",
-                                         "--rate", "--report", "--libraryd"};
+    static const char *const valued[] = {"--ops",  "--seed",   "--concurrency", "--rate",
+                                         "--report", "--libraryd", "--scenario", "--storm-seconds"};
     const char *v = NULL, *name = NULL;
     for (size_t k = 0; k < sizeof valued / sizeof valued[0] && !name; k++) {
       size_t n = strlen(valued[k]);
@@ -123,6 +158,10 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
       fprintf(stderr, "linkd demo: unknown option '%s' (see --help)\n", a);
       return -1;
     }
+    if (!*v) {
+      fprintf(stderr, "linkd demo: %s: empty value\n", name);
+      return -1;
+    }
     int rc = 0;
     if (!strcmp(name, "--ops"))
       rc = parse_uint(name, v, 10, 1000000, &o->ops);
@@ -132,16 +171,16 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
       rc = parse_uint(name, v, 1, 1024, &o->concurrency);
     else if (!strcmp(name, "--rate"))
       rc = parse_uint(name, v, 1, 100000, &o->rate);
+    else if (!strcmp(name, "--storm-seconds"))
+      rc = parse_uint(name, v, 5, 50, &o->storm_seconds);
+    else if (!strcmp(name, "--scenario"))
+      rc = parse_scenario(v, o);
     else if (!strcmp(name, "--report"))
       o->report = v;
     else
       o->libraryd = v;
     if (rc)
       return -1;
-    if (!*v) {
-      fprintf(stderr, "linkd demo: %s: empty value\n", name);
-      return -1;
-    }
   }
   return 0;
 }
@@ -183,12 +222,28 @@ static int final_stats(const demo_server *srv, lk_http_client *admin, demo_serve
   }
 }
 
-static int run_one(int which, const char *bin, const char *dir, demo_run_cfg *cfg,
-                   demo_client_stats *st, char *err, size_t errcap) {
+typedef struct scenario_env {
+  const char *bin, *dir;
+  const char *const *server_args;
+  size_t n_server_args;
+  const char *const *rules;
+  size_t n_rules;
+} scenario_env;
+
+/* A fresh libraryd with its books; the caller stops it. */
+static int server_up(const scenario_env *env, const char *name, uint64_t seed, demo_server *srv,
+                     lk_http_client *admin, int64_t *ids, char *err, size_t errcap) {
+  if (demo_server_start(srv, env->bin, env->dir, name, seed, env->server_args, env->n_server_args,
+                        err, errcap) != 0)
+    return -1;
+  return demo_server_create_books(srv, admin, DEMO_BOOKS, DEMO_STOCK, ids, err, errcap);
+}
+
+static int run_one(int which, const scenario_env *env, demo_run_cfg *cfg, demo_client_stats *st,
+                   char *err, size_t errcap) {
   demo_client_describe(which, st);
   demo_server srv;
-  if (demo_server_start(&srv, bin, dir, st->name, cfg->seed, err, errcap) != 0)
-    return -1;
+  memset(&srv, 0, sizeof srv);
   lk_http_client *admin = lk_http_client_new(NULL);
   int64_t ids[DEMO_BOOKS];
   demo_server_stats before, after;
@@ -196,15 +251,15 @@ static int run_one(int which, const char *bin, const char *dir, demo_run_cfg *cf
   if (!admin)
     snprintf(err, errcap, "out of memory");
   if (rc == 0)
-    rc = demo_server_create_books(&srv, admin, DEMO_BOOKS, DEMO_STOCK, ids, err, errcap);
+    rc = server_up(env, st->name, cfg->seed, &srv, admin, ids, err, errcap);
   if (rc == 0)
     rc = demo_server_stats_get(&srv, admin, &before, err, errcap);
   if (rc == 0)
-    rc = demo_server_set_faults(&srv, admin, cfg->seed, fault_rules,
-                                sizeof fault_rules / sizeof fault_rules[0], err, errcap);
+    rc = demo_server_set_faults(&srv, admin, cfg->seed, env->rules, env->n_rules, err, errcap);
+  int64_t start = 0;
   if (rc == 0) {
     cfg->book_ids = ids;
-    rc = demo_run_client(which, cfg, &srv, publish, st, err, errcap);
+    rc = demo_run_client(which, cfg, &srv, publish, st, &start, err, errcap);
     cfg->book_ids = NULL;
     if (rc == 0 && st->cut_short && !g_interrupted)
       fprintf(stderr,
@@ -219,6 +274,13 @@ static int run_one(int which, const char *bin, const char *dir, demo_run_cfg *cf
     st->duplicate_loans = after.duplicate_loans;
     st->replays = after.replays;
     st->faults_injected = after.faults_injected;
+    st->work_done = after.work_done >= 0 ? after.work_done - before.work_done : -1;
+    st->work_abandoned =
+        after.work_abandoned >= 0 ? after.work_abandoned - before.work_abandoned : -1;
+    char serr[256]; /* an older libraryd without /admin/series: the client's counts stand */
+    if (demo_server_series_get(&srv, admin, start, st->series, serr, sizeof serr) != 0)
+      st->series->have_server = false;
+    demo_client_finish(cfg, st);
   } else if (rc == 0) {
     rc = -1;
   }
@@ -227,19 +289,140 @@ static int run_one(int which, const char *bin, const char *dir, demo_run_cfg *cf
   return rc;
 }
 
-/* --- output ----------------------------------------------------------------------------------- */
+/* --- the scenarios --------------------------------------------------------------------------- */
 
-static void intro(const demo_opts *o, const demo_summary *s) {
-  fprintf(stderr,
-          "linkd demo: %llu operations per client (65%% GET, 5%% GET of a missing book, 30%% "
-          "POST loans),\n            %llu/s, up to %llu in flight, seed %llu, deadline 2s\n"
-          "linkd demo: libraryd %s\n"
-          "linkd demo: faults: 503 5%%, 429 + Retry-After 3%%, 2.5s stalls 2%%, 500 after commit "
-          "2%%,\n            loans reset after commit 4%% (+3 scripted), outage (all 503) for "
-          "operations %llu-%llu\n",
-          (unsigned long long)o->ops, (unsigned long long)o->rate,
-          (unsigned long long)o->concurrency, (unsigned long long)o->seed, s->libraryd,
-          (unsigned long long)s->outage_from, (unsigned long long)(s->outage_to - 1));
+/* storm: libraryd's capacity for the workload, measured on a server of its own. */
+static int storm_capacity(const scenario_env *env, const demo_op *ops, size_t n, uint64_t seed,
+                          double *cap, char *err, size_t errcap) {
+  demo_server srv;
+  memset(&srv, 0, sizeof srv);
+  lk_http_client *admin = lk_http_client_new(NULL);
+  int64_t ids[DEMO_BOOKS];
+  int rc = admin ? server_up(env, "capacity", seed, &srv, admin, ids, err, errcap) : -1;
+  if (rc == 0) {
+    int workers = atoi(STORM_WORKERS);
+    *cap = demo_measure_capacity(&srv, ops, n, ids, DEMO_MISSING_BOOK, workers * 4, LK_MS(1600));
+    if (*cap <= 0) {
+      snprintf(err, errcap, "could not measure libraryd's capacity");
+      rc = -1;
+    }
+  }
+  lk_http_client_free(admin);
+  demo_server_stop(&srv);
+  return rc;
+}
+
+static void intro(const demo_summary *s) {
+  if (s->scenario == DEMO_SC_FAULTS)
+    fprintf(stderr,
+            "linkd demo: scenario faults: %llu operations per client (65%% GET, 5%% GET of a "
+            "missing book,\n            30%% POST loans), %d/s, up to %d in flight, seed %llu, "
+            "deadline 2s\n"
+            "linkd demo: faults: 503 5%%, 429 + Retry-After 3%%, 2.5s stalls 2%%, 500 after commit "
+            "2%%,\n            loans reset after commit 4%% (+3 scripted), outage (all 503) from "
+            "%.2fs to %.2fs\n",
+            (unsigned long long)s->ops, s->rate, s->concurrency, (unsigned long long)s->seed,
+            (double)s->trigger_from / 1e9, (double)s->trigger_to / 1e9);
+  else
+    fprintf(stderr,
+            "linkd demo: scenario storm: libraryd %s\n"
+            "linkd demo: measured capacity %.0f requests/s; load %d operations/s (%.0f%%) for "
+            "%.0fs,\n            service time x4 from %.1fs to %.1fs, deadline 2s\n",
+            s->server_args, s->capacity, s->rate, STORM_LOAD * 100,
+            (double)s->ops / s->rate, (double)s->trigger_from / 1e9,
+            (double)s->trigger_to / 1e9);
+}
+
+static char storm_args_text[256];
+
+static int run_scenario(demo_scenario sc, const demo_opts *o, const char *bin, const char *dir,
+                        demo_progress *prog, demo_summary *sum, char *err, size_t errcap) {
+  int64_t t0 = lk_now_ns();
+  memset(sum, 0, sizeof *sum);
+  sum->scenario = sc;
+  sum->name = sc == DEMO_SC_FAULTS ? "faults" : "storm";
+  sum->seed = o->seed;
+  sum->deadline = DEMO_DEADLINE;
+  sum->overrun_margin = DEMO_MARGIN;
+  sum->libraryd = bin;
+  scenario_env env = {bin, dir, NULL, 0, NULL, 0};
+  if (sc == DEMO_SC_FAULTS) {
+    env.rules = fault_rules;
+    env.n_rules = sizeof fault_rules / sizeof fault_rules[0];
+    sum->fault_rules = fault_rules;
+    sum->n_fault_rules = env.n_rules;
+    sum->ops = o->ops;
+    sum->rate = (int)o->rate;
+    sum->concurrency = (int)o->concurrency;
+    sum->trigger_rule = outage_rule;
+    sum->server_args = "default capacity";
+  } else {
+    env.server_args = storm_server_args;
+    env.n_server_args = sizeof storm_server_args / sizeof storm_server_args[0];
+    size_t off = 0;
+    for (size_t i = 0; i < env.n_server_args && off < sizeof storm_args_text; i++)
+      off += (size_t)snprintf(storm_args_text + off, sizeof storm_args_text - off,
+                              strchr(storm_server_args[i], ' ') ? "%s'%s'" : "%s%s",
+                              i ? " " : "", storm_server_args[i]);
+    sum->server_args = storm_args_text;
+    sum->trigger_rule = storm_rule;
+    sum->concurrency = 4096; /* open loop: the cap is only a safety net */
+  }
+  /* a capacity probe uses the same workload list, so build a generous one first */
+  size_t max_ops = sc == DEMO_SC_FAULTS ? o->ops : 50000;
+  demo_op *ops = calloc(max_ops, sizeof *ops);
+  if (!ops) {
+    snprintf(err, errcap, "out of memory");
+    return -1;
+  }
+  demo_workload_make(ops, max_ops, o->seed, DEMO_BOOKS);
+  int rc = 0;
+  if (sc == DEMO_SC_STORM) {
+    rc = storm_capacity(&env, ops, max_ops, o->seed, &sum->capacity, err, errcap);
+    double rate = sum->capacity * STORM_LOAD;
+    sum->rate = rate < 1 ? 1 : (int)rate;
+    sum->ops = (uint64_t)sum->rate * o->storm_seconds;
+    if (sum->ops > max_ops)
+      sum->ops = max_ops;
+  }
+  int64_t span = (int64_t)(sum->ops * (uint64_t)LK_NS_PER_S / (uint64_t)sum->rate);
+  if (sc == DEMO_SC_FAULTS) {
+    sum->trigger_from = span * 40 / 100;
+    sum->trigger_to = span * 55 / 100;
+  } else {
+    sum->trigger_from = span * 20 / 100;
+    sum->trigger_to = span * 50 / 100;
+  }
+  demo_run_cfg cfg = {
+      .ops = ops,
+      .n = sum->ops,
+      .rate = sum->rate,
+      .concurrency = sum->concurrency,
+      .deadline = DEMO_DEADLINE,
+      .overrun_margin = DEMO_MARGIN,
+      .seed = o->seed,
+      .trigger_from = sum->trigger_from,
+      .trigger_to = sum->trigger_to,
+      .trigger_rule = sum->trigger_rule,
+      .missing_book_id = DEMO_MISSING_BOOK,
+      /* a safety net only: the schedule plus generous room for the slowest client's tail */
+      .time_limit = span + LK_SEC(30),
+      .interrupted = &g_interrupted,
+      .progress = prog,
+  };
+  if (rc == 0)
+    intro(sum);
+  for (int which = 0; which < DEMO_NCLIENTS && rc == 0 && !g_interrupted; which++) {
+    rc = run_one(which, &env, &cfg, &sum->c[which], err, errcap);
+    if (rc != 0 && !g_interrupted) {
+      char msg[1200];
+      snprintf(msg, sizeof msg, "%s client: %.1000s", sum->c[which].title, err);
+      snprintf(err, errcap, "%.*s", (int)(errcap > 0 ? errcap - 1 : 0), msg);
+    }
+  }
+  free(ops);
+  sum->total_s = (double)(lk_now_ns() - t0) / 1e9;
+  return rc;
 }
 
 static void next_steps(FILE *f) {
@@ -247,8 +430,18 @@ static void next_steps(FILE *f) {
         "  libraryd --port 8080 --db /tmp/lib.db --fault 'kind=status,code=503,p=0.3' &\n"
         "  linkd get -v http://127.0.0.1:8080/books/1    # each attempt, phase, decision\n"
         "  linkd post -v --idempotency-key auto http://127.0.0.1:8080/books/1/loans\n"
-        "  linkd demo --ops 5000 --seed 7                 # docs/demo.md explains the numbers\n",
+        "  linkd demo --scenario storm --seed 7           # docs/demo.md explains the numbers\n",
         f);
+}
+
+/* The storm opens a few thousand connections: raise the descriptor limit to what is allowed
+ * (libraryd, started after, inherits it). */
+static void raise_nofile(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
 }
 
 int linkd_demo_main(int argc, char **argv) {
@@ -257,13 +450,14 @@ int linkd_demo_main(int argc, char **argv) {
   if (prc != 0)
     return prc > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 
-  demo_summary sum;
-  memset(&sum, 0, sizeof sum);
+  static demo_summary sums[DEMO_NSCENARIOS];
+  memset(sums, 0, sizeof sums);
   char bin[DEMO_PATH_MAX], err[1024];
   if (demo_find_libraryd(o.libraryd, bin, sizeof bin, err, sizeof err) != 0) {
     fprintf(stderr, "linkd demo: %s\n", err);
     return CLI_EXIT_FAILURE;
   }
+  raise_nofile();
 
   /* From here on a signal cancels the run, which then cleans up. */
   struct sigaction sa, old_int, old_term, old_pipe;
@@ -279,61 +473,29 @@ int linkd_demo_main(int argc, char **argv) {
   int rc = 0;
   char dir[DEMO_PATH_MAX];
   bool have_dir = demo_tmpdir_create(dir, sizeof dir) == 0;
-  demo_op *ops = have_dir ? calloc(o.ops, sizeof *ops) : NULL;
   if (!have_dir) {
     fprintf(stderr, "linkd demo: cannot create a temporary directory: %s\n", strerror(errno));
     rc = -1;
-  } else if (!ops) {
-    fprintf(stderr, "linkd demo: out of memory\n");
-    rc = -1;
   }
-
-  sum.ops = o.ops;
-  sum.seed = o.seed;
-  sum.concurrency = (int)o.concurrency;
-  sum.rate = (int)o.rate;
-  sum.deadline = DEMO_DEADLINE;
-  sum.overrun_margin = DEMO_MARGIN;
-  sum.outage_from = o.ops * 40 / 100;
-  sum.outage_to = o.ops * 55 / 100;
-  sum.fault_rules = fault_rules;
-  sum.n_fault_rules = sizeof fault_rules / sizeof fault_rules[0];
-  sum.outage_rule = outage_rule;
-  sum.libraryd = bin;
   demo_progress prog;
   demo_progress_init(&prog, stderr);
-  demo_run_cfg cfg = {
-      .ops = ops,
-      .n = o.ops,
-      .rate = (int)o.rate,
-      .concurrency = (int)o.concurrency,
-      .deadline = DEMO_DEADLINE,
-      .overrun_margin = DEMO_MARGIN,
-      .seed = o.seed,
-      .outage_from = sum.outage_from,
-      .outage_to = sum.outage_to,
-      .outage_rule = outage_rule,
-      .missing_book_id = DEMO_MISSING_BOOK,
-      /* a safety net only: the schedule plus generous room for the slowest client's tail */
-      .time_limit = (int64_t)(o.ops / o.rate) * LK_NS_PER_S + LK_SEC(30),
-      .interrupted = &g_interrupted,
-      .progress = &prog,
-  };
   int64_t t0 = lk_now_ns();
-  if (rc == 0) {
-    demo_workload_make(ops, o.ops, o.seed, DEMO_BOOKS);
-    intro(&o, &sum);
-  }
-  for (int which = 0; which < DEMO_NCLIENTS && rc == 0 && !g_interrupted; which++) {
-    rc = run_one(which, bin, dir, &cfg, &sum.c[which], err, sizeof err);
+  const demo_summary *done[DEMO_NSCENARIOS];
+  int ndone = 0;
+  for (int sc = 0; sc < DEMO_NSCENARIOS && rc == 0 && !g_interrupted; sc++) {
+    if (!o.run[sc])
+      continue;
+    rc = run_scenario((demo_scenario)sc, &o, bin, dir, &prog, &sums[sc], err, sizeof err);
     if (rc != 0 && !g_interrupted)
-      fprintf(stderr, "linkd demo: %s client: %s\n", sum.c[which].title, err);
+      fprintf(stderr, "linkd demo: %s scenario: %s\n", sc == DEMO_SC_FAULTS ? "faults" : "storm",
+              err);
+    if (rc == 0)
+      done[ndone++] = &sums[sc];
   }
-  sum.total_s = (double)(lk_now_ns() - t0) / 1e9;
+  double total_s = (double)(lk_now_ns() - t0) / 1e9;
 
   if (have_dir)
     demo_tmpdir_remove(dir);
-  free(ops);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
   sigaction(SIGPIPE, &old_pipe, NULL);
@@ -346,29 +508,32 @@ int linkd_demo_main(int argc, char **argv) {
     exit_code = CLI_EXIT_FAILURE;
   } else {
     char path[DEMO_PATH_MAX];
-    if (demo_report_write(o.report, &sum, err, sizeof err) != 0) {
+    if (demo_report_write(o.report, done, ndone, err, sizeof err) != 0) {
       fprintf(stderr, "linkd demo: %s\n", err);
       exit_code = CLI_EXIT_FAILURE;
     }
     const char *shown = exit_code == 0 && realpath(o.report, path) ? path : o.report;
     if (o.json) {
-      if (demo_table_json(stdout, &sum, exit_code == 0 ? shown : NULL) != 0)
+      if (demo_table_json(stdout, done, ndone, exit_code == 0 ? shown : NULL) != 0)
         exit_code = CLI_EXIT_FAILURE;
       if (exit_code == 0)
         fprintf(stderr, "linkd demo: report written to %s\n", shown);
     } else {
-      fputc('\n', stdout);
-      demo_table_print(stdout, &sum);
-      printf("\nAll three clients run on linkd's lk_http layer (no raw libcurl); the naive and\n"
+      for (int i = 0; i < ndone; i++) {
+        printf("\nscenario %s\n", done[i]->name);
+        demo_table_print(stdout, done[i]);
+      }
+      printf("\nAll four clients run on linkd's lk_http layer (no raw libcurl); the naive and\n"
              "fixed-interval ones with policies configured to behave naively. Took %.1fs.\n",
-             sum.total_s);
+             total_s);
       if (exit_code == 0)
         printf("Report: %s\n", shown);
       next_steps(stdout);
     }
   }
-  for (int i = 0; i < DEMO_NCLIENTS; i++)
-    lk_hist_free(sum.c[i].latency);
+  for (int sc = 0; sc < DEMO_NSCENARIOS; sc++)
+    for (int i = 0; i < DEMO_NCLIENTS; i++)
+      demo_client_stats_free(&sums[sc].c[i]);
   fflush(stdout);
   return exit_code;
 }

@@ -28,7 +28,7 @@ static int retry_init(lk_http_policy *pol, const lk_retry_config *rc, char *err,
 
 static int naive(lk_http_policy *pol, char *err, size_t cap) {
   pol->deadline = LK_SEC(3600); /* "no deadline" */
-  pol->attempt_timeout = LK_SEC(3600);
+  pol->attempt_timeout = LK_SEC(1); /* the read timeout an HTTP client is usually given */
   pol->connect_timeout = 0;
   pol->assume_idempotent = true;
   pol->idem_mode = LK_IDEM_NONE;
@@ -122,6 +122,13 @@ static int linkd(lk_http_policy *pol, int64_t deadline, uint64_t seed, demo_prot
   return 0;
 }
 
+/* What a user who sets nothing but the deadline gets: the per-origin retry budget and breaker
+ * of the client come with the defaults. */
+static int defaults(lk_http_policy *pol, int64_t deadline) {
+  pol->deadline = deadline;
+  return 0;
+}
+
 int demo_policy_make(int which, int64_t deadline, uint64_t seed, demo_protect *prot,
                      lk_http_policy *pol, char *err, size_t errcap) {
   memset(prot, 0, sizeof *prot);
@@ -130,6 +137,7 @@ int demo_policy_make(int which, int64_t deadline, uint64_t seed, demo_protect *p
   switch (which) {
   case DEMO_NAIVE: rc = naive(pol, err, errcap); break;
   case DEMO_FIXED: rc = fixed(pol, err, errcap); break;
+  case DEMO_DEFAULTS: rc = defaults(pol, deadline); break;
   case DEMO_LINKD: rc = linkd(pol, deadline, seed, prot, err, errcap); break;
   default: snprintf(err, errcap, "unknown client %d", which); return -1;
   }
@@ -153,14 +161,24 @@ void demo_client_describe(int which, demo_client_stats *st) {
     const char *name, *title, *how, *impl;
   } d[DEMO_NCLIENTS] = {
       {"naive", "naive",
-       "catch everything (404 too), retry 3 times at once; no keys, no deadline, no timeout",
+       "catch everything (404 too), retry 3 times at once; 1 s read timeout; no keys, no "
+       "deadline",
        "lk_http with retry_on=all, assume_idempotent, backoff fixed 1ns, idempotency none, "
-       "deadline and attempt timeout 1h, Retry-After ignored, libcurl re-send allowed"},
+       "attempt timeout 1s, deadline 1h, Retry-After ignored, libcurl re-send allowed, no "
+       "budget or breaker"},
       {"fixed", "fixed interval",
        "retry 5xx/429/transport failures every 100 ms, 4 attempts; 1 s read timeout; no keys, "
        "no overall deadline",
        "lk_http with assume_idempotent, backoff fixed 100ms without jitter, attempt timeout "
-       "1s, deadline 1h, idempotency none, Retry-After ignored, libcurl re-send allowed"},
+       "1s, deadline 1h, idempotency none, Retry-After ignored, libcurl re-send allowed, no "
+       "budget or breaker"},
+      {"defaults", "linkd defaults",
+       "linkd's library defaults, only the deadline set: 800 ms per attempt, 4 attempts, "
+       "jittered backoff, retry budget and breaker per origin",
+       "lk_http_policy_init_default() with deadline 2s: attempt timeout 800ms, connect 500ms, "
+       "exponential 200ms..2s symmetric jitter, no Idempotency-Key (so a POST is not retried "
+       "once it may have been processed), the client's per-origin ratio budget 20%/10s and "
+       "breaker 50% of 50, waiting for the breaker's probe within the deadline"},
       {"linkd", "linkd policy",
        "deadline, 300 ms per attempt, phase-aware retries, jittered exponential backoff, "
        "Idempotency-Keys, Retry-After, retry budget, circuit breaker",

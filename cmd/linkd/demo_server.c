@@ -179,7 +179,8 @@ static void child_exec(const char *bin, char *const *args, const char *log_path,
 }
 
 int demo_server_start(demo_server *s, const char *bin, const char *dir, const char *name,
-                      uint64_t seed, char *err, size_t errcap) {
+                      uint64_t seed, const char *const *extra, size_t n_extra, char *err,
+                      size_t errcap) {
   memset(s, 0, sizeof *s);
   char port_file[DEMO_PATH_MAX], admin_file[DEMO_PATH_MAX], db[DEMO_PATH_MAX], seed_s[32];
   snprintf(port_file, sizeof port_file, "%s/%s.port", dir, name);
@@ -187,7 +188,7 @@ int demo_server_start(demo_server *s, const char *bin, const char *dir, const ch
   snprintf(db, sizeof db, "%s/%s.db", dir, name);
   snprintf(s->log_path, sizeof s->log_path, "%s/%s.log", dir, name);
   snprintf(seed_s, sizeof seed_s, "%llu", (unsigned long long)seed);
-  char *const args[] = {
+  char *args[40] = {
       (char *)bin,
       "--addr",
       "127.0.0.1",
@@ -212,6 +213,16 @@ int demo_server_start(demo_server *s, const char *bin, const char *dir, const ch
       "2s",
       NULL,
   };
+  size_t na = 0;
+  while (args[na])
+    na++;
+  if (na + n_extra + 1 > sizeof args / sizeof args[0]) {
+    snprintf(err, errcap, "too many libraryd arguments");
+    return -1;
+  }
+  for (size_t i = 0; i < n_extra; i++)
+    args[na++] = (char *)extra[i];
+  args[na] = NULL;
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
@@ -291,6 +302,7 @@ static int call(lk_http_client *c, const char *method, const char *url, const ch
   pol.connect_timeout = LK_SEC(2);
   pol.send_deadline = false;
   pol.send_attempt = false;
+  pol.default_protection = false; /* the admin port is not under test */
   lk_http_result *res = NULL;
   if (rc == LK_OK)
     lk_http_call(c, req, &pol, NULL, &res);
@@ -424,6 +436,12 @@ static int64_t int_at(json_t *o, const char *name) {
   return json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
 }
 
+/* A counter of the "server" object, or -1 when this libraryd does not report it. */
+static int64_t opt_at(json_t *o, const char *name) {
+  json_t *v = json_object_get(o, name);
+  return json_is_integer(v) ? (int64_t)json_integer_value(v) : -1;
+}
+
 int demo_server_stats_get(const demo_server *s, lk_http_client *c, demo_server_stats *out,
                           char *err, size_t errcap) {
   char url[128];
@@ -448,11 +466,51 @@ int demo_server_stats_get(const demo_server *s, lk_http_client *c, demo_server_s
     out->faults_injected = int_at(server, "faults_injected");
     out->in_flight = int_at(server, "requests_in_flight");
     out->loans = int_at(root, "loans");
+    out->work_done = opt_at(server, "work_done");
+    out->work_abandoned = opt_at(server, "work_abandoned");
     const char *k;
     json_t *t;
     json_object_foreach(tenants, k, t) {
       out->duplicate_loans += int_at(t, "duplicate_loans_by_request_id");
     }
+  }
+  json_decref(root);
+  free(reply);
+  return rc;
+}
+
+int demo_server_series_get(const demo_server *s, lk_http_client *c, int64_t start,
+                           demo_series *out, char *err, size_t errcap) {
+  char url[128];
+  snprintf(url, sizeof url, "%s/admin/series", s->admin_url);
+  int status;
+  char *reply = NULL;
+  if (call(c, "GET", url, NULL, &status, &reply, NULL, 0, err, errcap) != 0)
+    return -1;
+  int rc = expect(status, 200, "GET /admin/series", err, errcap);
+  json_t *root = rc == 0 ? json_loads(reply, 0, NULL) : NULL;
+  json_t *buckets = json_object_get(root, "buckets");
+  int64_t width = int_at(root, "window_ns");
+  if (rc == 0 && (!json_is_array(buckets) || width <= 0)) {
+    snprintf(err, errcap, "GET /admin/series: unexpected reply");
+    rc = -1;
+  }
+  if (rc == 0) {
+    memset(out->server, 0, sizeof out->server);
+    memset(out->abandoned, 0, sizeof out->abandoned);
+    size_t i;
+    json_t *b;
+    json_array_foreach(buckets, i, b) {
+      /* libraryd's buckets and ours are both on CLOCK_MONOTONIC; a bucket counts in the window
+       * its middle falls in */
+      int64_t mid = int_at(b, "t_ns") + width / 2 - start;
+      if (mid < 0 || mid / DEMO_WINDOW >= DEMO_WINDOWS)
+        continue;
+      int w = (int)(mid / DEMO_WINDOW);
+      out->server[w] += (uint32_t)int_at(b, "arrivals");
+      out->abandoned[w] += (uint32_t)int_at(b, "abandoned");
+    }
+    out->have_server = true;
   }
   json_decref(root);
   free(reply);

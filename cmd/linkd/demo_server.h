@@ -7,6 +7,8 @@
 #ifndef LINKD_DEMO_SERVER_H
 #define LINKD_DEMO_SERVER_H
 
+#include "demo_types.h"
+
 #include <linkd/http.h>
 
 #include <limits.h>
@@ -35,6 +37,8 @@ typedef struct demo_server_stats {
   int64_t faults_injected;
   int64_t in_flight; /* requests still being handled (e.g. a stalled one whose client
                         gave up) */
+  int64_t work_done, work_abandoned; /* its workers' runs, and those for a caller already
+                                        gone; -1 when not reported */
 } demo_server_stats;
 
 /* Finds the libraryd binary: `override` if non-NULL, else $LINKD_LIBRARYD, else next to this
@@ -49,11 +53,13 @@ void demo_tmpdir_remove(const char *dir);
 
 /* Starts `bin` on 127.0.0.1 with free ports (port 0 + port files), an admin listener, a new
  * SQLite file <dir>/<name>.db (synchronous=NORMAL: a throwaway store), no sample data, no
- * access log and the fault generator seeded with `seed`; no fault rule yet. Waits up to 10 s for
- * both port files. The child gets SIGTERM if this process dies. 0, or -1 with a message in err
- * (libraryd's own words included when it exited). */
+ * access log and the fault generator seeded with `seed`; no fault rule yet; then the n_extra
+ * arguments in `extra` (capacity flags). Waits up to 10 s for both port files. The child gets
+ * SIGTERM if this process dies. 0, or -1 with a message in err (libraryd's own words included
+ * when it exited). */
 int demo_server_start(demo_server *s, const char *bin, const char *dir, const char *name,
-                      uint64_t seed, char *err, size_t errcap);
+                      uint64_t seed, const char *const *extra, size_t n_extra, char *err,
+                      size_t errcap);
 /* SIGTERM, then waits up to 5 s for a clean exit (SIGKILL after that). No-op when not running. */
 void demo_server_stop(demo_server *s);
 
@@ -73,5 +79,10 @@ int demo_server_remove_fault(const demo_server *s, lk_http_client *c, int id, ch
 /* Reads GET /admin/stats. 0 or -1 with a message. */
 int demo_server_stats_get(const demo_server *s, lk_http_client *c, demo_server_stats *out,
                           char *err, size_t errcap);
+
+/* Reads GET /admin/series into out->server / out->abandoned, windows counted from `start`
+ * (CLOCK_MONOTONIC ns) and sets out->have_server. 0 or -1 with a message. */
+int demo_server_series_get(const demo_server *s, lk_http_client *c, int64_t start,
+                           demo_series *out, char *err, size_t errcap);
 
 #endif

@@ -28,40 +28,75 @@ double demo_attempts_per_op(const demo_client_stats *c) {
 
 static double per_op(int64_t n, uint64_t ops) { return ops ? (double)n / (double)ops : 0.0; }
 
-enum { M_SUCCESS, M_IN_TIME, M_ATTEMPTS, M_SERVER, M_DUPS, M_P50, M_P99, M_P999, M_OVERRUNS, M__COUNT };
+double demo_span_s(const demo_summary *s) {
+  return s->rate > 0 ? (double)s->ops / (double)s->rate : 0.0;
+}
+
+double demo_abandoned_share(const demo_client_stats *c) {
+  return c->server_ok && c->work_done > 0 && c->work_abandoned >= 0
+             ? (double)c->work_abandoned / (double)c->work_done
+             : -1.0;
+}
+
+enum {
+  M_IN_TIME, M_GOODPUT, M_OFFERED, M_AMPLIFICATION, M_WASTED, M_DUPS, M_OVERRUNS, M_P50, M_P99,
+  M_P999, M_RECOVERY, M__COUNT
+};
 
 static const struct {
   const char *label, *hint;
 } metrics[M__COUNT] = {
-    {"logical success rate",
-     "operations that got their definitive answer (2xx; 404 for the missing book)"},
     {"success within deadline",
-     "the same, counting only answers that came within the deadline plus 50 ms: later ones "
-     "reach no caller"},
-    {"attempts per operation", "requests the client sent per logical operation (amplification)"},
-    {"requests per op at libraryd",
-     "requests libraryd received per operation, libcurl's silent re-sends included (its count)"},
+     "operations that got their definitive answer (2xx; 404 for the missing book) within the "
+     "deadline plus 50 ms: later answers reach no caller"},
+    {"goodput (ops/s)", "successes within the deadline per second of the schedule"},
+    {"offered load at libraryd (req/s)",
+     "requests libraryd received per second of the schedule, libcurl's silent re-sends included "
+     "(its own count)"},
+    {"amplification at libraryd",
+     "requests libraryd received per logical operation (1.00 = no retries)"},
+    {"work for callers already gone",
+     "share of the requests libraryd's workers ran whose caller had already given up (deadline "
+     "passed or connection closed before the answer): pure waste"},
     {"duplicate loans applied",
      "loans libraryd wrote twice for one operation (its own records: same X-Request-Id)"},
-    {"latency p50", "time of one logical operation, all its attempts and waits included"},
-    {"latency p99", "time of one logical operation, all its attempts and waits included"},
-    {"latency p99.9", "time of one logical operation, all its attempts and waits included"},
     {"deadline overruns", "operations that took longer than the deadline plus 50 ms"},
+    {"success latency p50", "time of one successful operation, all its attempts and waits"},
+    {"success latency p99", "time of one successful operation, all its attempts and waits"},
+    {"success latency p99.9", "time of one successful operation, all its attempts and waits"},
+    {"recovery time",
+     "from the end of the outage or slowdown until goodput (500 ms average) is back to 90 % of "
+     "what it was before; 'never' = not within the run"},
 };
 
-static void cell(const demo_client_stats *c, int m, char *buf, size_t cap) {
+static void cell(const demo_summary *s, const demo_client_stats *c, int m, char *buf,
+                 size_t cap) {
+  double span = demo_span_s(s);
   switch (m) {
-  case M_SUCCESS: snprintf(buf, cap, "%.1f%%", 100.0 * demo_success_rate(c)); return;
   case M_IN_TIME:
     snprintf(buf, cap, "%.1f%%", 100.0 * per_op((int64_t)c->successes_in_time, c->ops));
     return;
-  case M_ATTEMPTS: snprintf(buf, cap, "%.2f", demo_attempts_per_op(c)); return;
-  case M_SERVER:
+  case M_GOODPUT: snprintf(buf, cap, "%.0f", c->goodput); return;
+  case M_OFFERED:
+    if (c->server_ok && span > 0)
+      snprintf(buf, cap, "%.0f", (double)c->server_requests / span);
+    else
+      snprintf(buf, cap, "n/a");
+    return;
+  case M_AMPLIFICATION:
     if (c->server_ok)
       snprintf(buf, cap, "%.2f", per_op(c->server_requests, c->ops));
     else
       snprintf(buf, cap, "n/a");
     return;
+  case M_WASTED: {
+    double w = demo_abandoned_share(c);
+    if (w >= 0)
+      snprintf(buf, cap, "%.1f%%", 100.0 * w);
+    else
+      snprintf(buf, cap, "n/a");
+    return;
+  }
   case M_DUPS:
     if (c->server_ok)
       snprintf(buf, cap, "%lld", (long long)c->duplicate_loans);
@@ -72,6 +107,14 @@ static void cell(const demo_client_stats *c, int m, char *buf, size_t cap) {
   case M_P99: demo_fmt_duration(c->p99, buf, cap); return;
   case M_P999: demo_fmt_duration(c->p999, buf, cap); return;
   case M_OVERRUNS: snprintf(buf, cap, "%llu", (unsigned long long)c->overruns); return;
+  case M_RECOVERY:
+    if (s->trigger_from >= s->trigger_to)
+      snprintf(buf, cap, "-");
+    else if (c->recovery < 0)
+      snprintf(buf, cap, "never");
+    else
+      demo_fmt_duration(c->recovery, buf, cap);
+    return;
   default: snprintf(buf, cap, "?"); return;
   }
 }
@@ -89,7 +132,7 @@ int demo_table_rows(const demo_summary *s, demo_row *rows, int max) {
     }
     r->hint = metrics[m].hint;
     for (int i = 0; i < DEMO_NCLIENTS; i++)
-      cell(&s->c[i], m, r->cell[i], sizeof r->cell[i]);
+      cell(s, &s->c[i], m, r->cell[i], sizeof r->cell[i]);
   }
   return n;
 }
@@ -97,12 +140,12 @@ int demo_table_rows(const demo_summary *s, demo_row *rows, int max) {
 void demo_table_print(FILE *f, const demo_summary *s) {
   demo_row rows[DEMO_ROWS_MAX];
   int n = demo_table_rows(s, rows, DEMO_ROWS_MAX);
-  fprintf(f, "%-32s", "");
+  fprintf(f, "%-34s", "");
   for (int i = 0; i < DEMO_NCLIENTS; i++)
     fprintf(f, "%16s", s->c[i].title ? s->c[i].title : "");
   fputc('\n', f);
   for (int r = 0; r < n; r++) {
-    fprintf(f, "%-32s", rows[r].label);
+    fprintf(f, "%-34s", rows[r].label);
     for (int i = 0; i < DEMO_NCLIENTS; i++)
       fprintf(f, "%16s", rows[r].cell[i]);
     fputc('\n', f);
@@ -148,27 +191,69 @@ static json_t *client_json(const demo_client_stats *c) {
   json_object_set_new(o, "successes_in_deadline", json_integer((json_int_t)c->successes_in_time));
   json_object_set_new(o, "success_in_deadline_rate",
                       json_real(per_op((int64_t)c->successes_in_time, c->ops)));
+  json_object_set_new(o, "goodput", json_real(c->goodput));
+  json_object_set_new(o, "recovery_ms", c->recovery >= 0 ? ms(c->recovery) : json_null());
+  json_object_set_new(o, "work_done", c->work_done >= 0 ? json_integer(c->work_done) : json_null());
+  json_object_set_new(o, "work_abandoned",
+                      c->work_abandoned >= 0 ? json_integer(c->work_abandoned) : json_null());
+  double w = demo_abandoned_share(c);
+  json_object_set_new(o, "abandoned_work_share", w >= 0 ? json_real(w) : json_null());
   json_object_set_new(o, "wall_s", json_real(c->wall_s));
   json_object_set_new(o, "cut_short", json_boolean(c->cut_short));
   json_object_set_new(o, "errors", errors);
   return o;
 }
 
-int demo_table_json(FILE *f, const demo_summary *s, const char *report_path) {
+static json_t *series_json(const demo_client_stats *c) {
+  const demo_series *se = c->series;
+  if (!se)
+    return json_null();
+  json_t *ok = json_array(), *failed = json_array(), *sent = json_array(), *srv = json_array();
+  for (int w = 0; w < se->n; w++) {
+    json_array_append_new(ok, json_integer(se->ok[w]));
+    json_array_append_new(failed, json_integer(se->failed[w]));
+    json_array_append_new(sent, json_integer(se->sent[w]));
+    if (se->have_server)
+      json_array_append_new(srv, json_integer(se->server[w]));
+  }
+  return json_pack("{s:o,s:o,s:o,s:o,s:o}", "window_ms", ms(DEMO_WINDOW), "ok", ok, "failed",
+                   failed, "sent", sent, "server", se->have_server ? srv : (json_decref(srv), json_null()));
+}
+
+static json_t *scenario_json(const demo_summary *s) {
   json_t *faults = json_array();
   for (size_t i = 0; i < s->n_fault_rules; i++)
     json_array_append_new(faults, json_string(s->fault_rules[i]));
   json_t *clients = json_array();
-  for (int i = 0; i < DEMO_NCLIENTS; i++)
-    json_array_append_new(clients, client_json(&s->c[i]));
-  json_t *o = json_pack(
-      "{s:I,s:I,s:i,s:i,s:o,s:o,s:{s:I,s:I,s:s},s:o,s:s,s:s,s:f,s:o}", "ops", (json_int_t)s->ops,
-      "seed", (json_int_t)(s->seed & INT64_MAX), "concurrency", s->concurrency, "rate", s->rate,
-      "deadline_ms", ms(s->deadline), "overrun_margin_ms", ms(s->overrun_margin), "outage", "from",
-      (json_int_t)s->outage_from, "to", (json_int_t)s->outage_to, "rule", s->outage_rule, "faults",
-      faults, "libraryd", s->libraryd ? s->libraryd : "", "baseline_clients",
-      "lk_http layer with naive policies (no raw libcurl)", "total_s", s->total_s, "clients",
-      clients);
+  for (int i = 0; i < DEMO_NCLIENTS; i++) {
+    json_t *c = client_json(&s->c[i]);
+    if (c)
+      json_object_set_new(c, "series", series_json(&s->c[i]));
+    json_array_append_new(clients, c);
+  }
+  return json_pack("{s:s,s:I,s:I,s:i,s:i,s:o,s:o,s:{s:o,s:o,s:s},s:o,s:s,s:f,s:s,s:f,s:o}",
+                   "name", s->name, "ops", (json_int_t)s->ops, "seed",
+                   (json_int_t)(s->seed & INT64_MAX), "concurrency", s->concurrency, "rate",
+                   s->rate, "deadline_ms", ms(s->deadline), "overrun_margin_ms",
+                   ms(s->overrun_margin), "trigger", "from_ms", ms(s->trigger_from), "to_ms",
+                   ms(s->trigger_to), "rule", s->trigger_rule ? s->trigger_rule : "", "faults",
+                   faults, "server_args", s->server_args ? s->server_args : "", "capacity",
+                   s->capacity, "libraryd", s->libraryd ? s->libraryd : "", "total_s",
+                   s->total_s, "clients", clients);
+}
+
+int demo_table_json(FILE *f, const demo_summary *const *s, int n, const char *report_path) {
+  json_t *arr = json_array();
+  for (int i = 0; i < n; i++) {
+    json_t *o = scenario_json(s[i]);
+    if (!o) {
+      json_decref(arr);
+      return -1;
+    }
+    json_array_append_new(arr, o);
+  }
+  json_t *o = json_pack("{s:s,s:o}", "baseline_clients",
+                        "lk_http layer with naive policies (no raw libcurl)", "scenarios", arr);
   if (!o)
     return -1;
   json_object_set_new(o, "report", report_path ? json_string(report_path) : json_null());

@@ -10,7 +10,7 @@
 
 #include <stdio.h>
 
-#define DEMO_ROWS_MAX 12
+#define DEMO_ROWS_MAX 16
 
 typedef struct demo_row {
   char label[64];
@@ -22,9 +22,13 @@ typedef struct demo_row {
 int demo_table_rows(const demo_summary *s, demo_row *rows, int max);
 /* The table, aligned, for a terminal. */
 void demo_table_print(FILE *f, const demo_summary *s);
-/* The whole summary as one JSON object (schema in docs/demo.md); report_path may be NULL.
- * 0, or -1 on no memory. */
-int demo_table_json(FILE *f, const demo_summary *s, const char *report_path);
+/* The scenarios as one JSON object {"scenarios":[...],"report":...} (schema in docs/demo.md);
+ * report_path may be NULL. 0, or -1 on no memory. */
+int demo_table_json(FILE *f, const demo_summary *const *s, int n, const char *report_path);
+/* The schedule's length in seconds (ops / rate). */
+double demo_span_s(const demo_summary *s);
+/* Share of libraryd's work done for callers already gone, or -1 when not reported. */
+double demo_abandoned_share(const demo_client_stats *c);
 
 /* Human durations: "850us", "2.14ms", "1.25s". */
 void demo_fmt_duration(int64_t ns, char *buf, size_t cap);

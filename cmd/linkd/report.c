@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-static const char *const colors[DEMO_NCLIENTS] = {"#d62728", "#ff7f0e", "#2ca02c"};
+static const char *const colors[DEMO_NCLIENTS] = {"#d62728", "#ff7f0e", "#1f77b4", "#2ca02c"};
 
 void demo_html_escape(FILE *f, const char *s) {
   for (; s && *s; s++) {
@@ -131,14 +131,15 @@ void demo_report_svg_cdf(FILE *f, const demo_summary *s) {
             "<text x=\"%d\" y=\"%d\">",
             CDF_L + 10, ly, CDF_L + 34, ly, colors[i], CDF_L + 40, ly + 4);
     demo_html_escape(f, s->c[i].title);
-    fputs("</text>\n", f);
+    fprintf(f, " (%llu failed, not plotted)</text>\n",
+            (unsigned long long)(s->c[i].ops - s->c[i].successes));
   }
   fprintf(f,
-          "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">latency of one logical operation "
-          "(log scale)</text>\n",
+          "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">latency of one successful "
+          "operation (log scale)</text>\n",
           (CDF_L + CDF_W - CDF_R) / 2, CDF_H - 12);
   fprintf(f,
-          "<text transform=\"translate(16,%d) rotate(-90)\" text-anchor=\"middle\">operations "
+          "<text transform=\"translate(16,%d) rotate(-90)\" text-anchor=\"middle\">successes "
           "at or below</text>\n",
           (CDF_T + CDF_H - CDF_B) / 2);
   fputs("</svg>\n", f);
@@ -186,7 +187,7 @@ void demo_report_svg_attempts(FILE *f, const demo_summary *s) {
             AT_H - AT_B + 16, xlab[b]);
   }
   for (int i = 0; i < DEMO_NCLIENTS; i++) {
-    int lx = AT_W - AT_R - 330 + 110 * i;
+    int lx = AT_W - AT_R - 500 + 125 * i;
     fprintf(f,
             "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
             "<text x=\"%d\" y=\"%d\">",
@@ -201,14 +202,85 @@ void demo_report_svg_attempts(FILE *f, const demo_summary *s) {
   fputs("</svg>\n", f);
 }
 
+/* --- time series ---------------------------------------------------------------------------- */
+
+enum { TS_W = 900, TS_H = 190, TS_L = 60, TS_R = 20, TS_T = 24, TS_B = 34 };
+
+static double ts_y(double v, double vmax) { return TS_T + (TS_H - TS_T - TS_B) * (1.0 - v / vmax); }
+
+static void polyline(FILE *f, const uint32_t *v, int n, double x0, double dx, double vmax,
+                     const char *color, const char *dash) {
+  fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\"%s%s%s points=\"", color,
+          dash ? " stroke-dasharray=\"" : "", dash ? dash : "", dash ? "\"" : "");
+  for (int w = 0; w < n; w++)
+    fprintf(f, "%.1f,%.1f ", x0 + dx * (w + 0.5), ts_y(v[w], vmax));
+  fputs("\"/>\n", f);
+}
+
+void demo_report_svg_series(FILE *f, const demo_summary *s, int which) {
+  const demo_client_stats *c = &s->c[which];
+  const demo_series *se = c->series;
+  if (!se || se->n <= 0)
+    return;
+  const uint32_t *load = se->have_server ? se->server : se->sent;
+  double vmax = 10;
+  for (int i = 0; i < DEMO_NCLIENTS; i++) { /* one scale for every client of the scenario */
+    const demo_series *o = s->c[i].series;
+    for (int w = 0; o && w < o->n; w++) {
+      const uint32_t *l = o->have_server ? o->server : o->sent;
+      double m = l[w] > o->ok[w] ? l[w] : o->ok[w];
+      m = m > o->failed[w] ? m : o->failed[w];
+      vmax = m > vmax ? m : vmax;
+    }
+  }
+  vmax = ceil(vmax / 10) * 10;
+  double pw = TS_W - TS_L - TS_R, dx = pw / se->n;
+  fprintf(f,
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %d\" width=\"%d\" "
+          "height=\"%d\" role=\"img\" aria-label=\"time series\" font-family=\"sans-serif\" "
+          "font-size=\"11\">\n<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n",
+          TS_W, TS_H, TS_W, TS_H, TS_W, TS_H);
+  /* the trigger window */
+  double tx0 = TS_L + pw * ((double)s->trigger_from / DEMO_WINDOW) / se->n;
+  double tx1 = TS_L + pw * ((double)s->trigger_to / DEMO_WINDOW) / se->n;
+  fprintf(f,
+          "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"#f3e3c3\"/>"
+          "<text x=\"%.1f\" y=\"%d\" fill=\"#8a6d3b\">%s</text>\n",
+          tx0, TS_T, tx1 - tx0, TS_H - TS_T - TS_B, tx0 + 3, TS_T + 12,
+          s->scenario == DEMO_SC_STORM ? "slowdown x4" : "outage");
+  for (int k = 0; k <= 4; k++) {
+    double v = vmax * k / 4, y = ts_y(v, vmax);
+    fprintf(f,
+            "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
+            "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.0f</text>\n",
+            TS_L, y, TS_W - TS_R, y, TS_L - 5, y + 4, v);
+  }
+  for (int sec = 0; sec * 10 <= se->n; sec++) {
+    double x = TS_L + dx * sec * 10;
+    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%ds</text>\n", x,
+            TS_H - TS_B + 14, sec);
+  }
+  polyline(f, load, se->n, TS_L, dx, vmax, "#777", "4,3");
+  polyline(f, se->failed, se->n, TS_L, dx, vmax, "#d62728", NULL);
+  polyline(f, se->ok, se->n, TS_L, dx, vmax, "#2ca02c", NULL);
+  fprintf(f, "<text x=\"%d\" y=\"14\" font-weight=\"bold\">", TS_L);
+  demo_html_escape(f, c->title);
+  fprintf(f,
+          "</text><text x=\"%d\" y=\"14\" text-anchor=\"end\"><tspan fill=\"#2ca02c\">successes"
+          "</tspan> · <tspan fill=\"#d62728\">failures</tspan> · <tspan fill=\"#777\">%s</tspan> "
+          "per 100 ms</text>\n",
+          TS_W - TS_R, se->have_server ? "requests reaching libraryd" : "requests sent");
+  fputs("</svg>\n", f);
+}
+
 /* --- the page ------------------------------------------------------------------------------- */
 
 static const char css[] =
-    "body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;padding:0 1em;"
+    "body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;"
     "color:#222;line-height:1.45}"
-    "h1{font-size:1.6em}h2{font-size:1.2em;margin-top:2em}"
+    "h1{font-size:1.6em}h2{font-size:1.3em;margin-top:2em}h3{font-size:1.05em}"
     "table{border-collapse:collapse;margin:1em 0}"
-    "th,td{padding:.35em .8em;border-bottom:1px solid #ddd;text-align:right}"
+    "th,td{padding:.35em .7em;border-bottom:1px solid #ddd;text-align:right}"
     "th:first-child,td:first-child{text-align:left}"
     "td.hint{color:#666;font-size:.85em;text-align:left}"
     "code,pre{background:#f4f4f4;padding:.1em .3em;border-radius:3px}"
@@ -241,36 +313,64 @@ static void table_html(FILE *f, const demo_summary *s) {
   fputs("</table>\n", f);
 }
 
+static double in_time(const demo_client_stats *c) {
+  return c->ops ? 100.0 * (double)c->successes_in_time / (double)c->ops : 0.0;
+}
+
+static double amplification(const demo_client_stats *c) {
+  return c->ops && c->server_ok ? (double)c->server_requests / (double)c->ops : 0.0;
+}
+
 static void findings(FILE *f, const demo_summary *s) {
-  const demo_client_stats *nv = &s->c[DEMO_NAIVE], *lk = &s->c[DEMO_LINKD];
+  const demo_client_stats *nv = &s->c[DEMO_NAIVE], *fx = &s->c[DEMO_FIXED],
+                          *df = &s->c[DEMO_DEFAULTS], *lk = &s->c[DEMO_LINKD];
   fputs("<ul>\n", f);
   fprintf(f,
-          "<li>Success: %.1f%% (naive), %.1f%% (fixed interval), %.1f%% (linkd). While libraryd "
-          "is down no retry policy succeeds; what differs is what each client costs the "
-          "service and its callers.</li>\n",
-          100.0 * demo_success_rate(nv), 100.0 * demo_success_rate(&s->c[DEMO_FIXED]),
-          100.0 * demo_success_rate(lk));
-  fprintf(
-      f,
-      "<li>Amplification: the naive client sent %.2f requests per operation, linkd's policy "
-      "%.2f. During the outage the naive client retried every failure at once, adding load "
-      "to a server that was already failing; linkd's breaker and retry budget held back.</li>\n",
-      demo_attempts_per_op(nv), demo_attempts_per_op(lk));
-  if (nv->server_ok && lk->server_ok)
+          "<li>Success within the deadline: %.1f%% naive, %.1f%% fixed interval, %.1f%% linkd's "
+          "defaults, %.1f%% linkd's policy.</li>\n",
+          in_time(nv), in_time(fx), in_time(df), in_time(lk));
+  fprintf(f,
+          "<li>Load on libraryd: %.2f requests per operation (naive), %.2f (fixed interval), "
+          "%.2f (defaults), %.2f (linkd's policy).",
+          amplification(nv), amplification(fx), amplification(df), amplification(lk));
+  double w = demo_abandoned_share(nv), wl = demo_abandoned_share(lk);
+  if (w >= 0 && wl >= 0)
+    fprintf(f, " Of the work libraryd did, %.1f%% was for naive callers that had already given "
+               "up, %.1f%% for linkd's.", 100 * w, 100 * wl);
+  fputs("</li>\n", f);
+  if (s->scenario == DEMO_SC_STORM) {
+    char r[4][32];
+    const demo_client_stats *cs[4] = {nv, fx, df, lk};
+    for (int i = 0; i < 4; i++) {
+      if (cs[i]->recovery < 0)
+        snprintf(r[i], sizeof r[i], "never (within the run)");
+      else
+        demo_fmt_duration(cs[i]->recovery, r[i], sizeof r[i]);
+    }
     fprintf(f,
-            "<li>Duplicates: libraryd applied %lld loans twice for the naive client and %lld for "
-            "linkd's policy. A loan whose connection was reset <em>after</em> it was committed "
-            "looks like a failure to the client; retried without a key, it is applied again. "
-            "With an Idempotency-Key, libraryd answers the retry from its stored result.</li>\n",
-            (long long)nv->duplicate_loans, (long long)lk->duplicate_loans);
-  char d[32];
-  demo_fmt_duration(s->deadline, d, sizeof d);
-  fprintf(
-      f,
-      "<li>Deadline: %llu naive operations and %llu under linkd's policy took longer than "
-      "the %s deadline (+50 ms). Without a deadline a stalled server holds the caller for "
-      "as long as it stalls; linkd cuts each attempt at 300 ms and the whole call at %s.</li>\n",
-      (unsigned long long)nv->overruns, (unsigned long long)lk->overruns, d, d);
+            "<li>Recovery after the slowdown ended: naive %s, fixed interval %s, defaults %s, "
+            "linkd's policy %s. A client that retries on every timeout multiplies the load while "
+            "the server is slow; the server's queue then holds more work than it can finish "
+            "before its callers time out, so every answer comes too late, every caller retries, "
+            "and the overload sustains itself after its cause is gone (a metastable failure). "
+            "A client that propagates its deadline lets libraryd drop work nobody waits for, "
+            "and its retry budget and breaker keep retries from adding load.</li>\n",
+            r[0], r[1], r[2], r[3]);
+  } else if (nv->server_ok && lk->server_ok) {
+    fprintf(f,
+            "<li>Duplicates: libraryd applied %lld loans twice for the naive client, %lld for the "
+            "fixed-interval one, %lld for linkd's policy. A loan whose connection was reset "
+            "<em>after</em> it was committed looks like a failure to the client; retried "
+            "without a key, it is applied again. With an Idempotency-Key, libraryd answers the "
+            "retry from its stored result.</li>\n",
+            (long long)nv->duplicate_loans, (long long)fx->duplicate_loans,
+            (long long)lk->duplicate_loans);
+  }
+  fprintf(f,
+          "<li>Deadline overruns: %llu naive, %llu fixed interval, %llu defaults, %llu linkd's "
+          "policy.</li>\n",
+          (unsigned long long)nv->overruns, (unsigned long long)fx->overruns,
+          (unsigned long long)df->overruns, (unsigned long long)lk->overruns);
   fputs("</ul>\n", f);
 }
 
@@ -280,24 +380,33 @@ static void settings(FILE *f, const demo_summary *s) {
   fprintf(f,
           "<p>%llu logical operations per client (65%% <code>GET /books/{id}</code>, 5%% "
           "<code>GET</code> of a book that does not exist, 30%% <code>POST "
-          "/books/{id}/loans</code>), started at %d per second with at most %d in flight, "
-          "seed %llu, deadline %s. Each client ran against its own fresh libraryd (new SQLite "
-          "file, fault generator re-seeded with the same seed).</p>\n",
+          "/books/{id}/loans</code>), started at %d per second (open loop, at most %d in "
+          "flight), seed %llu, deadline %s. Each client ran against its own fresh libraryd "
+          "(new SQLite file, fault generator re-seeded with the same seed).",
           (unsigned long long)s->ops, s->rate, s->concurrency, (unsigned long long)s->seed, d);
-  fputs("<h2>Fault profile</h2>\n<p>libraryd's fault rules, in order (the first rule that "
-        "fires decides; latency adds up):</p>\n<pre>",
-        f);
-  for (size_t i = 0; i < s->n_fault_rules; i++) {
-    demo_html_escape(f, s->fault_rules[i]);
-    fputc('\n', f);
+  if (s->scenario == DEMO_SC_STORM)
+    fprintf(f, " libraryd ran with <code>%s</code>; its capacity for this workload, measured "
+               "just before (closed loop, no faults), was %.0f requests/s, so the load was %.0f%% "
+               "of it.", s->server_args, s->capacity, s->capacity > 0 ? 100.0 * s->rate / s->capacity : 0);
+  fputs("</p>\n", f);
+  if (s->n_fault_rules) {
+    fputs("<p>libraryd's fault rules, in order (the first rule that fires decides; latency adds "
+          "up):</p>\n<pre>",
+          f);
+    for (size_t i = 0; i < s->n_fault_rules; i++) {
+      demo_html_escape(f, s->fault_rules[i]);
+      fputc('\n', f);
+    }
+    fputs("</pre>\n", f);
   }
-  fputs("</pre>\n", f);
-  fprintf(f,
-          "<p>Outage: while operations %llu to %llu start, one more rule is active: "
-          "<code>",
-          (unsigned long long)s->outage_from, (unsigned long long)(s->outage_to - 1));
-  demo_html_escape(f, s->outage_rule);
-  fputs("</code>.</p>\n<h2>The clients</h2>\n<ul>\n", f);
+  fprintf(f, "<p>From %.2fs to %.2fs of the schedule (the shaded band), one more rule is active: "
+             "<code>", (double)s->trigger_from / 1e9, (double)s->trigger_to / 1e9);
+  demo_html_escape(f, s->trigger_rule);
+  fputs("</code>.</p>\n", f);
+}
+
+static void clients(FILE *f, const demo_summary *s) {
+  fputs("<h2>The clients</h2>\n<ul>\n", f);
   for (int i = 0; i < DEMO_NCLIENTS; i++) {
     fprintf(f, "<li><span class=\"sw\" style=\"background:%s\"></span><strong>", colors[i]);
     demo_html_escape(f, s->c[i].title);
@@ -307,12 +416,41 @@ static void settings(FILE *f, const demo_summary *s) {
     demo_html_escape(f, s->c[i].impl);
     fputs("</small></li>\n", f);
   }
-  fputs("</ul>\n<p>The naive and fixed-interval clients use the same lk_http layer as linkd "
-        "(no raw libcurl), with a policy configured to behave as such clients do.</p>\n",
+  fputs("</ul>\n<p>All four use the same lk_http layer (no raw libcurl); the naive and "
+        "fixed-interval ones with a policy configured to behave as such clients do.</p>\n",
         f);
 }
 
-int demo_report_write(const char *path, const demo_summary *s, char *err, size_t errcap) {
+static void scenario_html(FILE *f, const demo_summary *s) {
+  fprintf(f, "<h2>Scenario: %s</h2>\n", s->name);
+  if (s->scenario == DEMO_SC_STORM)
+    fputs("<p>libraryd with a fixed number of workers and a FIFO queue, loaded at 70% of its "
+          "capacity; for a few seconds its service time is multiplied by 4 (the seeds' "
+          "\"libraryd gets slow\"). What happens after the slowdown ends is the point.</p>\n",
+          f);
+  else
+    fputs("<p>libraryd with injected faults (5xx, 429 with Retry-After, stalls, connections "
+          "reset after a loan was committed) and a short outage.</p>\n",
+          f);
+  table_html(f, s);
+  findings(f, s);
+  fputs("<h3>Over time</h3>\n", f);
+  for (int i = 0; i < DEMO_NCLIENTS; i++)
+    demo_report_svg_series(f, s, i);
+  fputs("<h3>Latency of successes</h3>\n", f);
+  demo_report_svg_cdf(f, s);
+  fputs("<p>Share of successful operations that finished within a given time (failures, "
+        "counted in the legend, are not plotted: a fast refusal is not a fast success). The "
+        "vertical axis is stretched toward the tail.</p>\n<h3>Attempts per operation</h3>\n",
+        f);
+  demo_report_svg_attempts(f, s);
+  fputs("<p>\"0\" are operations a circuit breaker refused without touching the server.</p>\n",
+        f);
+  settings(f, s);
+}
+
+int demo_report_write(const char *path, const demo_summary *const *s, int n, char *err,
+                      size_t errcap) {
   FILE *f = fopen(path, "w");
   if (!f) {
     snprintf(err, errcap, "cannot write %s: %s", path, strerror(errno));
@@ -324,29 +462,19 @@ int demo_report_write(const char *path, const demo_summary *s, char *err, size_t
           "</head>\n<body>\n",
           css);
   fputs("<h1>linkd demo: why retry policies matter</h1>\n"
-        "<p>The same workload ran three times against libraryd with the same seeded faults: "
-        "once with a naive client, once with fixed-interval retries, once with linkd's policy. "
-        "Retries are not free: each one is more load on a server that is already failing, and "
-        "a retried write that had already been applied is applied twice.</p>\n",
+        "<p>The same workload ran against libraryd with four clients. Retries are not free: "
+        "each one is more load on a server that is already struggling, and a retried write that "
+        "had already been applied is applied twice.</p>\n",
         f);
-  table_html(f, s);
-  findings(f, s);
-  fputs("<h2>Latency</h2>\n", f);
-  demo_report_svg_cdf(f, s);
-  fputs("<p>Share of operations that finished within a given time. The vertical axis is "
-        "stretched toward the tail (each gridline is ten times closer to 100%), where stalls "
-        "and retries show.</p>\n<h2>Attempts per operation</h2>\n",
-        f);
-  demo_report_svg_attempts(f, s);
-  fputs("<p>How many requests each logical operation sent. \"0\" are operations linkd's "
-        "circuit breaker refused without touching the server.</p>\n",
-        f);
-  settings(f, s);
+  for (int i = 0; i < n; i++)
+    scenario_html(f, s[i]);
+  if (n > 0)
+    clients(f, s[0]);
   fputs("<h2>What to try next</h2>\n<pre>"
         "libraryd --port 8080 --db /tmp/lib.db --fault 'kind=status,code=503,p=0.3' &amp;\n"
         "linkd get -v http://127.0.0.1:8080/books/1    # each attempt, phase, decision\n"
         "linkd post -v --idempotency-key auto http://127.0.0.1:8080/books/1/loans\n"
-        "linkd demo --ops 5000 --seed 7                 # a longer run, other draws\n"
+        "linkd demo --scenario storm --seed 7           # other draws\n"
         "</pre>\n<p>docs/demo.md explains every number.</p>\n</body>\n</html>\n",
         f);
   bool failed = ferror(f) != 0;

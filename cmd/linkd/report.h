@@ -1,5 +1,5 @@
 /* report.h: the HTML report of `linkd demo`: one self-contained file (inline CSS and SVG, no
- * script, nothing fetched) with the comparison table, a latency CDF of the three clients, the
+ * script, nothing fetched) with, per scenario, the comparison table, time series, a latency CDF of the clients, the
  * distribution of attempts per operation, the fault profile and the policies.
  *
  * Thread-safety: pure functions of their arguments.
@@ -11,12 +11,17 @@
 
 #include <stdio.h>
 
-/* Writes the report to `path` (created or truncated). 0, or -1 with a message in err. */
-int demo_report_write(const char *path, const demo_summary *s, char *err, size_t errcap);
+/* Writes the report of the n scenarios to `path` (created or truncated). 0, or -1 with a message
+ * in err. */
+int demo_report_write(const char *path, const demo_summary *const *s, int n, char *err,
+                      size_t errcap);
 
 /* The parts, for tests and reuse; each writes to `f`. */
 /* Latency CDF: x = latency on a log scale, y = share of operations at or below it. */
 void demo_report_svg_cdf(FILE *f, const demo_summary *s);
+/* Client `which` over time: successes, failures and requests reaching libraryd (or sent, when
+ * libraryd gave no series) per 100 ms window, the trigger window shaded. */
+void demo_report_svg_series(FILE *f, const demo_summary *s, int which);
 /* Grouped bars: share of operations by requests sent (0, 1, 2, 3, 4+), one bar per client. */
 void demo_report_svg_attempts(FILE *f, const demo_summary *s);
 

@@ -87,6 +87,8 @@ static void test_policy_naive(void **state) {
   assert_int_equal(pol.idem_mode, LK_IDEM_NONE);
   assert_null(pol.budget);
   assert_null(pol.breaker);
+  assert_false(pol.default_protection); /* and none from the client either */
+  assert_int_equal(pol.attempt_timeout, LK_SEC(1));
   assert_true(pol.deadline >= LK_SEC(3600)); /* no deadline to speak of */
   assert_false(pol.retry.cfg.honor_retry_after);
   assert_int_equal(pol.retry.cfg.max_attempts, 4);
@@ -110,6 +112,7 @@ static void test_policy_fixed(void **state) {
   assert_int_equal(demo_policy_make(DEMO_FIXED, LK_SEC(2), 1, &prot, &pol, err, sizeof err), 0);
   assert_int_equal(pol.attempt_timeout, LK_SEC(1));
   assert_int_equal(pol.idem_mode, LK_IDEM_NONE);
+  assert_false(pol.default_protection);
   lk_decision d = decide(&pol, "POST", false, LK_F_HTTP_503, 1);
   assert_true(d.retry);
   assert_int_equal(d.delay, LK_MS(100));
@@ -159,6 +162,30 @@ static void test_policy_linkd(void **state) {
   demo_protect_free(&prot); /* twice is harmless */
 }
 
+/* The library's defaults with the demo's deadline and nothing else. */
+static void test_policy_defaults(void **state) {
+  (void)state;
+  demo_protect prot;
+  lk_http_policy pol, want;
+  char err[200];
+  assert_int_equal(demo_policy_make(DEMO_DEFAULTS, LK_SEC(2), 1, &prot, &pol, err, sizeof err), 0);
+  lk_http_policy_init_default(&want);
+  assert_int_equal(pol.deadline, LK_SEC(2));
+  assert_int_equal(pol.attempt_timeout, want.attempt_timeout);
+  assert_int_equal(pol.connect_timeout, want.connect_timeout);
+  assert_int_equal(pol.retry.cfg.max_attempts, want.retry.cfg.max_attempts);
+  assert_int_equal(pol.retry.cfg.backoff.base, want.retry.cfg.backoff.base);
+  assert_int_equal(pol.retry.cfg.retry_on, want.retry.cfg.retry_on);
+  assert_int_equal(pol.idem_mode, want.idem_mode);
+  assert_null(pol.budget); /* the client's own per origin */
+  assert_null(pol.breaker);
+  assert_null(pol.rng);
+  assert_true(pol.send_deadline);
+  assert_true(pol.default_protection);
+  assert_true(pol.breaker_wait);
+  demo_protect_free(&prot);
+}
+
 static void test_policy_unknown(void **state) {
   (void)state;
   demo_protect prot;
@@ -179,7 +206,7 @@ static void test_describe(void **state) {
     assert_non_null(st.title);
     assert_non_null(st.how);
     assert_non_null(st.impl);
-    assert_non_null(strstr(st.impl, "lk_http")); /* same layer for all three */
+    assert_true(strstr(st.impl, "lk_http") != NULL); /* the same layer for all four */
   }
 }
 
@@ -189,17 +216,21 @@ static const char *const rules[] = {"route=*,kind=status,code=503,p=0.1"};
 
 static void fill_summary(demo_summary *s) {
   memset(s, 0, sizeof *s);
+  s->scenario = DEMO_SC_STORM;
+  s->name = "storm";
   s->ops = 1000;
   s->seed = 3;
   s->concurrency = 8;
-  s->rate = 100;
+  s->rate = 100; /* a 10 s schedule */
   s->deadline = LK_SEC(2);
   s->overrun_margin = LK_MS(50);
-  s->outage_from = 400;
-  s->outage_to = 550;
+  s->trigger_from = LK_SEC(4);
+  s->trigger_to = LK_MS(5500);
   s->fault_rules = rules;
   s->n_fault_rules = 1;
-  s->outage_rule = "route=/books/**,kind=status,code=503";
+  s->trigger_rule = "route=/books/**,kind=slowdown,factor=4";
+  s->server_args = "--workers 4";
+  s->capacity = 140;
   s->libraryd = "/x/libraryd";
   for (int i = 0; i < DEMO_NCLIENTS; i++) {
     demo_client_stats *c = &s->c[i];
@@ -207,15 +238,29 @@ static void fill_summary(demo_summary *s) {
     c->ops = c->done = 1000;
     c->successes = 900 + (uint64_t)i * 10;
     c->successes_in_time = c->successes - (i == DEMO_LINKD ? 0 : 40);
-    c->attempts = 1600 - (uint64_t)i * 300;
+    c->attempts = 1600 - (uint64_t)i * 200;
     c->by_attempts[1] = 800;
     c->by_attempts[4] = 200;
     c->overruns = i == DEMO_LINKD ? 0 : 40;
     c->server_ok = i != DEMO_FIXED; /* one column without server numbers */
     c->server_requests = 1650;
+    c->work_done = 1600;
+    c->work_abandoned = i == DEMO_LINKD ? 0 : 800;
     c->duplicate_loans = i == DEMO_LINKD ? 0 : 31;
+    c->goodput = 86.0 + i;
+    c->recovery = i == DEMO_NAIVE ? -1 : LK_MS(300);
     c->latency = lk_hist_new(1000, LK_SEC(3600));
+    c->series = calloc(1, sizeof *c->series);
     assert_non_null(c->latency);
+    assert_non_null(c->series);
+    c->series->n = 120;
+    for (int w = 0; w < 120; w++) {
+      c->series->ok[w] = 9;
+      c->series->failed[w] = w > 40 ? 3 : 0;
+      c->series->sent[w] = 12;
+      c->series->server[w] = 13;
+    }
+    c->series->have_server = i != DEMO_FIXED;
     for (int k = 0; k < 1000; k++)
       lk_hist_record(c->latency, LK_MS(1) + LK_MS(k % 10) + (k == 999 ? LK_SEC(2) : 0));
     c->p50 = lk_hist_percentile(c->latency, 50);
@@ -229,7 +274,7 @@ static void fill_summary(demo_summary *s) {
 
 static void free_summary(demo_summary *s) {
   for (int i = 0; i < DEMO_NCLIENTS; i++)
-    lk_hist_free(s->c[i].latency);
+    demo_client_stats_free(&s->c[i]);
 }
 
 static void test_fmt_duration(void **state) {
@@ -251,24 +296,30 @@ static void test_table_rows(void **state) {
   fill_summary(&s);
   demo_row rows[DEMO_ROWS_MAX];
   int n = demo_table_rows(&s, rows, DEMO_ROWS_MAX);
-  assert_int_equal(n, 9);
-  assert_string_equal(rows[0].label, "logical success rate");
-  assert_string_equal(rows[0].cell[DEMO_NAIVE], "90.0%");
-  assert_string_equal(rows[0].cell[DEMO_LINKD], "92.0%");
-  assert_string_equal(rows[1].label, "success within deadline");
-  assert_string_equal(rows[1].cell[DEMO_NAIVE], "86.0%"); /* 40 of its answers came too late */
-  assert_string_equal(rows[1].cell[DEMO_LINKD], "92.0%");
-  assert_string_equal(rows[2].cell[DEMO_NAIVE], "1.60");
-  assert_string_equal(rows[2].cell[DEMO_LINKD], "1.00");
+  assert_int_equal(n, 11);
+  assert_string_equal(rows[0].label, "success within deadline");
+  assert_string_equal(rows[0].cell[DEMO_NAIVE], "86.0%"); /* 40 of its answers came too late */
+  assert_string_equal(rows[0].cell[DEMO_LINKD], "93.0%");
+  assert_string_equal(rows[1].label, "goodput (ops/s)");
+  assert_string_equal(rows[1].cell[DEMO_LINKD], "89");
+  assert_string_equal(rows[2].cell[DEMO_NAIVE], "165"); /* 1650 requests over 10 s */
+  assert_string_equal(rows[2].cell[DEMO_FIXED], "n/a");
   assert_string_equal(rows[3].cell[DEMO_NAIVE], "1.65");
-  assert_string_equal(rows[3].cell[DEMO_FIXED], "n/a");
-  assert_string_equal(rows[4].label, "duplicate loans applied");
-  assert_string_equal(rows[4].cell[DEMO_NAIVE], "31");
+  assert_string_equal(rows[4].label, "work for callers already gone");
+  assert_string_equal(rows[4].cell[DEMO_NAIVE], "50.0%");
+  assert_string_equal(rows[4].cell[DEMO_LINKD], "0.0%");
   assert_string_equal(rows[4].cell[DEMO_FIXED], "n/a");
-  assert_string_equal(rows[4].cell[DEMO_LINKD], "0");
-  assert_string_equal(rows[8].label, "deadline overruns (> 2.05s)");
-  assert_string_equal(rows[8].cell[DEMO_NAIVE], "40");
-  assert_string_equal(rows[8].cell[DEMO_LINKD], "0");
+  assert_string_equal(rows[5].label, "duplicate loans applied");
+  assert_string_equal(rows[5].cell[DEMO_NAIVE], "31");
+  assert_string_equal(rows[5].cell[DEMO_FIXED], "n/a");
+  assert_string_equal(rows[5].cell[DEMO_LINKD], "0");
+  assert_string_equal(rows[6].label, "deadline overruns (> 2.05s)");
+  assert_string_equal(rows[6].cell[DEMO_NAIVE], "40");
+  assert_string_equal(rows[6].cell[DEMO_LINKD], "0");
+  assert_string_equal(rows[7].label, "success latency p50");
+  assert_string_equal(rows[10].label, "recovery time");
+  assert_string_equal(rows[10].cell[DEMO_NAIVE], "never");
+  assert_string_equal(rows[10].cell[DEMO_LINKD], "300ms");
   for (int r = 0; r < n; r++)
     assert_non_null(rows[r].hint);
   assert_int_equal(demo_table_rows(&s, rows, 3), 3); /* never writes past max */
@@ -278,43 +329,88 @@ static void test_table_rows(void **state) {
   demo_table_print(f, &s);
   fclose(f);
   assert_non_null(strstr(buf, "linkd policy"));
-  assert_non_null(strstr(buf, "attempts per operation"));
+  assert_non_null(strstr(buf, "linkd defaults"));
+  assert_non_null(strstr(buf, "recovery time"));
   free(buf);
   free_summary(&s);
 }
 
+/* Recovery: the first 500 ms after the trigger whose mean is back to 90 % of the baseline. */
+static void test_recovery(void **state) {
+  (void)state;
+  demo_client_stats st;
+  memset(&st, 0, sizeof st);
+  st.series = calloc(1, sizeof *st.series);
+  assert_non_null(st.series);
+  demo_run_cfg cfg = {.n = 1000, .rate = 100, .deadline = LK_SEC(2), .trigger_from = LK_SEC(3),
+                      .trigger_to = LK_SEC(5)};
+  for (int w = 0; w < 120; w++)
+    st.series->ok[w] = w < 30 ? 10 : w < 50 ? 2 : w < 70 ? 3 : 10; /* back at 7 s */
+  st.successes_in_time = 900;
+  demo_client_finish(&cfg, &st);
+  assert_true(st.baseline == 10.0);
+  assert_int_equal(st.recovery, LK_SEC(2));
+  assert_true(st.goodput > 74.9 && st.goodput < 75.1); /* 900 over 10 s + the 2 s deadline */
+  for (int w = 50; w < 120; w++)
+    st.series->ok[w] = 3; /* never back */
+  demo_client_finish(&cfg, &st);
+  assert_int_equal(st.recovery, -1);
+  for (int w = 50; w < 120; w++)
+    st.series->ok[w] = 10; /* at once */
+  demo_client_finish(&cfg, &st);
+  assert_int_equal(st.recovery, 0);
+  demo_client_stats_free(&st);
+}
+
 static void test_table_json(void **state) {
   (void)state;
-  demo_summary s;
+  demo_summary s, t;
   fill_summary(&s);
+  fill_summary(&t);
+  t.scenario = DEMO_SC_FAULTS;
+  t.name = "faults";
+  const demo_summary *both[2] = {&t, &s};
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
-  assert_int_equal(demo_table_json(f, &s, "/tmp/r.html"), 0);
+  assert_int_equal(demo_table_json(f, both, 2, "/tmp/r.html"), 0);
   fclose(f);
   json_error_t je;
-  json_t *o = json_loads(buf, 0, &je);
-  assert_non_null(o);
+  json_t *root = json_loads(buf, 0, &je);
+  assert_non_null(root);
+  assert_string_equal(json_string_value(json_object_get(root, "report")), "/tmp/r.html");
+  json_t *scs = json_object_get(root, "scenarios");
+  assert_int_equal(json_array_size(scs), 2);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(scs, 0), "name")),
+                      "faults");
+  json_t *o = json_array_get(scs, 1);
   assert_int_equal(json_integer_value(json_object_get(o, "ops")), 1000);
-  assert_string_equal(json_string_value(json_object_get(o, "report")), "/tmp/r.html");
   assert_true(json_is_array(json_object_get(o, "faults")));
+  assert_true(json_real_value(json_object_get(o, "capacity")) == 140.0);
   json_t *cl = json_object_get(o, "clients");
-  assert_int_equal(json_array_size(cl), 3);
+  assert_int_equal(json_array_size(cl), DEMO_NCLIENTS);
   json_t *naive = json_array_get(cl, 0), *fixed = json_array_get(cl, 1);
   assert_string_equal(json_string_value(json_object_get(naive, "name")), "naive");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(cl, 2), "name")),
+                      "defaults");
   assert_int_equal(json_integer_value(json_object_get(naive, "duplicate_loans")), 31);
   assert_true(json_is_null(json_object_get(fixed, "duplicate_loans"))); /* not measured */
   assert_true(json_is_null(json_object_get(fixed, "server")));
+  assert_true(json_is_null(json_object_get(naive, "recovery_ms")));  /* never */
+  assert_true(json_real_value(json_object_get(fixed, "recovery_ms")) == 300.0);
+  assert_true(json_real_value(json_object_get(naive, "abandoned_work_share")) == 0.5);
   assert_int_equal(
       json_integer_value(json_object_get(json_object_get(naive, "errors"), "EATTEMPTS")), 100);
-  assert_true(json_real_value(json_object_get(naive, "attempts_per_op")) > 1.59);
   json_t *lat = json_object_get(naive, "latency_ms");
   assert_true(json_real_value(json_object_get(lat, "max")) > 2000.0);
-  assert_int_equal(json_array_size(json_object_get(naive, "attempts_histogram")),
-                   DEMO_ATTEMPT_BUCKETS);
-  json_decref(o);
+  json_t *se = json_object_get(naive, "series");
+  assert_int_equal(json_array_size(json_object_get(se, "ok")), 120);
+  assert_int_equal(json_array_size(json_object_get(se, "server")), 120);
+  assert_true(json_is_null(json_object_get(json_object_get(fixed, "series"), "server")));
+  json_decref(root);
   free(buf);
   free_summary(&s);
+  free_summary(&t);
 }
 
 static int count(const char *hay, const char *needle) {
@@ -351,13 +447,19 @@ static void test_report(void **state) {
   assert_non_null(mkdtemp(dir));
   char path[256], err[300];
   snprintf(path, sizeof path, "%s/r.html", dir);
-  assert_int_equal(demo_report_write(path, &s, err, sizeof err), 0);
+  const demo_summary *one[1] = {&s};
+  assert_int_equal(demo_report_write(path, one, 1, err, sizeof err), 0);
   char *html = slurp(path);
   assert_non_null(html);
-  assert_int_equal(count(html, "<svg"), 2);
-  assert_int_equal(count(html, "</svg>"), 2);
-  assert_int_equal(count(html, "<polyline"), 3); /* one CDF curve per client */
-  assert_true(count(html, "<rect") >= 3 * DEMO_ATTEMPT_BUCKETS);
+  /* per client a time series (3 lines), then the CDF and the attempts chart */
+  assert_int_equal(count(html, "<svg"), DEMO_NCLIENTS + 2);
+  assert_int_equal(count(html, "</svg>"), DEMO_NCLIENTS + 2);
+  assert_int_equal(count(html, "<polyline"), DEMO_NCLIENTS * 3 + DEMO_NCLIENTS);
+  assert_non_null(strstr(html, "slowdown x4")); /* the shaded trigger window */
+  assert_non_null(strstr(html, "requests reaching libraryd"));
+  assert_non_null(strstr(html, "requests sent")); /* the column without server series */
+  assert_non_null(strstr(html, "failed, not plotted"));
+  assert_true(count(html, "<rect") >= DEMO_NCLIENTS * DEMO_ATTEMPT_BUCKETS);
   assert_non_null(strstr(html, "naive &lt;&amp;&gt;"));
   assert_null(strstr(html, "naive <&>"));
   assert_non_null(strstr(html, "</html>"));
@@ -368,7 +470,7 @@ static void test_report(void **state) {
   unlink(path);
   /* an unwritable path is an error with a message, not a crash */
   snprintf(path, sizeof path, "%s/missing/r.html", dir);
-  assert_int_equal(demo_report_write(path, &s, err, sizeof err), -1);
+  assert_int_equal(demo_report_write(path, one, 1, err, sizeof err), -1);
   assert_non_null(strstr(err, "cannot write"));
   rmdir(dir);
   free_summary(&s);
@@ -391,6 +493,7 @@ static void test_report_empty_histograms(void **state) {
   assert_int_equal(count(buf, "<polyline"), 0);
   assert_int_equal(count(buf, "</svg>"), 2);
   free(buf);
+  free_summary(&s);
 }
 
 /* --- finding libraryd, the temporary directory ------------------------------------------------ */
@@ -454,6 +557,7 @@ static void test_options(void **state) {
       {"demo", "--rate", "1000001", NULL}, {"demo", "--frobnicate", NULL, NULL},
       {"demo", "--seed", NULL, NULL},      {"demo", "--report=", NULL, NULL},
       {"demo", "--ops", "10x", NULL},      {"demo", "extra", NULL, NULL},
+      {"demo", "--scenario", "both", NULL}, {"demo", "--storm-seconds", "4", NULL},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     assert_int_equal(run_main(bad[i]), 64);
@@ -470,10 +574,12 @@ int main(void) {
       cmocka_unit_test(test_policy_naive),
       cmocka_unit_test(test_policy_fixed),
       cmocka_unit_test(test_policy_linkd),
+      cmocka_unit_test(test_policy_defaults),
       cmocka_unit_test(test_policy_unknown),
       cmocka_unit_test(test_describe),
       cmocka_unit_test(test_fmt_duration),
       cmocka_unit_test(test_table_rows),
+      cmocka_unit_test(test_recovery),
       cmocka_unit_test(test_table_json),
       cmocka_unit_test(test_report),
       cmocka_unit_test(test_report_empty_histograms),
