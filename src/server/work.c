@@ -39,7 +39,14 @@ int lk_work_parse(const char *spec, lk_work_spec *out, char *err, size_t errcap)
     return LK_OK;
   if (!*all)
     return fail(err, errcap, "empty (use 'none' for no cost)");
-  for (char *save = NULL, *tok = strtok_r(all, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+  for (char *tok = all, *next; tok; tok = next) {
+    /* Split by hand: strtok would skip an empty entry, which is a typo worth reporting. */
+    char *comma = strchr(tok, ',');
+    next = comma ? comma + 1 : NULL;
+    if (comma)
+      *comma = '\0';
+    if (!*trim(tok))
+      return fail(err, errcap, "empty entry (a stray comma?)");
     /* Route patterns never contain '=', so the last one separates the cost. */
     char *eq = strrchr(tok, '=');
     if (!eq)
