@@ -3,6 +3,8 @@
 #
 #   bench/libraryd/overload.sh [BUILD_DIR]     (default BUILD_DIR: build)
 #   env: WORKERS=4 COST=10ms LOAD=2 SECONDS_=10 TIMEOUT_MS=1000 DISCIPLINES="fifo lifo ..."
+#        HEADER="Linkd-Deadline: 1000" (sent with every request; default none: callers who do
+#        not propagate their deadline, so the server cannot know they gave up until they hang up)
 #
 # libraryd runs with WORKERS workers and a sleep cost of COST per GET /books/{id}, so its capacity
 # is WORKERS / COST (400/s by default). bench_overload offers LOAD x that rate as an open loop on
@@ -22,6 +24,7 @@ LOAD=${LOAD:-2}
 SECONDS_=${SECONDS_:-10}
 TIMEOUT_MS=${TIMEOUT_MS:-1000}
 DISCIPLINES=${DISCIPLINES:-fifo lifo adaptive-lifo codel}
+HEADER=${HEADER:-}
 
 for f in "$LIBRARYD" "$GEN"; do
   [ -x "$f" ] || { echo "overload.sh: build it first ($f not found)" >&2; exit 2; }
@@ -48,7 +51,8 @@ trap cleanup EXIT
 wait_file() { for _ in $(seq 1 500); do [ -s "$1" ] && return 0; sleep 0.01; done; return 1; }
 
 echo "libraryd overload: $WORKERS workers x $COST per GET = capacity $CAPACITY/s;" \
-     "offered ${LOAD}x = $RATE/s open loop for ${SECONDS_}s; callers time out after ${TIMEOUT_MS}ms; $(nproc) CPUs"
+     "offered ${LOAD}x = $RATE/s open loop for ${SECONDS_}s; callers time out after ${TIMEOUT_MS}ms; $(nproc) CPUs" \
+     "${HEADER:+; header '$HEADER'}"
 printf '%-14s %9s %8s %8s %8s %8s %9s %9s %8s %8s\n' discipline goodput/s ok 503 504 \
   timeouts abandoned work_done p50_ms p99_ms
 for d in $DISCIPLINES; do
@@ -59,7 +63,7 @@ for d in $DISCIPLINES; do
     2>"$WORK/$d.log" &
   LPID=$!
   wait_file "$WORK/port" && wait_file "$WORK/admin" || { cat "$WORK/$d.log" >&2; exit 1; }
-  out=$("$GEN" "$(cat "$WORK/port")" "$RATE" "$SECONDS_" "$TIMEOUT_MS")
+  out=$("$GEN" "$(cat "$WORK/port")" "$RATE" "$SECONDS_" "$TIMEOUT_MS" /books/1 ${HEADER:+"$HEADER"})
   echo "$d $out" >> "$WORK/raw.txt"
   stats=$(curl -s "http://127.0.0.1:$(cat "$WORK/admin")/admin/stats")
   kill "$LPID"; wait "$LPID" 2>/dev/null || true; LPID=
