@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define MAX_LIST 64
@@ -47,7 +48,8 @@ static const char usage[] =
     "  --admin-addr ADDR        admin listener address (default: --addr)\n"
     "  --admin-port-file FILE   write the admin port to FILE once listening\n"
     "  --threads N              server threads (default: number of CPUs)\n"
-    "  --connection-limit N     concurrent connections (default 1024)\n"
+    "  --connection-limit N     concurrent connections (default 4096; keep it above --queue +\n"
+    "                           --workers, since a queued request holds its connection)\n"
     "  --idle-timeout DUR       close idle keep-alive connections after DUR (default 60s)\n"
     "  --max-body SIZE          largest accepted request body, e.g. 64k (default 64k)\n"
     "  --drain-timeout DUR      on SIGTERM/SIGINT, time left to in-flight requests (default 10s)\n"
@@ -396,6 +398,19 @@ static int parse_args(int argc, char **argv, opts *o) {
   return 0;
 }
 
+/* Each connection is a descriptor, plus the database, listeners and logs: raise the soft limit
+ * towards the hard one so that --connection-limit, not EMFILE, is what bounds connections. */
+static void raise_fd_limit(unsigned connections) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+    return;
+  rlim_t want = (rlim_t)connections + 256;
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
 int main(int argc, char **argv) {
   static opts o;
   lk_server_config_init_default(&o.srv);
@@ -405,6 +420,7 @@ int main(int argc, char **argv) {
     return rc > 0 ? 0 : 2;
   o.srv.faults = o.faults;
   o.srv.require_key = o.require_key;
+  raise_fd_limit(o.srv.connection_limit);
 
   /* Signals are taken synchronously by this thread; every other thread inherits the mask. */
   sigset_t set;

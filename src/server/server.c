@@ -56,7 +56,7 @@ void lk_server_config_init_default(lk_server_config *cfg) {
   cfg->idem_retention_ns = 24 * 3600 * LK_NS_PER_S;
   cfg->drain_timeout_ns = 10 * LK_NS_PER_S;
   cfg->idle_timeout_s = 60;
-  cfg->connection_limit = 1024;
+  cfg->connection_limit = 4096; /* above the default queue: a queued request holds its connection */
   cfg->seed = 1;
   cfg->workers = 8;
   cfg->queue_limit = 1024;

@@ -31,7 +31,7 @@ typedef struct lk_server_config {
   int64_t purge_interval_ns; /* expired-key purge period; 0 = min(retention / 4, 60 s) */
   int64_t drain_timeout_ns;  /* graceful shutdown budget for in-flight requests (10 s) */
   unsigned idle_timeout_s;   /* idle keep-alive connections are closed after this (60) */
-  unsigned connection_limit; /* concurrent connections (default 1024) */
+  unsigned connection_limit; /* concurrent connections (default 4096) */
   uint64_t seed;             /* fault injection generator seed (default 1) */
   const char *const *faults; /* fault rule specs (see fault.h), n_faults of them */
   size_t n_faults;

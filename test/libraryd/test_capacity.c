@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -241,14 +242,16 @@ static void test_deadline_checked_at_dequeue(void **state) {
   int64_t applied0 = stat_of("loans_applied");
   /* The worker is busy for 300 ms with the first loan; the second's 100 ms pass in the queue. */
   bg busy, late;
+  int64_t admitted0 = stat_of("admitted"); /* creating the book went through the queue too */
   bg_start(&busy, "POST", path, "Idempotency-Key: dq-busy", NULL, 5000);
-  wait_stat("admitted", 1);
+  wait_stat("admitted", admitted0 + 1);
   bg_start(&late, "POST", path, "Idempotency-Key: dq-late", "Linkd-Deadline: 100", 5000);
   bg_join(&late);
   bg_join(&busy);
   assert_int_equal(busy.res.status, 201);
   assert_int_equal(late.res.status, 504);
-  assert_non_null(strstr(late.res.body, "\"deadline_exceeded\""));
+  if (!strstr(late.res.body, "\"deadline_exceeded\""))
+    fail_msg("late: %s", late.res.body);
   assert_true(late.done_at - busy.done_at < 0.05); /* answered as soon as a worker took it */
   http_res_free(&busy.res);
   http_res_free(&late.res);
@@ -365,7 +368,7 @@ static void test_codel_drops_a_standing_queue(void **state) {
   const char *args[] = {"--workers",
                         "1",
                         "--work",
-                        "GET /books/*=100ms",
+                        "GET /books/*=300ms",
                         "--queue-discipline",
                         "codel",
                         "--queue-interval",
@@ -388,7 +391,7 @@ static void test_codel_drops_a_standing_queue(void **state) {
       dropped++;
     http_res_free(&b[i].res);
   }
-  /* The first is served; the others waited ~100 ms in a queue not empty for > 50 ms. */
+  /* The first is served; the others waited ~300 ms in a queue not empty for > 50 ms. */
   assert_int_equal(ok, 1);
   assert_int_equal(dropped, 4);
   assert_int_equal(stat_of("dropped_codel"), 4);
@@ -397,7 +400,7 @@ static void test_codel_drops_a_standing_queue(void **state) {
 
 static void test_lifo_serves_the_newest_first(void **state) {
   (void)state;
-  const char *args[] = {"--workers",          "1",    "--work", "GET /books/*=80ms",
+  const char *args[] = {"--workers",          "1",    "--work", "GET /books/*=200ms",
                         "--queue-discipline", "lifo", NULL};
   start(args);
   bg b[4];
@@ -541,6 +544,50 @@ static void test_drain_serves_or_refuses_the_queue(void **state) {
   lib_cleanup(&P);
 }
 
+/* --- configuration ------------------------------------------------------------------------- */
+
+static void test_config_keys_and_bad_flags(void **state) {
+  (void)state;
+  char ini[] = "/tmp/libraryd-cap-ini-XXXXXX";
+  int fd = mkstemp(ini);
+  assert_true(fd >= 0);
+  const char *text = "[libraryd]\n"
+                     "workers = 3\n"
+                     "queue = 7\n"
+                     "work = GET /books/*=cpu:1ms, POST /books/*/loans=2ms\n"
+                     "queue_discipline = adaptive-lifo\n"
+                     "queue-target = 20ms\n"
+                     "queue_interval = 1s\n"
+                     "fault = route=GET /books/9,kind=slowdown,factor=1.5\n";
+  assert_true(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+  close(fd);
+  const char *args[] = {"--config", ini, NULL};
+  start(args);
+  unlink(ini);
+  json_t *s = server_stats();
+  assert_int_equal(json_integer_value(json_object_get(s, "workers")), 3);
+  assert_int_equal(json_integer_value(json_object_get(s, "queue_limit")), 7);
+  assert_string_equal(json_string_value(json_object_get(s, "queue_discipline")), "adaptive-lifo");
+  assert_true(json_real_value(json_object_get(s, "slowdown_factor")) == 1.5);
+  json_decref(s);
+  long st;
+  timed_get("/books/1", NULL, &st); /* 1 ms of CPU: quick, but it is work done */
+  assert_int_equal(st, 200);
+  assert_true(stat_of("work_ns") >= 1000000);
+  stop();
+
+  const char *bad[][3] = {{"--workers", "0", NULL},
+                          {"--queue", "0", NULL},
+                          {"--work", "GET /books/*", NULL},
+                          {"--work", "GET /books/*=5", NULL},
+                          {"--queue-discipline", "random", NULL},
+                          {"--queue-target", "0ms", NULL},
+                          {"--fault", "kind=slowdown,factor=0.9", NULL}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    if (lib_run_args(bad[i]) != 2)
+      fail_msg("libraryd %s %s did not exit 2", bad[i][0], bad[i][1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_throughput_is_workers_over_cost, test_teardown),
@@ -551,6 +598,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_lifo_serves_the_newest_first, test_teardown),
       cmocka_unit_test_teardown(test_abandoned_work_series_and_metrics, test_teardown),
       cmocka_unit_test_teardown(test_drain_serves_or_refuses_the_queue, test_teardown),
+      cmocka_unit_test_teardown(test_config_keys_and_bad_flags, test_teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
