@@ -7,7 +7,8 @@
  * are, so a slow server faces the same arrivals rather than fewer. Each caller gives up after
  * TIMEOUT_MS and closes its connection. Prints one line of key=value counts, where goodput is the
  * rate of 200 answers received in full within the caller's timeout. Bounded: at most
- * RATE x SECONDS requests (RATE <= 20000, SECONDS <= 120) and SECONDS + TIMEOUT + 1 s of time.
+ * RATE x SECONDS requests (RATE <= 20000, SECONDS <= 120, TIMEOUT_MS <= 60000) and
+ * SECONDS + TIMEOUT + 1 s of time.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -57,7 +58,7 @@ int main(int argc, char **argv) {
   const char *path = argc > 5 ? argv[5] : "/books/1";
   const char *extra = argc > 6 ? argv[6] : NULL;
   if (port <= 0 || port > 65535 || !(rate > 0 && rate <= 20000) || !(secs > 0 && secs <= 120) ||
-      timeout <= 0) {
+      timeout <= 0 || timeout > INT64_C(60000000000)) {
     fprintf(stderr, "overload: bad arguments\n");
     return 2;
   }
