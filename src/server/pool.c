@@ -150,12 +150,13 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-int pool_start(lk_server *s, char *err, size_t errcap) {
+int pool_start(lk_server *s, const char *work, char *err, size_t errcap) {
   lk_pool *p = &s->pool;
   char why[300];
-  if (lk_work_parse(s->cfg.work ? s->cfg.work : LK_WORK_DEFAULT, &p->work, why, sizeof why) !=
-      LK_OK) {
-    snprintf(err, errcap, "work '%.200s': %s", s->cfg.work, why);
+  if (!work)
+    work = LK_WORK_DEFAULT;
+  if (lk_work_parse(work, &p->work, why, sizeof why) != LK_OK) {
+    snprintf(err, errcap, "work '%.200s': %s", work, why);
     return LK_ECONFIG;
   }
   if (s->cfg.workers == 0 || s->cfg.workers > 4096 || s->cfg.queue_limit == 0 ||

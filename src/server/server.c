@@ -720,9 +720,7 @@ int lk_server_start(const lk_server_config *cfg, lk_store *store, lk_server **ou
   }
   if (server_metrics_init(s) != LK_OK)
     return config_error(s, LK_ENOMEM);
-  s->cfg.work = cfg->work; /* for the message only */
-  int prc = pool_start(s, err, errcap);
-  s->cfg.work = NULL;
+  int prc = pool_start(s, cfg->work, err, errcap);
   if (prc != LK_OK)
     return config_error(s, prc);
 

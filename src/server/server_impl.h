@@ -153,9 +153,9 @@ int json_books_page(const lk_book *books, int n, int limit, char **out, size_t *
 int json_loan(const lk_loan *l, char **out, size_t *len);
 
 /* --- workers and admission queue (pool.c) ------------------------------------------------- */
-/* Parses the work spec and starts the worker threads. 0, LK_ECONFIG (message in err), LK_ENOMEM
- * or LK_ESYS. */
-int pool_start(lk_server *s, char *err, size_t errcap);
+/* Parses the work spec (NULL: LK_WORK_DEFAULT) and starts the worker threads. 0, LK_ECONFIG
+ * (message in err), LK_ENOMEM or LK_ESYS. */
+int pool_start(lk_server *s, const char *work, char *err, size_t errcap);
 /* Lets the workers answer what is queued (503 once hard_stop is set), then joins them. */
 void pool_stop(lk_server *s);
 /* Takes a queue slot for r: 1, 0 when the queue is full, -1 when the pool is stopping. */
