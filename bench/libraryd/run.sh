@@ -11,6 +11,10 @@
 #   libraryd keyed POST replays (the same key every time: answered from the key store)
 # and prints requests/s, p99 latency and the ratio to nginx. Both servers get the same number
 # of threads / worker processes, run on 127.0.0.1 with ephemeral ports and are stopped at the end.
+# libraryd runs with --work none: no configured service cost, so this measures the HTTP path,
+# the workers' hand-off and the store, not a simulated workload; and with --queue-discipline
+# fifo, because 64 closed-loop connections on the single writer form a standing queue that codel
+# (the default) would rightly shed with 503s, which is not what this measures.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -45,7 +49,8 @@ free_port() {
 start_libraryd() { # $1 = name, rest = extra flags; sets LPORT and LPID
   local name=$1; shift
   "$LIBRARYD" --port 0 --port-file "$WORK/$name.port" --db "$WORK/$name.db" --log off \
-    --threads "$SERVER_THREADS" --connection-limit 4096 "$@" 2>"$WORK/$name.log" &
+    --threads "$SERVER_THREADS" --connection-limit 4096 --work none \
+    --queue-discipline fifo "$@" 2>"$WORK/$name.log" &
   LPID=$!
   PIDS+=("$LPID")
   wait_file "$WORK/$name.port" || { cat "$WORK/$name.log" >&2; exit 1; }

@@ -1,9 +1,11 @@
 /* libraryd: the reference book service. Flags (and an optional INI file with the same names),
  * signal handling, port files; everything else lives in src/server and src/store. */
+#include "admq.h"
 #include "fault.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
+#include "work.h"
 
 #include <linkd/duration.h>
 #include <linkd/error.h>
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define MAX_LIST 64
@@ -45,7 +48,8 @@ static const char usage[] =
     "  --admin-addr ADDR        admin listener address (default: --addr)\n"
     "  --admin-port-file FILE   write the admin port to FILE once listening\n"
     "  --threads N              server threads (default: number of CPUs)\n"
-    "  --connection-limit N     concurrent connections (default 1024)\n"
+    "  --connection-limit N     concurrent connections (default 4096; keep it above --queue +\n"
+    "                           --workers, since a queued request holds its connection)\n"
     "  --idle-timeout DUR       close idle keep-alive connections after DUR (default 60s)\n"
     "  --max-body SIZE          largest accepted request body, e.g. 64k (default 64k)\n"
     "  --drain-timeout DUR      on SIGTERM/SIGINT, time left to in-flight requests (default 10s)\n"
@@ -62,6 +66,17 @@ static const char usage[] =
     "  --require-key ROUTE      requests matching ROUTE ('POST /books/*/loans') must carry a key\n"
     "                           (400 otherwise); repeatable\n"
     "\n"
+    "Capacity (see docs/libraryd.md, \"Capacity, queueing and overload\"):\n"
+    "  --workers N              threads that run the handlers (default 8)\n"
+    "  --queue N                admission queue in front of them; when full, 503 at once with\n"
+    "                           Retry-After: 1 (default 1024)\n"
+    "  --work SPEC              service cost per route, first match wins: ROUTE=DURATION (slept,\n"
+    "                           like I/O) or ROUTE=cpu:DURATION (busy CPU), comma-separated;\n"
+    "                           'none' for no cost (default '" LK_WORK_DEFAULT "')\n"
+    "  --queue-discipline D     fifo | lifo | adaptive-lifo | codel (default %s)\n"
+    "  --queue-target DUR       adaptive-lifo / codel target queue delay (default 5ms)\n"
+    "  --queue-interval DUR     codel interval (default 100ms)\n"
+    "\n"
     "Fault injection:\n"
     "  --fault RULE             e.g. 'route=POST "
     "/books/*/loans,kind=reset_after_processing,p=0.1'\n"
@@ -70,6 +85,7 @@ static const char usage[] =
     "                           repeatable; kinds: latency status reset_before_read\n"
     "                           reset_after_read reset_after_processing close\n"
     "                           close_after_processing partial_stall slow_body\n"
+    "                           slowdown (factor=F[,for=DUR]: service cost x F)\n"
     "  --seed N                 seed of the fault generator (default 1)\n"
     "\n"
     "Other:\n"
@@ -102,6 +118,12 @@ enum {
   O_REQUIRE_KEY,
   O_FAULT,
   O_SEED,
+  O_WORKERS,
+  O_QUEUE,
+  O_WORK,
+  O_QDISC,
+  O_QTARGET,
+  O_QINTERVAL,
   O_LOG,
   O_CONFIG,
   O_HELP,
@@ -128,6 +150,12 @@ static const struct option long_opts[] = {
     {"require-key", required_argument, NULL, O_REQUIRE_KEY},
     {"fault", required_argument, NULL, O_FAULT},
     {"seed", required_argument, NULL, O_SEED},
+    {"workers", required_argument, NULL, O_WORKERS},
+    {"queue", required_argument, NULL, O_QUEUE},
+    {"work", required_argument, NULL, O_WORK},
+    {"queue-discipline", required_argument, NULL, O_QDISC},
+    {"queue-target", required_argument, NULL, O_QTARGET},
+    {"queue-interval", required_argument, NULL, O_QINTERVAL},
     {"log", required_argument, NULL, O_LOG},
     {"config", required_argument, NULL, O_CONFIG},
     {"help", no_argument, NULL, O_HELP},
@@ -234,6 +262,35 @@ static int apply(opts *o, int id, const char *name, const char *v) {
       return bad(name, v, "expected a non-negative integer");
     o->srv.seed = (uint64_t)n;
     return 0;
+  case O_WORKERS:
+    if (int_in(name, v, 1, 4096, &n))
+      return -1;
+    o->srv.workers = (unsigned)n;
+    return 0;
+  case O_QUEUE:
+    if (int_in(name, v, 1, 1000000, &n))
+      return -1;
+    o->srv.queue_limit = (size_t)n;
+    return 0;
+  case O_WORK: {
+    static lk_work_spec w; /* only checked here; the server parses its own copy */
+    char why[300];
+    if (lk_work_parse(v, &w, why, sizeof why) != LK_OK)
+      return bad(name, v, why);
+    o->srv.work = v;
+    return 0;
+  }
+  case O_QDISC:
+    if (lk_qdisc_parse(v, &o->srv.queue_discipline) != LK_OK)
+      return bad(name, v, "expected fifo, lifo, adaptive-lifo or codel");
+    return 0;
+  case O_QTARGET:
+  case O_QINTERVAL: {
+    int64_t *dst = id == O_QTARGET ? &o->srv.queue_target_ns : &o->srv.queue_interval_ns;
+    if (dur(name, v, dst))
+      return -1;
+    return *dst > 0 ? 0 : bad(name, v, "must be positive");
+  }
   case O_LOG:
     if (!strcmp(v, "text"))
       o->srv.log = LK_LOG_TEXT;
@@ -245,16 +302,22 @@ static int apply(opts *o, int id, const char *name, const char *v) {
       return bad(name, v, "expected text, json or off");
     return 0;
   case O_CONFIG: return 0; /* read before the flags */
-  case O_HELP: fputs(usage, stdout); return 1;
+  case O_HELP: printf(usage, lk_qdisc_name(LK_QDISC_DEFAULT)); return 1;
   case O_VERSION: printf("libraryd %s\n", LK_VERSION_STRING); return 1;
   default: return -1;
   }
 }
 
-static int ini_cb(void *user, const char *section, const char *name, const char *value) {
+static int ini_cb(void *user, const char *section, const char *key, const char *value) {
   opts *o = user;
   if (section && *section && strcmp(section, "libraryd"))
     return 1; /* other programs' sections */
+  /* queue_discipline and queue-discipline are the same key: INI files often use underscores. */
+  char name[64];
+  snprintf(name, sizeof name, "%s", key);
+  for (char *p = name; *p; p++)
+    if (*p == '_')
+      *p = '-';
   for (const struct option *lo = long_opts; lo->name; lo++) {
     if (strcmp(lo->name, name))
       continue;
@@ -273,7 +336,7 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
     o->owned[o->n_owned++] = copy;
     return apply(o, lo->val, name, copy) == 0;
   }
-  fprintf(stderr, "libraryd: unknown option '%s'\n", name);
+  fprintf(stderr, "libraryd: unknown option '%s'\n", key);
   return 0;
 }
 
@@ -335,6 +398,19 @@ static int parse_args(int argc, char **argv, opts *o) {
   return 0;
 }
 
+/* Each connection is a descriptor, plus the database, listeners and logs: raise the soft limit
+ * towards the hard one so that --connection-limit, not EMFILE, is what bounds connections. */
+static void raise_fd_limit(unsigned connections) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+    return;
+  rlim_t want = (rlim_t)connections + 256;
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
 int main(int argc, char **argv) {
   static opts o;
   lk_server_config_init_default(&o.srv);
@@ -344,6 +420,7 @@ int main(int argc, char **argv) {
     return rc > 0 ? 0 : 2;
   o.srv.faults = o.faults;
   o.srv.require_key = o.require_key;
+  raise_fd_limit(o.srv.connection_limit);
 
   /* Signals are taken synchronously by this thread; every other thread inherits the mask. */
   sigset_t set;
@@ -378,11 +455,12 @@ int main(int argc, char **argv) {
   if (o.srv.log != LK_LOG_OFF)
     fprintf(stderr,
             "libraryd %s: listening on %s:%d, admin %d, db %s (schema %d -> %d, sync %s), "
-            "%zu fault rule(s), seed %llu\n",
+            "%zu fault rule(s), seed %llu, %u workers, queue %zu (%s)\n",
             LK_VERSION_STRING, o.srv.addr, lk_server_port(srv), lk_server_admin_port(srv),
             o.store.path, lk_store_opened_version(store), LK_STORE_SCHEMA_VERSION,
             o.store.sync == LK_STORE_SYNC_FULL ? "full" : "normal", o.srv.n_faults,
-            (unsigned long long)o.srv.seed);
+            (unsigned long long)o.srv.seed, o.srv.workers, o.srv.queue_limit,
+            lk_qdisc_name(o.srv.queue_discipline));
 
   int sig = 0;
   sigwait(&set, &sig);

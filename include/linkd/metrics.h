@@ -59,6 +59,11 @@ LK_EXPORT void lk_metrics_free(lk_metrics *m);
  * Returns NULL on a bad name/label/help (see above), a type conflict, or out of memory. */
 LK_EXPORT lk_counter *lk_metrics_counter(lk_metrics *m, const char *name, const char *help,
                                          const char *const *labels);
+/* A counter whose exported value is stored / scale (scale > 0 and finite), e.g. scale 1e9 for a
+ * counter of busy time added in ns and exported as seconds (name ending in "_seconds_total").
+ * Re-registration must use the same scale (else NULL); a family is either scaled or not. */
+LK_EXPORT lk_counter *lk_metrics_counter_scaled(lk_metrics *m, const char *name, const char *help,
+                                                const char *const *labels, double scale);
 /* Registers (or finds) a gauge series; exported value = stored int64 (scale 1). */
 LK_EXPORT lk_gauge *lk_metrics_gauge(lk_metrics *m, const char *name, const char *help,
                                      const char *const *labels);

@@ -35,7 +35,7 @@ typedef struct family {
   fam_type type;
   size_t n_labels;
   char **label_names;
-  double scale; /* gauge and histogram: exported = stored / scale */
+  double scale; /* exported = stored / scale (1 for plain counters and gauges) */
   lk_hist_opts opts;
   int64_t bound_units[LK_METRICS_MAX_BOUNDS]; /* histogram bounds in recorded units */
   series *head, *tail;
@@ -381,7 +381,7 @@ static void *reg(lk_metrics *m, const char *name, const char *help, const char *
   family *f = find_family(m, name);
   if (f) {
     bool same = f->type == type && same_label_names(f, labels, n) &&
-                (type != FAM_GAUGE || f->scale == scale) &&
+                (type == FAM_HIST || f->scale == scale) &&
                 (type != FAM_HIST || same_hist_opts(&f->opts, opts));
     if (same) {
       series *s = find_series(f, labels);
@@ -409,6 +409,13 @@ static void *reg(lk_metrics *m, const char *name, const char *help, const char *
 lk_counter *lk_metrics_counter(lk_metrics *m, const char *name, const char *help,
                                const char *const *labels) {
   return reg(m, name, help, labels, FAM_COUNTER, 1.0, NULL);
+}
+
+lk_counter *lk_metrics_counter_scaled(lk_metrics *m, const char *name, const char *help,
+                                      const char *const *labels, double scale) {
+  if (!(scale > 0) || !isfinite(scale))
+    return NULL;
+  return reg(m, name, help, labels, FAM_COUNTER, scale, NULL);
 }
 
 lk_gauge *lk_metrics_gauge(lk_metrics *m, const char *name, const char *help,
@@ -661,8 +668,10 @@ static void render_family(buf *b, const family *f) {
     }
     put_series_name(b, f, s, "", NULL, NULL);
     buf_putc(b, ' ');
-    if (f->type == FAM_COUNTER)
+    if (f->type == FAM_COUNTER && f->scale == 1.0)
       buf_u64(b, lk_counter_value(s->obj));
+    else if (f->type == FAM_COUNTER)
+      buf_double(b, (double)lk_counter_value(s->obj) / f->scale);
     else if (f->scale == 1.0)
       buf_i64(b, lk_gauge_value(s->obj));
     else

@@ -3,6 +3,7 @@
 #include "server_impl.h"
 #include "util.h"
 
+#include <linkd/clock.h>
 #include <linkd/error.h>
 
 #include <jansson.h>
@@ -180,6 +181,22 @@ static enum MHD_Result stats(lk_server *s, struct MHD_Connection *c) {
       "faults_injected", ST(faults_injected), "loans_applied", ST(loans_applied), "write_errors",
       ST(write_errors), "requests_in_flight", (json_int_t)atomic_load(&s->active), "keys_executing",
       (json_int_t)lk_inflight_count(s->inflight));
+  size_t depth, depth_max;
+  pool_depth(s, &depth, &depth_max);
+  json_t *cap = json_pack(
+      "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "workers",
+      (json_int_t)s->cfg.workers, "queue_limit", (json_int_t)s->cfg.queue_limit, "queue_depth",
+      (json_int_t)depth, "queue_depth_max", (json_int_t)depth_max, "admitted", ST(admitted),
+      "work_done", ST(work_done), "work_abandoned", ST(work_abandoned), "work_ns", ST(work_ns),
+      "work_abandoned_ns", ST(work_abandoned_ns), "dropped_queue_full", ST(dropped_queue_full),
+      "dropped_deadline_expired", ST(dropped_deadline_expired), "dropped_deadline_too_short",
+      ST(dropped_deadline_too_short), "dropped_codel", ST(dropped_codel), "busy_ns", ST(busy_ns),
+      "uptime_ns", (json_int_t)(lk_now_ns() - s->started_ns), "slowdown_factor",
+      lk_faults_slowdown(s->faults, NULL, NULL, lk_now_ns()));
+  json_object_update(server, cap);
+  json_decref(cap);
+  json_object_set_new(server, "queue_discipline",
+                      json_string(lk_qdisc_name(s->cfg.queue_discipline)));
   return reply(c, 200,
                json_pack("{s:I,s:I,s:I,s:I,s:o,s:o,s:{s:o,s:o}}", "books", (json_int_t)counts.books,
                          "loans", (json_int_t)counts.loans, "keyed_loans",
@@ -189,6 +206,21 @@ static enum MHD_Result stats(lk_server *s, struct MHD_Connection *c) {
                          by_key));
 }
 
+static enum MHD_Result series(lk_server *s, struct MHD_Connection *c) {
+  char *txt = lk_series_json(&s->series, lk_now_ns());
+  if (!txt)
+    return MHD_NO;
+  struct MHD_Response *m = MHD_create_response_from_buffer(strlen(txt), txt, MHD_RESPMEM_MUST_FREE);
+  if (!m) {
+    free(txt);
+    return MHD_NO;
+  }
+  MHD_add_response_header(m, "Content-Type", "application/json");
+  enum MHD_Result rc = MHD_queue_response(c, 200, m);
+  MHD_destroy_response(m);
+  return rc;
+}
+
 static enum MHD_Result dispatch(lk_server *s, struct MHD_Connection *c, const char *url,
                                 const char *method, const admin_req *a) {
   bool get = !strcmp(method, "GET");
@@ -196,6 +228,8 @@ static enum MHD_Result dispatch(lk_server *s, struct MHD_Connection *c, const ch
     return reply(c, 200, json_pack("{s:s}", "status", "ok"));
   if (!strcmp(url, "/admin/stats") && get)
     return stats(s, c);
+  if (!strcmp(url, "/admin/series") && get)
+    return series(s, c);
   if (!strcmp(url, "/admin/faults")) {
     if (get)
       return list_faults(s, c);
@@ -218,7 +252,7 @@ static enum MHD_Result dispatch(lk_server *s, struct MHD_Connection *c, const ch
     return reply(c, 200, json_pack("{s:I}", "removed", (json_int_t)id));
   }
   return reply_error(c, 404, "not_found",
-                     "admin routes: /admin/healthz, /admin/stats, "
+                     "admin routes: /admin/healthz, /admin/stats, /admin/series, "
                      "/admin/faults[/{id}]");
 }
 

@@ -2,6 +2,7 @@
 #include "fault.h"
 #include "util.h"
 
+#include <linkd/clock.h>
 #include <linkd/duration.h>
 #include <linkd/error.h>
 #include <linkd/rand.h>
@@ -27,6 +28,7 @@ static const char *const kind_names[] = {
     [LK_FAULT_CLOSE_AFTER_PROCESSING] = "close_after_processing",
     [LK_FAULT_PARTIAL_STALL] = "partial_stall",
     [LK_FAULT_SLOW_BODY] = "slow_body",
+    [LK_FAULT_SLOWDOWN] = "slowdown",
 };
 
 const char *lk_fault_kind_name(lk_fault_kind k) {
@@ -99,12 +101,14 @@ int lk_fault_rule_parse(const char *spec, lk_fault_rule *out, char *err, size_t 
   out->act.stall_ns = 30 * INT64_C(1000000000);
   out->act.chunk = 16;
   out->act.interval_ns = 100 * INT64_C(1000000);
+  out->act.for_ns = -1;
   if (!spec || strlen(spec) >= sizeof out->spec)
     return fail(err, errcap, "rule is empty or longer than %d bytes", LK_FAULT_SPEC_MAX - 1);
   snprintf(out->spec, sizeof out->spec, "%s", spec);
   char buf[LK_FAULT_SPEC_MAX];
   snprintf(buf, sizeof buf, "%s", spec);
-  bool have_kind = false, have_delay = false;
+  bool have_kind = false, have_delay = false, have_factor = false, have_for = false;
+  bool have_pcs = false; /* p, count or skip given */
   for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     while (*tok == ' ')
       tok++;
@@ -128,12 +132,26 @@ int lk_fault_rule_parse(const char *spec, lk_fault_rule *out, char *err, size_t 
       if (end == v || *end || !(p >= 0.0 && p <= 1.0))
         return fail(err, errcap, "p must be a number in [0, 1], not '%s'", v);
       out->p = p;
+      have_pcs = true;
     } else if (!strcmp(k, "count")) {
       if (parse_count(v, &out->count))
         return fail(err, errcap, "bad count '%s'", v);
+      have_pcs = true;
     } else if (!strcmp(k, "skip")) {
       if (parse_count(v, &out->skip))
         return fail(err, errcap, "bad skip '%s'", v);
+      have_pcs = true;
+    } else if (!strcmp(k, "factor")) {
+      char *end;
+      double f = strtod(v, &end);
+      if (end == v || *end || !(f >= 1.0 && f <= 1e6))
+        return fail(err, errcap, "factor must be a number in [1, 1e6], not '%s'", v);
+      out->act.factor = f;
+      have_factor = true;
+    } else if (!strcmp(k, "for")) {
+      if (lk_duration_parse(v, &out->act.for_ns, NULL, 0))
+        return fail(err, errcap, "bad for duration '%s'", v);
+      have_for = true;
     } else if (!strcmp(k, "code")) {
       if (parse_count(v, &n) || n < 400 || n > 599)
         return fail(err, errcap, "code must be 400-599, not '%s'", v);
@@ -174,6 +192,13 @@ int lk_fault_rule_parse(const char *spec, lk_fault_rule *out, char *err, size_t 
     return fail(err, errcap, "kind=latency needs delay=");
   if (out->act.kind != LK_FAULT_LATENCY && have_delay)
     return fail(err, errcap, "delay= only goes with kind=latency");
+  bool slowdown = out->act.kind == LK_FAULT_SLOWDOWN;
+  if (slowdown && !have_factor)
+    return fail(err, errcap, "kind=slowdown needs factor=");
+  if (!slowdown && (have_factor || have_for))
+    return fail(err, errcap, "factor= and for= only go with kind=slowdown");
+  if (slowdown && have_pcs)
+    return fail(err, errcap, "kind=slowdown applies to every matching request: no p, count, skip");
   if (out->act.kind == LK_FAULT_STATUS && out->act.status == 0)
     out->act.status = 503;
   if (out->act.kind != LK_FAULT_STATUS && (out->act.status || out->act.retry_after >= 0))
@@ -220,6 +245,7 @@ int lk_faults_add(lk_faults *f, const lk_fault_rule *r) {
   f->rules[n] = *r;
   f->rules[n].id = f->next_id++;
   f->rules[n].matched = f->rules[n].fired = 0;
+  f->rules[n].added_ns = lk_now_ns();
   int id = f->rules[n].id;
   atomic_store(&f->n, n + 1);
   pthread_mutex_unlock(&f->mu);
@@ -299,7 +325,7 @@ void lk_faults_decide(lk_faults *f, const char *method, const char *path, lk_fau
   int n = atomic_load(&f->n);
   for (int i = 0; i < n; i++) {
     lk_fault_rule *r = &f->rules[i];
-    if (!lk_route_match(r->route, method, path))
+    if (r->act.kind == LK_FAULT_SLOWDOWN || !lk_route_match(r->route, method, path))
       continue;
     r->matched++;
     bool latency = r->act.kind == LK_FAULT_LATENCY;
@@ -321,4 +347,31 @@ void lk_faults_decide(lk_faults *f, const char *method, const char *path, lk_fau
     }
   }
   pthread_mutex_unlock(&f->mu);
+}
+
+double lk_faults_slowdown(lk_faults *f, const char *method, const char *path, int64_t now) {
+  if (atomic_load_explicit(&f->n, memory_order_relaxed) == 0)
+    return 1.0;
+  double factor = 1.0;
+  pthread_mutex_lock(&f->mu);
+  int n = atomic_load(&f->n);
+  for (int i = 0; i < n; i++) {
+    lk_fault_rule *r = &f->rules[i];
+    if (r->act.kind != LK_FAULT_SLOWDOWN)
+      continue;
+    /* Both instants are CLOCK_MONOTONIC readings, so the difference cannot overflow. */
+    if (r->act.for_ns >= 0 && now - r->added_ns >= r->act.for_ns)
+      continue; /* expired: inert from now on */
+    if (method) {
+      if (!lk_route_match(r->route, method, path))
+        continue;
+      r->matched++;
+      r->fired++;
+    }
+    factor *= r->act.factor;
+    if (factor > 1e9)
+      factor = 1e9;
+  }
+  pthread_mutex_unlock(&f->mu);
+  return factor;
 }

@@ -26,10 +26,16 @@
  *                           stall=DURATION (default 30s) and a close
  *   slow_body               the body in chunk=BYTES (default 16) pieces every interval=DURATION
  *                           (default 100ms)
+ *   slowdown                factor=F (a decimal >= 1): the service cost of matching requests
+ *                           (see work.h) is multiplied by F, for=DURATION from when the rule is
+ *                           added (default: for as long as it exists); several active slowdowns
+ *                           multiply. It applies to every matching request (p, count and skip are
+ *                           refused) and is read when a worker takes the request, not decided here
  *
  * Every matching latency rule adds its delay; the first other rule that fires decides the
- * action. Draws come from one xoshiro256** generator seeded with the configured seed, in request
- * order, so a sequential client sees the same faults on every run.
+ * action; slowdown rules take no part in that decision and consume no draw. Draws come from one
+ * xoshiro256** generator seeded with the configured seed, in request order, so a sequential client
+ * sees the same faults on every run.
  *
  * Thread-safety: lk_faults is safe from many threads (one mutex; an empty rule set costs one
  * atomic load).
@@ -52,6 +58,7 @@ typedef enum lk_fault_kind {
   LK_FAULT_CLOSE_AFTER_PROCESSING,
   LK_FAULT_PARTIAL_STALL,
   LK_FAULT_SLOW_BODY,
+  LK_FAULT_SLOWDOWN,
 } lk_fault_kind;
 
 typedef enum lk_delay_dist { LK_DELAY_FIXED, LK_DELAY_UNIFORM, LK_DELAY_EXP } lk_delay_dist;
@@ -67,6 +74,8 @@ typedef struct lk_fault_action {
   int64_t interval_ns; /* slow_body */
   lk_delay_dist dist;  /* latency */
   int64_t delay_a, delay_b;
+  double factor;  /* slowdown */
+  int64_t for_ns; /* slowdown: active this long after being added; -1 = always */
 } lk_fault_action;
 
 #define LK_FAULT_SPEC_MAX 512
@@ -80,6 +89,7 @@ typedef struct lk_fault_rule {
   int64_t count; /* -1 = unlimited */
   int64_t skip;
   uint64_t matched, fired;
+  int64_t added_ns;             /* CLOCK_MONOTONIC, set by lk_faults_add */
   char spec[LK_FAULT_SPEC_MAX]; /* the text it was parsed from */
 } lk_fault_rule;
 
@@ -110,5 +120,9 @@ uint64_t lk_faults_seed(lk_faults *f);
 int lk_faults_snapshot(lk_faults *f, lk_fault_rule *out, int max);
 /* Decides the faults for one request. */
 void lk_faults_decide(lk_faults *f, const char *method, const char *path, lk_fault_plan *out);
+/* The product of the factors of the slowdown rules active at `now` that match method + path
+ * (counted as matched and fired), or of every active slowdown rule when method is NULL (counts
+ * untouched). 1.0 when none; capped at 1e9. */
+double lk_faults_slowdown(lk_faults *f, const char *method, const char *path, int64_t now);
 
 #endif

@@ -38,11 +38,16 @@ struct lk_server_metrics {
   pthread_mutex_t mu; /* registration of lazy series and mirroring */
   _Atomic(lk_counter *) requests[N_ROUTES][N_METHODS][N_CODES];
   lk_hist *latency[N_ROUTES];
-  lk_gauge *active, *inflight_keys;
-  mirror mirrors[10];
+  lk_gauge *active, *inflight_keys, *queue_depth, *workers;
+  lk_hist *queue_wait;
+  lk_counter *busy; /* seconds, scaled from ns */
+  mirror mirrors[16];
 };
 
 #define STAT(field) offsetof(lk_server_stats, field)
+#define DROPPED_HELP "Requests answered 503/504 by the admission queue without running"
+#define WORK_HELP                                                                                  \
+  "Requests run by a worker, by whether the caller was still waiting when the work ended"
 
 int server_metrics_init(lk_server *s) {
   struct lk_server_metrics *m = calloc(1, sizeof *m);
@@ -62,6 +67,15 @@ int server_metrics_init(lk_server *s) {
                                "Requests received and not yet completed", NULL);
   m->inflight_keys = lk_metrics_gauge(m->reg, "libraryd_idempotency_keys_executing",
                                       "Idempotency-Keys whose first request is executing", NULL);
+  m->queue_depth =
+      lk_metrics_gauge(m->reg, "libraryd_queue_depth", "Requests in the admission queue", NULL);
+  m->workers = lk_metrics_gauge(m->reg, "libraryd_workers", "Worker threads", NULL);
+  lk_gauge_set(m->workers, (int64_t)s->cfg.workers);
+  m->queue_wait = lk_metrics_histogram(m->reg, "libraryd_queue_wait_seconds",
+                                       "Time from admission to a worker taking the request", NULL);
+  m->busy = lk_metrics_counter_scaled(m->reg, "libraryd_worker_busy_seconds_total",
+                                      "Time the workers spent on requests, summed over workers",
+                                      NULL, 1e9);
   const mirror defs[] = {
       {"libraryd_idempotent_replays_total", "Keyed requests answered with the stored result", NULL,
        NULL, STAT(replays), NULL},
@@ -81,7 +95,18 @@ int server_metrics_init(lk_server *s) {
        STAT(loans_applied), NULL},
       {"libraryd_write_errors_total", "Writes that failed in the store", NULL, NULL,
        STAT(write_errors), NULL},
+      {"libraryd_dropped_total", DROPPED_HELP, "cause", "queue_full", STAT(dropped_queue_full),
+       NULL},
+      {"libraryd_dropped_total", DROPPED_HELP, "cause", "deadline_expired",
+       STAT(dropped_deadline_expired), NULL},
+      {"libraryd_dropped_total", DROPPED_HELP, "cause", "deadline_too_short",
+       STAT(dropped_deadline_too_short), NULL},
+      {"libraryd_dropped_total", DROPPED_HELP, "cause", "codel", STAT(dropped_codel), NULL},
+      {"libraryd_work_total", WORK_HELP, "outcome", "done", STAT(work_done), NULL},
+      {"libraryd_work_total", WORK_HELP, "outcome", "abandoned", STAT(work_abandoned), NULL},
   };
+  _Static_assert(sizeof defs / sizeof defs[0] <= sizeof m->mirrors / sizeof m->mirrors[0],
+                 "mirror table too small");
   for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
     m->mirrors[i] = defs[i];
     const char *const labels[] = {defs[i].lname, defs[i].lvalue, NULL};
@@ -141,6 +166,11 @@ void server_metrics_request(lk_server *s, const req *r, int64_t dur_ns) {
   lk_hist_record(m->latency[ri], dur_ns);
 }
 
+void server_metrics_queue_wait(lk_server *s, int64_t ns) {
+  if (s->metrics)
+    lk_hist_record(s->metrics->queue_wait, ns > 0 ? ns : 0);
+}
+
 bool server_metrics_render(lk_server *s, lk_resp *out) {
   struct lk_server_metrics *m = s->metrics;
   if (!m)
@@ -155,7 +185,13 @@ bool server_metrics_render(lk_server *s, lk_resp *out) {
     if (now > had)
       lk_counter_add(mi->c, now - had);
   }
+  uint64_t busy = atomic_load(&s->stats.busy_ns), had = lk_counter_value(m->busy);
+  if (busy > had)
+    lk_counter_add(m->busy, busy - had);
   pthread_mutex_unlock(&m->mu);
+  size_t depth, depth_max;
+  pool_depth(s, &depth, &depth_max);
+  lk_gauge_set(m->queue_depth, (int64_t)depth);
   lk_gauge_set(m->active, atomic_load(&s->active));
   lk_gauge_set(m->inflight_keys, (int64_t)lk_inflight_count(s->inflight));
   char *text;

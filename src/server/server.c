@@ -6,11 +6,14 @@
  *   after     reset_after_read / close, body validation, key: claim (409 while held), stored
  *   body      result (replay or 422), injected latency (the connection is suspended, no thread
  *             waits), bounded by the deadline
- *   run       status fault (before), deadline check (504), the handler (a write commits its
- *             effect and its key record together), then after-processing faults, then send
+ *   run       status fault (before), deadline check (504), then the admission queue: 503 at once
+ *             when full, else the connection is suspended until a worker (pool.c) has spent the
+ *             service cost and run the handler (a write commits its effect and its key record
+ *             together); replays, /healthz and /metrics skip the queue
+ *   finish    after-processing faults, then send
  *
- * Threads: MHD's poll(2) thread pool runs handlers; the waker thread resumes suspended
- * connections; a purge thread deletes expired keys.
+ * Threads: MHD's poll(2) thread pool parses and sends; the workers run handlers; the waker thread
+ * resumes connections suspended by faults; a purge thread deletes expired keys.
  */
 #include "server_impl.h"
 #include "util.h"
@@ -53,8 +56,14 @@ void lk_server_config_init_default(lk_server_config *cfg) {
   cfg->idem_retention_ns = 24 * 3600 * LK_NS_PER_S;
   cfg->drain_timeout_ns = 10 * LK_NS_PER_S;
   cfg->idle_timeout_s = 60;
-  cfg->connection_limit = 1024;
+  cfg->connection_limit = 4096; /* above the default queue: a queued request holds its connection */
   cfg->seed = 1;
+  cfg->workers = 8;
+  cfg->queue_limit = 1024;
+  cfg->work = NULL;
+  cfg->queue_discipline = LK_QDISC_DEFAULT;
+  cfg->queue_target_ns = 5 * LK_NS_PER_MS;
+  cfg->queue_interval_ns = 100 * LK_NS_PER_MS;
   cfg->log = LK_LOG_TEXT;
   cfg->log_fd = 2;
 }
@@ -233,6 +242,27 @@ static void release_claim(req *r) {
 
 /* --- the steps ----------------------------------------------------------------------------- */
 
+/* Sends what the handler (or the queue logic) produced, with the after-processing faults. */
+static enum MHD_Result finish(req *r) {
+  const lk_fault_action *a = &r->plan.act;
+  release_claim(r);
+  if (r->dropped) /* never ran: no after-processing fault applies to it */
+    return send_resp(r, &r->resp);
+  switch (a->kind) {
+  case LK_FAULT_RESET_AFTER_PROCESSING: return do_reset(r);
+  case LK_FAULT_CLOSE_AFTER_PROCESSING: return do_close(r);
+  case LK_FAULT_STATUS: return send_fault_status(r); /* when=after: applied, then an error */
+  case LK_FAULT_PARTIAL_STALL:
+  case LK_FAULT_SLOW_BODY: return send_streamed(r);
+  default: return send_resp(r, &r->resp);
+  }
+}
+
+/* Health checks and metrics stay answerable under overload: they skip the queue. */
+static bool needs_worker(const req *r) {
+  return !r->replay && r->route != RT_HEALTHZ && r->route != RT_METRICS;
+}
+
 static enum MHD_Result run(req *r) {
   lk_server *s = r->srv;
   const lk_fault_action *a = &r->plan.act;
@@ -249,19 +279,33 @@ static enum MHD_Result run(req *r) {
     atomic_fetch_add(&s->stats.deadline_expired_in_flight, 1);
     return send_error(r, 504, "deadline_exceeded", "the request's deadline passed before it ran");
   }
-  if (!r->replay) {
-    resp_init(&r->resp, 500);
-    handle(r, &r->resp);
+  if (!needs_worker(r)) {
+    if (!r->replay) {
+      resp_init(&r->resp, 500);
+      handle(r, &r->resp);
+    }
+    return finish(r);
   }
-  release_claim(r);
-  switch (a->kind) {
-  case LK_FAULT_RESET_AFTER_PROCESSING: return do_reset(r);
-  case LK_FAULT_CLOSE_AFTER_PROCESSING: return do_close(r);
-  case LK_FAULT_STATUS: return send_fault_status(r); /* when=after: applied, then an error */
-  case LK_FAULT_PARTIAL_STALL:
-  case LK_FAULT_SLOW_BODY: return send_streamed(r);
-  default: return send_resp(r, &r->resp);
+  int slot = pool_reserve(s);
+  if (slot <= 0) {
+    release_claim(r);
+    if (slot < 0)
+      return send_error(r, 503, "shutting_down", "the server is shutting down");
+    atomic_fetch_add(&s->stats.dropped_queue_full, 1);
+    lk_series_add(&s->series, LK_SERIES_DROPPED, lk_now_ns());
+    resp_free(&r->resp);
+    resp_error(&r->resp, 503, "overloaded", "the admission queue is full (%zu requests)",
+               s->cfg.queue_limit);
+    resp_header(&r->resp, "Retry-After", "1");
+    r->outcome = "overloaded";
+    return send_resp(r, &r->resp);
   }
+  atomic_fetch_add(&s->stats.admitted, 1);
+  /* Suspended before it is pushed, so a worker can never resume it before the suspension. */
+  r->ph = PH_QUEUED;
+  MHD_suspend_connection(r->conn);
+  pool_push(s, r);
+  return MHD_YES;
 }
 
 static enum MHD_Result after_body(req *r) {
@@ -489,7 +533,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     *con_cls = r;
     r->srv = s;
     r->conn = conn;
+    r->fd = conn_fd(r);
     r->t0 = lk_now_ns();
+    lk_series_add(&s->series, LK_SERIES_ARRIVALS, r->t0);
     r->dl = lk_deadline_none();
     r->outcome = "ok";
     atomic_fetch_add(&s->active, 1);
@@ -505,6 +551,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   switch (r->ph) {
   case PH_BODY: return after_body(r);
   case PH_DELAY: return run(r);
+  case PH_WORKED: return finish(r);
+  case PH_QUEUED:
   case PH_HEAD:
   case PH_DONE:
   default: return MHD_YES;
@@ -619,9 +667,14 @@ int lk_server_start(const lk_server_config *cfg, lk_store *store, lk_server **ou
   s->cfg.faults = NULL;
   s->cfg.require_key = NULL;
   s->cfg.addr = s->cfg.admin_addr = NULL; /* not kept */
+  s->cfg.work = NULL;                     /* parsed into s->pool.work */
   s->store = store;
   s->port = s->admin_port = -1;
   pthread_mutex_init(&s->purge_mu, NULL);
+  pthread_mutex_init(&s->pool.mu, NULL);
+  pthread_cond_init(&s->pool.cv, NULL);
+  s->started_ns = lk_now_ns();
+  lk_series_init(&s->series, s->started_ns);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -667,6 +720,9 @@ int lk_server_start(const lk_server_config *cfg, lk_store *store, lk_server **ou
   }
   if (server_metrics_init(s) != LK_OK)
     return config_error(s, LK_ENOMEM);
+  int prc = pool_start(s, cfg->work, err, errcap);
+  if (prc != LK_OK)
+    return config_error(s, prc);
 
   int fd = listen_on(cfg->addr ? cfg->addr : "127.0.0.1", cfg->port, &s->port, err, errcap);
   if (fd < 0)
@@ -740,6 +796,9 @@ int lk_server_shutdown(lk_server *s) {
   until = lk_now_ns() + 2 * LK_NS_PER_S;
   while (atomic_load(&s->active) > 0 && lk_now_ns() < until)
     sleep_ms(5);
+  /* The workers answer whatever is still queued (503) and exit before MHD stops, so no
+   * connection stays suspended and no worker resumes one on a stopped daemon. */
+  pool_stop(s);
   MHD_stop_daemon(s->d);
   s->d = NULL;
   if (s->admin) {
@@ -772,6 +831,7 @@ void lk_server_free(lk_server *s) {
     pthread_mutex_unlock(&s->purge_mu);
     pthread_join(s->purge_thread, NULL);
   }
+  pool_stop(s);
   lk_waker_free(s->waker);
   lk_inflight_free(s->inflight);
   lk_faults_free(s->faults);
@@ -781,5 +841,8 @@ void lk_server_free(lk_server *s) {
   free(s->require_key);
   pthread_cond_destroy(&s->purge_cv);
   pthread_mutex_destroy(&s->purge_mu);
+  pthread_cond_destroy(&s->pool.cv);
+  pthread_mutex_destroy(&s->pool.mu);
+  lk_series_destroy(&s->series);
   free(s);
 }

@@ -1,5 +1,7 @@
 /* server.h: libraryd's HTTP server (libmicrohttpd): the book API, Idempotency-Key handling,
- * deadline honouring, fault injection and the admin listener.
+ * deadline honouring, fault injection and the admin listener. Handlers run on a fixed set of
+ * worker threads behind a bounded admission queue, each spending a configured service cost, so
+ * that load can exceed capacity (docs/libraryd.md, "Capacity, queueing and overload").
  *
  * The store is owned by the caller and must outlive the server.
  *
@@ -9,6 +11,7 @@
 #ifndef LINKD_SERVER_H
 #define LINKD_SERVER_H
 
+#include "admq.h"
 #include "store.h"
 
 #include <stdbool.h>
@@ -28,14 +31,20 @@ typedef struct lk_server_config {
   int64_t purge_interval_ns; /* expired-key purge period; 0 = min(retention / 4, 60 s) */
   int64_t drain_timeout_ns;  /* graceful shutdown budget for in-flight requests (10 s) */
   unsigned idle_timeout_s;   /* idle keep-alive connections are closed after this (60) */
-  unsigned connection_limit; /* concurrent connections (default 1024) */
+  unsigned connection_limit; /* concurrent connections (default 4096) */
   uint64_t seed;             /* fault injection generator seed (default 1) */
   const char *const *faults; /* fault rule specs (see fault.h), n_faults of them */
   size_t n_faults;
   const char *const *require_key; /* route patterns whose requests must carry a key */
   size_t n_require_key;
-  lk_log_format log; /* access log format (default TEXT) */
-  int log_fd;        /* access log destination (default 2) */
+  unsigned workers;          /* threads that run the handlers (default 8) */
+  size_t queue_limit;        /* admission queue slots in front of them (default 1024) */
+  const char *work;          /* service cost spec (see work.h); NULL = LK_WORK_DEFAULT */
+  lk_qdisc queue_discipline; /* default: LK_QDISC_DEFAULT */
+  int64_t queue_target_ns;   /* adaptive-lifo and codel target delay (default 5 ms) */
+  int64_t queue_interval_ns; /* codel interval (default 100 ms) */
+  lk_log_format log;         /* access log format (default TEXT) */
+  int log_fd;                /* access log destination (default 2) */
 } lk_server_config;
 
 typedef struct lk_server lk_server;

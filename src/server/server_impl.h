@@ -2,10 +2,13 @@
 #ifndef LINKD_SERVER_IMPL_H
 #define LINKD_SERVER_IMPL_H
 
+#include "admq.h"
 #include "fault.h"
 #include "idem_rules.h"
+#include "series.h"
 #include "server.h"
 #include "waker.h"
+#include "work.h"
 
 #include <microhttpd.h>
 #include <pthread.h>
@@ -33,14 +36,31 @@ typedef enum route_id {
   RT_LOAN,  /* /loans/{id} */
 } route_id;
 
-typedef enum phase { PH_HEAD, PH_BODY, PH_DELAY, PH_DONE } phase;
+/* PH_QUEUED: suspended in the admission queue or running on a worker; PH_WORKED: the worker has
+ * stored the response and resumed the connection. */
+typedef enum phase { PH_HEAD, PH_BODY, PH_DELAY, PH_QUEUED, PH_WORKED, PH_DONE } phase;
 
 /* Server-wide counters, reported by /metrics and /admin/stats. */
 typedef struct lk_server_stats {
   atomic_uint_fast64_t requests, replays, key_conflicts, key_mismatches, key_missing,
       deadline_expired_on_arrival, deadline_expired_in_flight, faults_injected, loans_applied,
       write_errors;
+  /* capacity (pool.c); *_ns are sums of CLOCK_MONOTONIC intervals */
+  atomic_uint_fast64_t admitted, work_done, work_abandoned, work_ns, work_abandoned_ns,
+      dropped_queue_full, dropped_deadline_expired, dropped_deadline_too_short, dropped_codel,
+      busy_ns;
 } lk_server_stats;
+
+/* The workers and their admission queue (pool.c). */
+typedef struct lk_pool {
+  pthread_mutex_t mu;
+  pthread_cond_t cv; /* an item was pushed, or stop */
+  lk_admq q;
+  bool q_ready, stop;
+  pthread_t *threads;
+  unsigned n_started;
+  lk_work_spec work;
+} lk_pool;
 
 struct lk_server {
   lk_server_config cfg;
@@ -60,6 +80,9 @@ struct lk_server {
   pthread_cond_t purge_cv;
   bool purge_stop;
   lk_server_stats stats;
+  lk_pool pool;
+  lk_series series;
+  int64_t started_ns;                /* CLOCK_MONOTONIC at start, for utilisation over the uptime */
   struct lk_server_metrics *metrics; /* NULL when built without the metrics registry */
 };
 
@@ -67,6 +90,7 @@ struct lk_server {
 typedef struct req {
   lk_server *srv;
   struct MHD_Connection *conn;
+  int fd;     /* the connection's socket, for the worker's "is the caller still there?" */
   int64_t t0; /* arrival, CLOCK_MONOTONIC */
   lk_deadline dl;
   char method[16];
@@ -98,6 +122,7 @@ typedef struct req {
   size_t stream_limit;  /* partial_stall: bytes sent before the stall */
   bool stream_can_send; /* slow_body: the next chunk may go now */
   bool stream_waiting;  /* partial_stall: the stall has begun */
+  bool dropped;         /* answered by the queue logic without running (resp holds the error) */
 } req;
 
 /* --- responses (resp.c) --------------------------------------------------------------------- */
@@ -127,6 +152,19 @@ int json_book(const lk_book *b, char **out, size_t *len);
 int json_books_page(const lk_book *books, int n, int limit, char **out, size_t *len);
 int json_loan(const lk_loan *l, char **out, size_t *len);
 
+/* --- workers and admission queue (pool.c) ------------------------------------------------- */
+/* Parses the work spec (NULL: LK_WORK_DEFAULT) and starts the worker threads. 0, LK_ECONFIG
+ * (message in err), LK_ENOMEM or LK_ESYS. */
+int pool_start(lk_server *s, const char *work, char *err, size_t errcap);
+/* Lets the workers answer what is queued (503 once hard_stop is set), then joins them. */
+void pool_stop(lk_server *s);
+/* Takes a queue slot for r: 1, 0 when the queue is full, -1 when the pool is stopping. */
+int pool_reserve(lk_server *s);
+/* Queues r (its connection already suspended) in the slot taken by pool_reserve. */
+void pool_push(lk_server *s, req *r);
+/* Queue depth now and the largest seen. */
+void pool_depth(lk_server *s, size_t *depth, size_t *max);
+
 /* --- admin listener (admin.c), metrics (metrics_glue.c), access log (log.c) ------------------ */
 enum MHD_Result admin_handler(void *cls, struct MHD_Connection *conn, const char *url,
                               const char *method, const char *version, const char *upload,
@@ -138,6 +176,7 @@ void access_log(const req *r, enum MHD_RequestTerminationCode toe);
 int server_metrics_init(lk_server *s);
 void server_metrics_free(lk_server *s);
 void server_metrics_request(lk_server *s, const req *r, int64_t dur_ns);
+void server_metrics_queue_wait(lk_server *s, int64_t ns);
 /* Prometheus text for GET /metrics; false when no registry is available. */
 bool server_metrics_render(lk_server *s, lk_resp *out);
 

@@ -113,6 +113,15 @@ static void dedupe_and_conflicts(void **state) {
   lk_gauge *g = lk_metrics_gauge(m, "depth", "Depth.", NULL);
   assert_ptr_equal(g, lk_metrics_gauge(m, "depth", "Depth.", NULL));
   assert_null(lk_metrics_gauge_scaled(m, "depth", "Depth.", NULL, 1000.0));
+  /* A counter family is scaled or not, with one scale. */
+  assert_null(lk_metrics_counter_scaled(m, "req_total", "Requests.", L("client", "c"), 1e9));
+  lk_counter *t = lk_metrics_counter_scaled(m, "busy_seconds_total", "Busy.", NULL, 1e9);
+  assert_non_null(t);
+  assert_ptr_equal(t, lk_metrics_counter_scaled(m, "busy_seconds_total", "Busy.", NULL, 1e9));
+  assert_null(lk_metrics_counter_scaled(m, "busy_seconds_total", "Busy.", NULL, 1e6));
+  assert_null(lk_metrics_counter(m, "busy_seconds_total", "Busy.", NULL));
+  assert_null(lk_metrics_counter_scaled(m, "x_total", "X.", NULL, 0.0));
+  assert_null(lk_metrics_counter_scaled(m, "x_seconds", "Not a counter name.", NULL, 1e9));
   assert_null(lk_metrics_histogram(m, "depth", "Depth.", NULL));
   /* Histogram generated names collide both ways. */
   lk_hist *h = lk_metrics_histogram(m, "lat_seconds", "Latency.", L("client", "a"));
@@ -145,6 +154,8 @@ static void exposition_text(void **state) {
   lk_gauge_add(g, -7);
   lk_gauge *r = lk_metrics_gauge_scaled(m, "linkd_budget_ratio", "Ratio.", NULL, 1e6);
   lk_gauge_set(r, 250000);
+  lk_counter *busy = lk_metrics_counter_scaled(m, "linkd_busy_seconds_total", "Busy.", NULL, 1e9);
+  lk_counter_add(busy, 1500000000);
   lk_hist_opts o;
   lk_hist_opts_init_default(&o);
   o.n_bounds = 3;
@@ -173,6 +184,9 @@ static void exposition_text(void **state) {
                      "# HELP linkd_budget_ratio Ratio.\n"
                      "# TYPE linkd_budget_ratio gauge\n"
                      "linkd_budget_ratio 0.25\n"
+                     "# HELP linkd_busy_seconds_total Busy.\n"
+                     "# TYPE linkd_busy_seconds_total counter\n"
+                     "linkd_busy_seconds_total 1.5\n"
                      "# HELP linkd_lat_seconds Latency.\n"
                      "# TYPE linkd_lat_seconds histogram\n"
                      "linkd_lat_seconds_bucket{client=\"x\",le=\"0.001\"} 1\n"

@@ -58,6 +58,7 @@ static void fill(lk_metrics *m) {
                  1);
   lk_gauge_set(lk_metrics_gauge(m, "app_queue_depth", "Queue depth.", NULL), -3);
   lk_gauge_set(lk_metrics_gauge_scaled(m, "app_load_ratio", "Load.", L("zone", ""), 1e6), 333333);
+  lk_counter_add(lk_metrics_counter_scaled(m, "app_busy_seconds_total", "Busy.", NULL, 1e9), 12345);
   lk_hist *h = lk_metrics_histogram(m, "app_latency_seconds", "Latency.", L("route", "x"));
   for (int i = 1; i <= 1000; i++)
     lk_hist_record(h, (int64_t)i * LK_MS(1) / 3);
