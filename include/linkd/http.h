@@ -169,10 +169,17 @@ typedef enum lk_http_resend_guard {
   LK_RESEND_ALLOW             /* libcurl's behaviour: only count it (for comparisons and demos) */
 } lk_http_resend_guard;
 
+/* The longest duration a policy accepts (deadline, attempt and phase timeouts, deadline_reserve,
+ * pool_idle_lifetime): 100 days. Longer values are refused by lk_http_policy_validate() rather
+ * than silently cut (a phase timeout of 0 means "no phase limit"). */
+#define LK_HTTP_DURATION_MAX (INT64_C(100) * 86400 * 1000000000)
+
 /* Everything that governs one logical call. Plain value: fill with lk_http_policy_init_default()
- * and change fields. Durations are ns; 0 for a phase timeout means "bounded only by the attempt
- * timeout". The struct is copied when a call starts; pointed-to objects are not copied and must
- * outlive every call that uses them. One policy may serve any number of calls and threads, except
+ * and change fields. Durations are ns, at most LK_HTTP_DURATION_MAX; 0 for a phase timeout means
+ * "bounded only by the attempt timeout". All time arithmetic saturates, so an absolute deadline_at
+ * anywhere on the time line (an expired inherited one near INT64_MIN included) is honoured.
+ * The struct is copied when a call starts; pointed-to objects are not copied and must outlive
+ * every call that uses them. One policy may serve any number of calls and threads, except
  * `rng` (one thread at a time). */
 typedef struct lk_http_policy {
   /* --- time ------------------------------------------------------------------------------- */
@@ -240,7 +247,8 @@ typedef struct lk_http_policy {
 LK_EXPORT void lk_http_policy_init_default(lk_http_policy *p);
 
 /* Checks a policy. LK_OK or LK_ECONFIG with *why (if non-NULL) a static message naming the bad
- * field: deadline <= 0, attempt_timeout <= 0, a negative phase timeout, idem_mode LK_IDEM_KEY
+ * field: deadline <= 0, attempt_timeout <= 0, a negative phase timeout, a duration above
+ * LK_HTTP_DURATION_MAX, idem_mode LK_IDEM_KEY
  * without a valid key, an invalid tenant, pool_idle_lifetime < 1 s, ... Calls validate too. */
 LK_EXPORT int lk_http_policy_validate(const lk_http_policy *p, const char **why);
 

@@ -1,6 +1,8 @@
 #include <linkd/bulkhead.h>
 #include <linkd/error.h>
 
+#include "sat.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -149,10 +151,6 @@ static void unlink_locked(lk_bulkhead *b, waiter *w) {
     b->tail = w->prev;
 }
 
-static int64_t sat_add(int64_t a, int64_t b) { /* b >= 0 */
-  return a > INT64_MAX - b ? INT64_MAX : a + b;
-}
-
 /* Queues the caller as `w` (its cond initialized); mutex held on entry and exit. Returns LK_OK,
  * LK_EBULKHEAD_FULL or LK_EDEADLINE; *queued tells whether it actually waited. */
 static int wait_locked(lk_bulkhead *b, waiter *w, int64_t remaining, bool *queued) {
@@ -184,7 +182,7 @@ static int wait_locked(lk_bulkhead *b, waiter *w, int64_t remaining, bool *queue
   bool timed = remaining != INT64_MAX;
   struct timespec abs = {0, 0};
   if (timed) {
-    int64_t at = sat_add(lk_now_ns(), remaining);
+    int64_t at = lk_sat_add(lk_now_ns(), remaining);
     abs.tv_sec = (time_t)(at / LK_NS_PER_S);
     abs.tv_nsec = (long)(at % LK_NS_PER_S);
   }
@@ -234,7 +232,7 @@ int lk_bulkhead_acquire(lk_bulkhead *b, const lk_clock *clock, lk_deadline deadl
     atomic_fetch_add_explicit(&b->waited, 1, memory_order_relaxed);
     atomic_store_explicit(&b->wait_last, waited, memory_order_relaxed);
     int64_t total = atomic_load_explicit(&b->wait_total, memory_order_relaxed);
-    while (!atomic_compare_exchange_weak_explicit(&b->wait_total, &total, sat_add(total, waited),
+    while (!atomic_compare_exchange_weak_explicit(&b->wait_total, &total, lk_sat_add(total, waited),
                                                   memory_order_relaxed, memory_order_relaxed)) {
     }
   }

@@ -207,7 +207,7 @@ int lk__attempt_setup(lk_call *k) {
    * rounds to whole ms and may fire up to 1 ms early). It covers the connect phase too: a
    * separate CURLOPT_CONNECTTIMEOUT_MS of the same value would only add a second expiry timer
    * to every transfer. Options are set only when they change (setopt is not free). */
-  long ms = (long)((a->timeout + LK_NS_PER_MS - 1) / LK_NS_PER_MS) + 2;
+  long ms = (long)(lk_sat_add(a->timeout, LK_NS_PER_MS - 1) / LK_NS_PER_MS) + 2;
   if (x->timeout_ms != ms) {
     SET(CURLOPT_TIMEOUT_MS, ms);
     x->timeout_ms = ms;

@@ -31,7 +31,7 @@ static void finish_at(lk_call *k, int64_t now, int err, lk_failure kind, const c
   release_slot(k);
   res->err = err;
   res->failure = kind;
-  res->elapsed = now - k->t0;
+  res->elapsed = lk_sat_sub(now, k->t0);
   if (stop)
     set_stop(res, stop);
   if (res->has_resp && !lk__resp_settle(&res->resp, res->inl, sizeof res->inl, &k->cur) &&
@@ -75,13 +75,13 @@ static void refuse(lk_call *k, int64_t now, lk_failure kind, int err) {
   lk_http_attempt_info *a = lk__result_add_attempt(k->res);
   if (a) {
     a->number = k->number + 1;
-    a->start = now - k->t0;
+    a->start = lk_sat_sub(now, k->t0);
     a->phase = LK_PHASE_QUEUED;
     a->failure = a->classified = kind;
     a->retry_after = -1;
     a->decision.reason = LK_REASON_NOT_RETRYABLE;
     a->decision.failure = kind;
-    a->decision.remaining = k->deadline - now;
+    a->decision.remaining = lk_sat_sub(k->deadline, now);
     lk_decision_format(&a->decision, a->reason, sizeof a->reason);
   }
   lk__call_finish(k, err, kind, a ? a->reason : lk_strerror(err));
@@ -93,7 +93,7 @@ void lk__call_try_start(lk_call *k, int64_t now) {
     lk__call_abort(k);
     return;
   }
-  int64_t remaining = k->deadline - now;
+  int64_t remaining = lk_sat_sub(k->deadline, now);
   if (remaining <= 0) {
     release_slot(k);
     lk__call_finish(k, LK_EDEADLINE, LK_F_DEADLINE_EXCEEDED, "deadline exceeded");
@@ -103,7 +103,9 @@ void lk__call_try_start(lk_call *k, int64_t now) {
     if (lk__bulkhead_try(p->bulkhead) == LK_OK) {
       k->bulkhead_held = true;
       lk__cm_bulkhead_wait(p->metrics,
-                           k->bulkhead_wait_start == INT64_MIN ? 0 : now - k->bulkhead_wait_start,
+                           k->bulkhead_wait_start == INT64_MIN
+                               ? 0
+                               : lk_sat_sub(now, k->bulkhead_wait_start),
                            lk__bulkhead_queue(p->bulkhead));
       k->bulkhead_wait_start = INT64_MIN;
     } else {
@@ -111,8 +113,9 @@ void lk__call_try_start(lk_call *k, int64_t now) {
       if (k->bulkhead_wait_start == INT64_MIN)
         k->bulkhead_wait_start = now;
       int64_t limit = k->deadline;
-      if (p->pool_timeout > 0 && k->bulkhead_wait_start + p->pool_timeout < limit)
-        limit = k->bulkhead_wait_start + p->pool_timeout;
+      int64_t pool_end = lk_sat_add(k->bulkhead_wait_start, p->pool_timeout);
+      if (p->pool_timeout > 0 && pool_end < limit)
+        limit = pool_end;
       if (now >= limit) {
         if (limit == k->deadline)
           refuse(k, now, LK_F_DEADLINE_EXCEEDED, LK_EDEADLINE);
@@ -120,7 +123,8 @@ void lk__call_try_start(lk_call *k, int64_t now) {
           refuse(k, now, LK_F_POOL_TIMEOUT, LK_EBULKHEAD_FULL);
         return;
       }
-      k->timer_at = now + LK_MS(1) < limit ? now + LK_MS(1) : limit;
+      int64_t poll_at = lk_sat_add(now, LK_MS(1));
+      k->timer_at = poll_at < limit ? poll_at : limit;
       return;
     }
   }
@@ -133,7 +137,7 @@ void lk__call_try_start(lk_call *k, int64_t now) {
     }
     k->limiter_reserved = true;
     if (w > 0) {
-      k->timer_at = now + w;
+      k->timer_at = lk_sat_add(now, w);
       return;
     }
   }
@@ -150,7 +154,7 @@ void lk__call_try_start(lk_call *k, int64_t now) {
   a->timeout = lk_attempt_timeout(p->attempt_timeout, remaining);
   a->ctimeout = p->connect_timeout > 0 && p->connect_timeout < a->timeout ? p->connect_timeout
                                                                           : a->timeout;
-  a->end_at = now + a->timeout;
+  a->end_at = lk_sat_add(now, a->timeout);
   lk__resp_reset(&k->cur);
   if (lk__attempt_setup(k) != LK_OK ||
       curl_multi_add_handle(k->cl->multi, k->easy) != CURLM_OK) {
@@ -182,26 +186,26 @@ int64_t lk__call_next_timer(lk_call *k, lk_timer_kind *which) {
   } while (0)
   if (a->got_bytes) {
     if (p->idle_timeout)
-      CAND(a->t_last + p->idle_timeout, LK_TIMER_IDLE);
+      CAND(lk_sat_add(a->t_last, p->idle_timeout), LK_TIMER_IDLE);
   } else if (a->prereq_calls) {
     if (!a->sent) {
       if (p->write_timeout)
-        CAND(a->t_prereq + p->write_timeout, LK_TIMER_WRITE);
+        CAND(lk_sat_add(a->t_prereq, p->write_timeout), LK_TIMER_WRITE);
     } else if (p->first_byte_timeout) {
-      CAND(a->t_sent + p->first_byte_timeout, LK_TIMER_FIRST_BYTE);
+      CAND(lk_sat_add(a->t_sent, p->first_byte_timeout), LK_TIMER_FIRST_BYTE);
     }
   } else if (!a->sock_seen) {
     if (p->dns_timeout)
-      CAND(a->start + p->dns_timeout, LK_TIMER_DNS);
+      CAND(lk_sat_add(a->start, p->dns_timeout), LK_TIMER_DNS);
   } else if (a->tls_started) {
     if (p->tls_timeout)
-      CAND(a->t_tls + p->tls_timeout, LK_TIMER_TLS);
+      CAND(lk_sat_add(a->t_tls, p->tls_timeout), LK_TIMER_TLS);
   } else {
     /* between socket creation and the request: TCP connecting, unless libcurl says it is up */
     curl_off_t conn_us = 0;
     curl_easy_getinfo(k->easy, CURLINFO_CONNECT_TIME_T, &conn_us);
     if (conn_us == 0)
-      CAND(a->t_sock + a->ctimeout, LK_TIMER_CONNECT);
+      CAND(lk_sat_add(a->t_sock, a->ctimeout), LK_TIMER_CONNECT);
   }
 #undef CAND
   *which = w;
@@ -295,8 +299,8 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
     info = &scratch;
   }
   info->number = k->number;
-  info->start = a->start - k->t0;
-  info->duration = now - a->start;
+  info->start = lk_sat_sub(a->start, k->t0);
+  info->duration = lk_sat_sub(now, a->start);
   info->phase = lk__phase_of(&ev);
   info->failure = kind;
   info->classified = classified;
@@ -343,7 +347,7 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
   lk_decision *d = &info->decision;
   memset(d, 0, sizeof *d);
   d->failure = kind;
-  d->remaining = k->deadline - now;
+  d->remaining = lk_sat_sub(k->deadline, now);
   if (kind == LK_F_NONE) {
     d->reason = LK_REASON_SUCCESS;
     memcpy(info->reason, "success", 8);
@@ -392,7 +396,7 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
   lk_decision_format(d, info->reason, sizeof info->reason);
   if (d->retry) {
     k->prev_delay = d->delay;
-    k->timer_at = now + d->delay;
+    k->timer_at = lk_sat_add(now, d->delay);
     return;
   }
   finish_at(k, now, err_for(d, kind, ev.status != 0), kind, info->reason);

@@ -296,7 +296,7 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   }
   lk__request_ref(req);
   k->t0 = k->clock->now(k->clock);
-  int64_t at = pol->deadline > INT64_MAX - k->t0 ? INT64_MAX : k->t0 + pol->deadline;
+  int64_t at = lk_sat_add(k->t0, pol->deadline);
   k->deadline = pol->deadline_at.at < at ? pol->deadline_at.at : at;
   k->state = LK_CALL_WAIT;
   k->timer_at = k->t0; /* the first attempt starts from the loop, never inside submit */
@@ -367,7 +367,7 @@ static int64_t next_wait(lk_http_client *c) {
     int64_t at = lk__call_next_timer(k, &w);
     if (at == INT64_MAX)
       continue;
-    int64_t d = at - call_now(k, sys, sys_now);
+    int64_t d = lk_sat_sub(at, call_now(k, sys, sys_now));
     if (d < best)
       best = d < 0 ? 0 : d;
   }
@@ -383,8 +383,8 @@ static void rearm(lk_http_client *c) {
   int64_t now = lk_now_ns();
   int64_t at = c->curl_timer_at >= 0 ? c->curl_timer_at : INT64_MAX;
   int64_t w = next_wait(c);
-  if (w != INT64_MAX && now + w < at)
-    at = now + w;
+  if (w != INT64_MAX && lk_sat_add(now, w) < at)
+    at = lk_sat_add(now, w);
   if (at == INT64_MAX) {
     if (c->armed_delay_at != INT64_MIN)
       c->cfg.timer_fn(c->cfg.loop_ud, -1);
@@ -415,7 +415,7 @@ static int run_internal(lk_http_client *c, int64_t max_wait, const bool *stop) {
     if (cm >= 0 && (int64_t)cm * LK_NS_PER_MS < wait)
       wait = (int64_t)cm * LK_NS_PER_MS;
     if (max_wait >= 0) {
-      int64_t left = start + max_wait - lk_now_ns();
+      int64_t left = lk_sat_sub(lk_sat_add(start, max_wait), lk_now_ns());
       if (left <= 0 && max_wait > 0)
         break;
       if (left < wait)

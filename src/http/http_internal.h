@@ -4,6 +4,8 @@
 
 #include <linkd/http.h>
 
+#include "core/sat.h"
+
 #include <curl/curl.h>
 #include <stdatomic.h>
 
