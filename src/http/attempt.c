@@ -58,7 +58,7 @@ static int on_prereq(void *ud, char *ip, char *local_ip, int port, int local_por
     a->reused = !a->sock_seen;
   } else {
     a->resends++;
-    lk__cm_resend(k->pol.metrics);
+    lk_call_metrics_resend_detected(k->pol.metrics);
     if (k->unsafe && k->pol.resend_guard == LK_RESEND_ABORT) {
       a->resend_aborted = true;
       return CURL_PREREQFUNC_ABORT;

@@ -19,7 +19,7 @@ static void set_stop(lk_http_result *r, const char *s) {
 
 static void release_slot(lk_call *k) {
   if (k->bulkhead_held) {
-    lk__bulkhead_release(k->pol.bulkhead);
+    lk_bulkhead_release(k->pol.bulkhead);
     k->bulkhead_held = false;
   }
 }
@@ -38,7 +38,8 @@ static void finish_at(lk_call *k, int64_t now, int err, lk_failure kind, const c
       res->err == LK_OK)
     res->err = LK_ENOMEM;
   bool ok = res->err == LK_OK;
-  lk__cm_call_end(k->pol.metrics, ok, ok && k->number == 1, k->number, res->elapsed, res->err);
+  lk_call_metrics_call_end(k->pol.metrics, ok, ok && k->number == 1, k->number, res->elapsed,
+                           res->err);
   if (k->ex) {
     if (k->easy_added)
       curl_multi_remove_handle(c->multi, k->easy);
@@ -100,13 +101,14 @@ void lk__call_try_start(lk_call *k, int64_t now) {
     return;
   }
   if (p->bulkhead && !k->bulkhead_held) {
-    if (lk__bulkhead_try(p->bulkhead) == LK_OK) {
+    if (lk_bulkhead_try_acquire(p->bulkhead) == LK_OK) {
       k->bulkhead_held = true;
-      lk__cm_bulkhead_wait(p->metrics,
-                           k->bulkhead_wait_start == INT64_MIN
-                               ? 0
-                               : lk_sat_sub(now, k->bulkhead_wait_start),
-                           lk__bulkhead_queue(p->bulkhead));
+      if (p->metrics) {
+        lk_call_metrics_bulkhead_wait(p->metrics, k->bulkhead_wait_start == INT64_MIN
+                                                      ? 0
+                                                      : lk_sat_sub(now, k->bulkhead_wait_start));
+        lk_call_metrics_bulkhead_queue_depth(p->metrics, lk_bulkhead_queue_depth(p->bulkhead));
+      }
       k->bulkhead_wait_start = INT64_MIN;
     } else {
       /* no slot: poll without blocking the loop until pool_timeout or the deadline */
@@ -129,7 +131,7 @@ void lk__call_try_start(lk_call *k, int64_t now) {
     }
   }
   if (p->limiter && !k->limiter_reserved) {
-    int64_t w = lk__limiter_reserve(p->limiter, now, remaining);
+    int64_t w = lk_limiter_reserve(p->limiter, now, remaining);
     if (w < 0) {
       release_slot(k);
       refuse(k, now, LK_F_RATE_LIMITED, LK_ERATE_LIMITED);
@@ -338,7 +340,7 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
     lk__breaker_record(p->breaker, &k->prot, now, info->duration, kind);
   if (!cancelled)
     lk__budget_outcome(p->budget, &k->prot, now, kind == LK_F_NONE);
-  lk__cm_attempt(p->metrics, k->number, kind, ev.status, info->duration);
+  lk_call_metrics_attempt_ex(p->metrics, k->number, kind, ev.status, info->duration);
   if (p->metrics && (p->budget || p->breaker))
     lk__cm_protection_state(p->metrics, p->budget, p->breaker, now);
   release_slot(k);

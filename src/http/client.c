@@ -305,7 +305,7 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
     c->calls->prev = k;
   c->calls = k;
   c->ncalls++;
-  lk__cm_call_start(pol->metrics);
+  lk_call_metrics_call_start(pol->metrics);
   lk__budget_request(pol->budget, k->t0);
   if (c->external && c->depth == 0)
     rearm(c);

@@ -146,29 +146,22 @@ lk_http_attempt_info *lk__result_add_attempt(lk_http_result *r);
 const lk_clock *lk__policy_clock(const lk_http_policy *p);
 lk_rand *lk__thread_rng(void);
 
-/* --- protection glue (a part whose header is absent compiles to "not used") ---------------- */
-#if __has_include(<linkd/budget.h>)
-#include <linkd/budget.h>
-#define LK_HAVE_BUDGET 1
-#endif
-#if __has_include(<linkd/breaker.h>)
+/* --- protection glue (protect.c) ----------------------------------------------------------- */
 #include <linkd/breaker.h>
-#define LK_HAVE_BREAKER 1
-#endif
+#include <linkd/budget.h>
+#include <linkd/bulkhead.h>
+#include <linkd/callmetrics.h>
+#include <linkd/limiter.h>
 
 /* Per-call state the shared protections hand out: the breaker's permit (so a record or release
  * lands in the state period that admitted the attempt) and the budget's ticket (so QUOTA refunds
  * exactly what the call's retry cost). */
 typedef struct lk_prot {
-#ifdef LK_HAVE_BREAKER
   lk_breaker_permit permit;
-#endif
-#ifdef LK_HAVE_BUDGET
   lk_budget_ticket ticket;
-#endif
-  int unused_;
 } lk_prot;
 
+/* NULL budget / breaker: not used (every call succeeds, nothing is recorded). */
 void lk__budget_request(lk_budget *b, int64_t now);
 void lk__budget_outcome(lk_budget *b, lk_prot *ps, int64_t now, bool success);
 int lk__budget_retry(lk_budget *b, lk_prot *ps, int64_t now, bool after_timeout);
@@ -178,15 +171,5 @@ void lk__breaker_record(lk_breaker *b, lk_prot *ps, int64_t now, int64_t duratio
 void lk__breaker_release(lk_breaker *b, lk_prot *ps);
 /* Copies budget and breaker state into the call metrics (gauges), when both are set. */
 void lk__cm_protection_state(lk_call_metrics *m, lk_budget *b, lk_breaker *br, int64_t now);
-int64_t lk__limiter_reserve(lk_limiter *l, int64_t now, int64_t max_wait);
-int lk__bulkhead_try(lk_bulkhead *b);
-void lk__bulkhead_release(lk_bulkhead *b);
-int64_t lk__bulkhead_queue(lk_bulkhead *b);
-void lk__cm_call_start(lk_call_metrics *m);
-void lk__cm_attempt(lk_call_metrics *m, int n, lk_failure kind, int status, int64_t dur);
-void lk__cm_call_end(lk_call_metrics *m, bool ok, bool first_ok, int attempts, int64_t lat,
-                     int err);
-void lk__cm_resend(lk_call_metrics *m);
-void lk__cm_bulkhead_wait(lk_call_metrics *m, int64_t wait, int64_t depth);
 
 #endif

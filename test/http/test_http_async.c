@@ -8,14 +8,8 @@
 
 #include "httptest.h"
 
-#if __has_include(<linkd/bulkhead.h>)
 #include <linkd/bulkhead.h>
-#define HAVE_BULKHEAD 1
-#endif
-#if __has_include(<linkd/limiter.h>)
 #include <linkd/limiter.h>
-#define HAVE_LIMITER 1
-#endif
 
 #include <pthread.h>
 #include <stdio.h>
@@ -431,7 +425,6 @@ static void test_sync_amid_async(void **s) {
   lk_http_client_free(c);
 }
 
-#ifdef HAVE_BULKHEAD
 /* A bulkhead of 2 slots: 8 calls of 100 ms never have more than 2 attempts in flight; with a
  * pool timeout shorter than the queue, the late ones are refused as POOL_TIMEOUT. */
 static void test_bulkhead(void **s) {
@@ -474,9 +467,7 @@ static void test_bulkhead(void **s) {
   lk_http_client_free(c);
   lk_bulkhead_free(bh);
 }
-#endif
 
-#ifdef HAVE_LIMITER
 /* A limiter of 20/s with burst 1 spaces 5 calls ~50 ms apart; one that would wait past its
  * deadline is refused at once. */
 static void test_limiter(void **s) {
@@ -514,7 +505,6 @@ static void test_limiter(void **s) {
   lk_http_client_free(c);
   lk_limiter_free(lim);
 }
-#endif
 
 int main(void) {
   const struct CMUnitTest tests[] = {
@@ -526,12 +516,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_free_cancels, teardown),
       cmocka_unit_test_teardown(test_chain_and_wakeup, teardown),
       cmocka_unit_test_teardown(test_sync_amid_async, teardown),
-#ifdef HAVE_BULKHEAD
       cmocka_unit_test_teardown(test_bulkhead, teardown),
-#endif
-#ifdef HAVE_LIMITER
       cmocka_unit_test_teardown(test_limiter, teardown),
-#endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,11 +9,8 @@
 
 #include "httptest.h"
 
-#if __has_include(<linkd/callmetrics.h>)
 #include <linkd/callmetrics.h>
 #include <linkd/metrics.h>
-#define HAVE_CM 1
-#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,12 +69,10 @@ static void test_post_resend_aborted(void **s) {
   (void)s;
   lk_http_policy pol;
   ht_policy(&pol);
-#ifdef HAVE_CM
   lk_metrics *m = lk_metrics_new();
   lk_call_metrics *cm = lk_call_metrics_new(m, "resend-test");
   assert_non_null(cm);
   pol.metrics = cm;
-#endif
   ht_run r;
   second_call("POST", &pol, &r);
   assert_int_equal(r.nattempts, 1);
@@ -88,7 +83,6 @@ static void test_post_resend_aborted(void **s) {
   r.nreqs = faultd_requests(&FP, r.reqs, HT_MAX_REQS);
   assert_int_equal(r.nreqs, 2);
   assert_string_equal(r.reqs[1].method, "POST");
-#ifdef HAVE_CM
   lk_call_metrics_snap snap;
   assert_int_equal(lk_call_metrics_snapshot(cm, &snap), LK_OK);
   assert_int_equal(snap.resends, 1);
@@ -96,7 +90,6 @@ static void test_post_resend_aborted(void **s) {
   assert_int_equal(snap.attempts, 1);
   lk_call_metrics_free(cm);
   lk_metrics_free(m);
-#endif
   ht_free(&r);
 }
 
