@@ -333,12 +333,26 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
     res->has_resp = true;
   }
 
+  lk_attempt at = {
+      .number = k->number,
+      .method = k->req->method,
+      .idempotency_key = res->has_key || p->assume_idempotent,
+      .request_fully_sent = ev.fully_sent,
+      .failure = kind,
+      .retry_after = retry_after,
+      .prev_delay = k->prev_delay,
+  };
+
   /* record */
   if (cancelled)
     lk__breaker_release(p->breaker, &k->prot);
   else
     lk__breaker_record(p->breaker, &k->prot, now, info->duration, kind);
-  if (!cancelled)
+  /* The budget hears of a failure only when the policy would retry it (gRPC's throttling counts
+   * only retryable statuses): a 404, or a 503 to a POST without a key, costs no retry and must
+   * not drain a TOKEN budget. RATIO and QUOTA ignore failures (budget.h). */
+  if (!cancelled && (kind == LK_F_NONE || (!a->too_big && !a->oom &&
+                                           lk_retry_is_retryable(&p->retry, &at))))
     lk__budget_outcome(p->budget, &k->prot, now, kind == LK_F_NONE);
   lk_call_metrics_attempt_ex(p->metrics, k->number, kind, ev.status, info->duration);
   if (p->metrics && (p->budget || p->breaker))
@@ -369,15 +383,6 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
     finish_at(k, now, a->too_big ? LK_ETOOBIG : LK_ENOMEM, kind, info->reason);
     return;
   }
-  lk_attempt at = {
-      .number = k->number,
-      .method = k->req->method,
-      .idempotency_key = res->has_key || p->assume_idempotent,
-      .request_fully_sent = ev.fully_sent,
-      .failure = kind,
-      .retry_after = retry_after,
-      .prev_delay = k->prev_delay,
-  };
   lk_rand *rng = k->rng;
   if (lk_retry_decide(&p->retry, &at, d->remaining, rng, d) != LK_OK) {
     d->retry = false;
