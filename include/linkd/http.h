@@ -209,7 +209,8 @@ typedef struct lk_http_policy {
                              for comparisons (the demo's naive clients). Default false */
 
   /* --- shared protection (all optional, NULL = not used; not owned) ---------------------- */
-  lk_budget *budget;     /* one request recorded per call; every retry asks for a token */
+  lk_budget *budget;     /* one request recorded per call; every success recorded, a failure
+                            only when the policy would retry it; every retry asks for a token */
   lk_breaker *breaker;   /* asked before every attempt; every attempt's outcome recorded */
   lk_limiter *limiter;   /* one token reserved before every attempt */
   lk_bulkhead *bulkhead; /* one slot held for the duration of every attempt */
@@ -237,7 +238,8 @@ typedef struct lk_http_policy {
   /* --- limits and plumbing ----------------------------------------------------------------- */
   size_t max_response_body; /* a bigger body ends the call with LK_ETOOBIG; default 64 MiB */
   const lk_clock *clock;    /* NULL = lk_clock_system(); default NULL */
-  lk_rand *rng;             /* jitter; NULL = a per-thread generator seeded from getrandom */
+  lk_rand *rng;             /* jitter; NULL = the client's own generator, seeded from getrandom
+                               when the client is created */
   const char *user_agent;   /* sent as User-Agent when non-empty (no CR or LF: LK_ECONFIG);
                                NULL or "" sends none (libcurl's default); default NULL */
   bool verify_tls;          /* verify the peer's certificate and host name; default true */

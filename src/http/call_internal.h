@@ -94,6 +94,9 @@ struct lk_http_client {
   int64_t dns_prune_at;  /* system ns: the next attempt started after it prunes DNS entries */
   int64_t curl_timer_at; /* external mode: absolute system ns, -1 none */
   int64_t armed_delay_at; /* external mode: last timer armed (absolute), INT64_MIN none */
+  /* jitter for calls whose policy has no rng: the client's own, since a client may move between
+   * threads and a per-thread generator captured at submit would be used by another thread */
+  lk_rand_fast rng;
 };
 
 /* call.c */

@@ -131,6 +131,7 @@ lk_http_client *lk_http_client_new(const lk_http_client_config *cfg) {
   c->external = c->cfg.socket_fn && c->cfg.timer_fn;
   c->curl_timer_at = -1;
   c->armed_delay_at = INT64_MIN;
+  (void)lk_rand_fast_init(&c->rng); /* without entropy it is still seeded well enough for jitter */
   c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   c->multi = curl_multi_init();
   if (c->wake_fd < 0 || !c->multi) {
@@ -248,7 +249,7 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   k->req = req;
   k->pol = *pol;
   k->clock = lk__policy_clock(pol);
-  k->rng = pol->rng ? pol->rng : lk__thread_rng();
+  k->rng = pol->rng ? pol->rng : &c->rng.base;
   k->cancel = cancel;
   k->done = done;
   k->ud = ud;

@@ -144,7 +144,6 @@ lk_http_attempt_info *lk__result_add_attempt(lk_http_result *r);
 
 /* --- policy ------------------------------------------------------------------------------ */
 const lk_clock *lk__policy_clock(const lk_http_policy *p);
-lk_rand *lk__thread_rng(void);
 
 /* --- protection glue (protect.c) ----------------------------------------------------------- */
 #include <linkd/breaker.h>

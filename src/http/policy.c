@@ -1,4 +1,4 @@
-/* Policy defaults and validation; the per-thread jitter generator. */
+/* Policy defaults and validation. */
 #include "http_internal.h"
 
 #include <string.h>
@@ -72,16 +72,6 @@ int lk_http_policy_validate(const lk_http_policy *p, const char **why) {
 
 const lk_clock *lk__policy_clock(const lk_http_policy *p) {
   return p->clock ? p->clock : lk_clock_system();
-}
-
-lk_rand *lk__thread_rng(void) {
-  static _Thread_local lk_rand_fast rng;
-  static _Thread_local bool ready;
-  if (!ready) {
-    lk_rand_fast_init(&rng);
-    ready = true;
-  }
-  return &rng.base;
 }
 
 void lk_http_client_config_init_default(lk_http_client_config *c) { memset(c, 0, sizeof *c); }

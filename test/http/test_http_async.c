@@ -297,6 +297,68 @@ static void test_cancel_from_thread(void **s) {
   }
 }
 
+/* A client moves between threads ("one thread at a time"): calls submitted on this thread are
+ * retried, with jitter drawn for every delay, by another thread while this one keeps retrying
+ * calls on a second client. Each client draws from its own generator, so under TSan there is no
+ * race (a generator captured per thread at submit would be shared by both threads). */
+typedef struct mover {
+  lk_http_client *c;
+  tally t;
+  int rc;
+} mover;
+
+static void *run_moved(void *arg) {
+  mover *m = arg;
+  int64_t t = lk_now_ns();
+  m->rc = 0;
+  while (m->rc >= 0 && lk_http_client_active(m->c) > 0 && lk_now_ns() - t < LK_SEC(30))
+    m->rc = lk_http_client_run(m->c, LK_SEC(1));
+  return NULL;
+}
+
+static void test_client_moves_between_threads(void **s) {
+  (void)s;
+  ht_start(&FP, "status", "--status", "503", NULL);
+  lk_http_policy pol;
+  ht_policy(&pol);
+  pol.deadline = LK_SEC(10);
+  lk_retry_config rc = pol.retry.cfg;
+  rc.max_attempts = 20;
+  rc.backoff.kind = LK_BACKOFF_EXPONENTIAL;
+  rc.backoff.base = LK_MS(1);
+  rc.backoff.max = LK_MS(2);
+  rc.backoff.jitter = LK_JITTER_FULL;
+  assert_int_equal(lk_retry_policy_init(&pol.retry, &rc, NULL), LK_OK);
+  lk_http_request *req = req_for("GET", "/moves");
+  mover m = {.c = lk_http_client_new(NULL)};
+  lk_http_client *mine = lk_http_client_new(NULL);
+  assert_non_null(m.c);
+  assert_non_null(mine);
+  tally t = {0};
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(lk_http_submit(m.c, req, &pol, NULL, on_done, &m.t), LK_OK);
+    assert_int_equal(lk_http_submit(mine, req, &pol, NULL, on_done, &t), LK_OK);
+  }
+  pthread_t th; /* hands m.c over: from now on only that thread uses it */
+  assert_int_equal(pthread_create(&th, NULL, run_moved, &m), 0);
+  run_all(mine);
+  pthread_join(th, NULL);
+  assert_true(m.rc >= 0);
+  assert_int_equal(lk_http_client_active(m.c), 0);
+  for (tally *x = &t; x; x = x == &t ? &m.t : NULL) {
+    assert_int_equal(x->done, 4);
+    assert_int_equal(x->err[-LK_EATTEMPTS], 4);
+    size_t n;
+    const lk_http_attempt_info *a = lk_http_result_attempts(x->keep, &n);
+    assert_int_equal(n, 20);
+    assert_true(a[0].decision.delay <= LK_MS(1)); /* a jittered draw in [0, base] */
+    lk_http_result_free(x->keep);
+  }
+  lk_http_request_free(req);
+  lk_http_client_free(m.c);
+  lk_http_client_free(mine);
+}
+
 /* A token already fired: the call ends before any attempt. One token cancels many calls. */
 static void test_cancel_many(void **s) {
   (void)s;
@@ -513,6 +575,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_external_loop, teardown),
       cmocka_unit_test_teardown(test_cancel_from_thread, teardown),
       cmocka_unit_test_teardown(test_cancel_many, teardown),
+      cmocka_unit_test_teardown(test_client_moves_between_threads, teardown),
       cmocka_unit_test_teardown(test_free_cancels, teardown),
       cmocka_unit_test_teardown(test_chain_and_wakeup, teardown),
       cmocka_unit_test_teardown(test_sync_amid_async, teardown),
