@@ -41,8 +41,10 @@
  *
  * Other kinds come from evidence as well: DNS_FAILED, CONNECT_REFUSED, TLS_FAILED,
  * RESET_BEFORE_SEND (reset/error while the request was not fully written), RESET_AFTER_SEND,
- * EMPTY_RESPONSE (closed after the request, no reply byte), JUNK_RESPONSE, PARTIAL_BODY (reply
- * started, connection lost before its end), the status kinds of lk_failure_from_status(), and
+ * EMPTY_RESPONSE (closed after the request, no reply byte), JUNK_RESPONSE (also a Content-Length
+ * that does not parse, overflows or conflicts with another, and a head too large for libcurl),
+ * PARTIAL_BODY (reply started, connection lost before its end, or a body shorter than its
+ * Content-Length even when libcurl calls the transfer complete), the status kinds of lk_failure_from_status(), and
  * CANCELLED / DEADLINE_EXCEEDED / BREAKER_OPEN / RATE_LIMITED / BULKHEAD_FULL.
  *
  * libcurl's silent re-send. When a reused keep-alive connection dies before any reply byte,
@@ -326,7 +328,10 @@ typedef struct lk_http_result lk_http_result;
  *   LK_EBUDGET       the retry budget refused a retry
  *   LK_EBREAKER_OPEN, LK_ERATE_LIMITED, LK_EBULKHEAD_FULL  the protection refused an attempt
  *   LK_ECANCELED     cancelled
- *   LK_ETOOBIG       the response body exceeded max_response_body
+ *   LK_ETOOBIG       the response body exceeded max_response_body, or its head exceeded
+ *                    libcurl's limit (CURL_MAX_HTTP_HEADER per line); not retried
+ *   LK_ENOMEM        no memory for the response (also when the classification hook's view of
+ *                    it could not be built: the attempt fails rather than skip the hook)
  *   LK_EINVAL / LK_ECONFIG / LK_ENOMEM / LK_ESYS  the call could not be started */
 LK_EXPORT int lk_http_result_err(const lk_http_result *r);
 /* The kind of the final attempt (LK_F_NONE on success; a TERMINAL kind when the call was stopped

@@ -257,6 +257,15 @@ static void evidence(lk_call *k, int code, lk_timer_kind timer, bool cancelled, 
   e->fully_sent = a->sent && code != CURLE_SEND_ERROR;
   e->got_bytes = a->got_bytes;
   e->complete = code == CURLE_OK && timer == LK_TIMER_NONE && !cancelled;
+  if (e->complete) {
+    e->framing = lk__resp_framing(&k->cur, k->req->head);
+    e->complete = e->framing == LK_F_NONE;
+  }
+  /* libcurl 7.88 reports a head line over CURL_MAX_HTTP_HEADER as CURLE_OUT_OF_MEMORY, 8.6+ as
+   * CURLE_TOO_LARGE (100, not in 7.88's headers); the driver's own allocation failures end the
+   * transfer with CURLE_WRITE_ERROR instead */
+  e->head_too_big = (code == CURLE_OUT_OF_MEMORY || code == 100) && a->got_bytes &&
+                    !k->cur.headers_done;
   e->resend_aborted = a->resend_aborted;
   e->too_big = a->too_big;
   e->cancelled = cancelled;
@@ -286,10 +295,18 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
     int64_t v;
     if (ra && lk_http_retry_after_parse(ra, strlen(ra), lk_wall_ns(), &v) == LK_OK)
       retry_after = v;
-    if (p->classify && !cancelled && lk__resp_view(&k->cur)) {
-      lk_failure o = p->classify(p->classify_ctx, &k->cur.view, kind);
-      if ((unsigned)o < LK_F__COUNT)
-        kind = o;
+    if (p->classify && !cancelled) {
+      if (lk__resp_view(&k->cur)) {
+        lk_failure o = p->classify(p->classify_ctx, &k->cur.view, kind);
+        if ((unsigned)o < LK_F__COUNT)
+          kind = o;
+      } else {
+        /* the hook cannot see the response: what it would say is unknown, so the attempt fails
+         * (LK_ENOMEM below) rather than pass as whatever the status alone says */
+        a->oom = true;
+        if (kind == LK_F_NONE)
+          kind = LK_F_TRANSPORT_ERROR;
+      }
     }
   }
 
@@ -344,14 +361,14 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
   };
 
   /* record */
-  if (cancelled)
+  if (cancelled || a->oom) /* a local failure says nothing about the server */
     lk__breaker_release(p->breaker, &k->prot);
   else
     lk__breaker_record(p->breaker, &k->prot, now, info->duration, kind);
   /* The budget hears of a failure only when the policy would retry it (gRPC's throttling counts
    * only retryable statuses): a 404, or a 503 to a POST without a key, costs no retry and must
    * not drain a TOKEN budget. RATIO and QUOTA ignore failures (budget.h). */
-  if (!cancelled && (kind == LK_F_NONE || (!a->too_big && !a->oom &&
+  if (!cancelled && (kind == LK_F_NONE || (!a->too_big && !a->oom && !ev.head_too_big &&
                                            lk_retry_is_retryable(&p->retry, &at))))
     lk__budget_outcome(p->budget, &k->prot, now, kind == LK_F_NONE);
   lk_call_metrics_attempt_ex(p->metrics, k->number, kind, ev.status, info->duration);
@@ -376,11 +393,14 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
     finish_at(k, now, LK_ECANCELED, LK_F_CANCELLED, "cancelled");
     return;
   }
-  if (a->too_big || a->oom) {
+  if (a->too_big || a->oom || ev.head_too_big) {
+    /* asking again would get the same oversized response; memory is a local failure */
     d->reason = LK_REASON_NOT_RETRYABLE;
-    snprintf(info->reason, sizeof info->reason, a->too_big ? "response body too big"
-                                                           : "out of memory");
-    finish_at(k, now, a->too_big ? LK_ETOOBIG : LK_ENOMEM, kind, info->reason);
+    snprintf(info->reason, sizeof info->reason, "%s",
+             a->too_big ? "response body too big"
+             : a->oom   ? "out of memory"
+                        : "response head too large");
+    finish_at(k, now, a->oom ? LK_ENOMEM : LK_ETOOBIG, kind, info->reason);
     return;
   }
   lk_rand *rng = k->rng;

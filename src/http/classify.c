@@ -84,9 +84,11 @@ lk_failure lk__classify(const lk_evidence *e) {
     return LK_F_RESET_AFTER_SEND; /* the first write may have been processed */
   if (e->too_big)
     return LK_F_TRANSPORT_ERROR;
+  if (e->head_too_big)
+    return LK_F_JUNK_RESPONSE;
   switch (e->curl_code) {
   case CURLE_OK:
-    return lk_failure_from_status(e->status);
+    return e->framing != LK_F_NONE ? e->framing : lk_failure_from_status(e->status);
   case CURLE_OPERATION_TIMEDOUT:
     return timeout_in(lk__phase_of(e));
   case CURLE_COULDNT_RESOLVE_HOST:

@@ -20,6 +20,7 @@ struct lk_http_request {
   const char *idem_key;   /* points into a header line when the caller added Idempotency-Key */
   bool has_expect;        /* the caller set Expect (we then do not disable 100-continue) */
   bool idempotent;        /* lk_method_is_idempotent(method), fixed at creation */
+  bool head;              /* the method is "HEAD" (sent with CURLOPT_NOBODY: no body) */
   bool https;             /* the URL's scheme is https */
   unsigned char *body_own; /* copied body, or NULL */
   const unsigned char *body; /* NULL = no body */
@@ -61,6 +62,11 @@ bool lk__resp_view(lk_resp *r);
 bool lk__resp_settle(lk_resp *r, char *space, size_t cap, lk_resp *spare);
 /* First header value named `name` (case-insensitive) in the raw buffer, or NULL. */
 const char *lk__resp_find(const lk_resp *r, const char *name);
+/* Checks the framing of a response libcurl reported complete: LK_F_NONE when it is consistent,
+ * LK_F_JUNK_RESPONSE when a Content-Length does not parse, overflows or disagrees with another,
+ * LK_F_PARTIAL_BODY when fewer body bytes arrived than it declares (libcurl 7.88 accepts both
+ * when the server closes). `head`: the request was HEAD (a length then describes no body). */
+lk_failure lk__resp_framing(const lk_resp *r, bool head);
 
 /* --- classification ---------------------------------------------------------------------- */
 /* Which of the driver's own timers ended the attempt. */
@@ -90,6 +96,8 @@ typedef struct lk_evidence {
   bool complete;       /* the response completed (curl_code OK) */
   bool resend_aborted; /* the driver stopped libcurl's silent re-send */
   bool too_big;        /* the body exceeded the limit */
+  bool head_too_big;   /* libcurl refused a response head beyond its size limit */
+  lk_failure framing;  /* lk__resp_framing() of a transfer libcurl completed; NONE otherwise */
   bool cancelled;
   lk_timer_kind timer; /* a driver timer ended it */
 } lk_evidence;
