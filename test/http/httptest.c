@@ -28,6 +28,19 @@ void ht_policy(lk_http_policy *p) {
   assert_int_equal(lk_retry_policy_init(&p->retry, &rc, NULL), LK_OK);
 }
 
+void ht_attempts(lk_http_policy *p, int max_attempts) {
+  lk_retry_config rc = p->retry.cfg;
+  rc.max_attempts = max_attempts;
+  assert_int_equal(lk_retry_policy_init(&p->retry, &rc, NULL), LK_OK);
+}
+
+void ht_backoff(lk_http_policy *p, int64_t base, int64_t max) {
+  lk_retry_config rc = p->retry.cfg;
+  rc.backoff.base = base;
+  rc.backoff.max = max;
+  assert_int_equal(lk_retry_policy_init(&p->retry, &rc, NULL), LK_OK);
+}
+
 void ht_start(faultd_proc *fp, const char *mode, ...) {
   const char *args[32];
   int n = 0;

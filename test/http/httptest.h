@@ -27,6 +27,11 @@ typedef struct ht_run {
  * fixed 30 ms backoff without jitter. */
 void ht_policy(lk_http_policy *p);
 
+/* Changes the retry policy the validated way (retry.h: do not modify after init): a copy of its
+ * config, changed, re-initialised (asserts). */
+void ht_attempts(lk_http_policy *p, int max_attempts);
+void ht_backoff(lk_http_policy *p, int64_t base, int64_t max);
+
 /* Starts faultd (asserts) with a NULL-terminated argument list. */
 void ht_start(faultd_proc *fp, const char *mode, ...);
 

@@ -112,7 +112,7 @@ static void test_delays_are_timers(void **s) {
   pol.deadline = LK_SEC(20);
   pol.attempt_timeout = LK_SEC(5);
   pol.connect_timeout = LK_SEC(5);
-  pol.retry.cfg.backoff.base = pol.retry.cfg.backoff.max = LK_MS(150);
+  ht_backoff(&pol, LK_MS(150), LK_MS(150));
   lk_http_request *req = req_for("GET", "/timers");
   tally t = {0};
   int64_t start = lk_now_ns();
@@ -268,7 +268,7 @@ static void test_cancel_from_thread(void **s) {
     ht_policy(&pol);
     pol.deadline = LK_SEC(30);
     pol.attempt_timeout = LK_SEC(20);
-    pol.retry.cfg.backoff.base = pol.retry.cfg.backoff.max = LK_SEC(10); /* a long delay */
+    ht_backoff(&pol, LK_SEC(10), LK_SEC(10)); /* a long delay */
     lk_http_cancel *tok = lk_http_cancel_new();
     canceller k = {tok, 200, 0};
     pthread_t th;
