@@ -140,6 +140,14 @@ int lk__easy_init(lk_easy *x) {
   SET(CURLOPT_HEADERDATA, (void *)x);
   SET(CURLOPT_WRITEFUNCTION, on_body);
   SET(CURLOPT_WRITEDATA, (void *)x);
+  /* An attempt abandoned while libcurl's threaded resolver is still in getaddrinfo (a resolver
+   * that never answers) must not block the loop: without QUICK_EXIT, removing the transfer joins
+   * the resolver thread, which glibc keeps for timeout x attempts (~10 s by default), far past
+   * the deadline. With it (libcurl >= 7.87) the thread is detached and frees itself when
+   * getaddrinfo returns. Built against an older libcurl, a lookup cannot be abandoned. */
+#if LIBCURL_VERSION_NUM >= 0x075700
+  SET(CURLOPT_QUICK_EXIT, 1L);
+#endif
   /* TLS backends without this callback still work: the TLS phase is then told from
    * CONNECT_TIME / APPCONNECT_TIME only */
   if (curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx) == CURLE_OK)

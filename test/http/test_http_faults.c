@@ -458,23 +458,6 @@ static void test_404_final(void **s) {
   ht_free(&r);
 }
 
-/* A name that cannot resolve fails in the DNS phase without a single byte sent. */
-static void test_dns(void **s) {
-  (void)s;
-  lk_http_policy pol;
-  ht_policy(&pol);
-  ht_attempts(&pol, 1);
-  pol.dns_timeout = LK_MS(200);
-  ht_run r;
-  ht_call_url(NULL, "GET", "http://linkd-test.invalid/", NULL, 0, &pol, &r);
-  assert_int_equal(r.nattempts, 1);
-  assert_true(r.att[0].failure == LK_F_DNS_FAILED || r.att[0].failure == LK_F_DNS_TIMEOUT);
-  assert_int_equal(r.att[0].phase, LK_PHASE_DNS);
-  ht_within_deadline(&r, &pol);
-  ht_free(&r);
-}
-
-
 /* --- a few faults faultd does not script: a tiny raw server thread ------------------------- */
 typedef enum { RAW_PARTIAL_CLOSE, RAW_JUNK, RAW_GREET, RAW_CAPTURE } raw_mode;
 
@@ -665,7 +648,6 @@ int main(void) {
       cmocka_unit_test_teardown(test_classify_hook, teardown),
       cmocka_unit_test_teardown(test_recovers, teardown),
       cmocka_unit_test_teardown(test_404_final, teardown),
-      cmocka_unit_test_teardown(test_dns, teardown),
       cmocka_unit_test_teardown(test_partial_body, teardown),
       cmocka_unit_test_teardown(test_junk_response, teardown),
       cmocka_unit_test_teardown(test_tls_phases, teardown),
