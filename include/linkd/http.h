@@ -215,7 +215,8 @@ typedef struct lk_http_policy {
                             only when the policy would retry it; every retry asks for a token */
   lk_breaker *breaker;   /* asked before every attempt; every attempt's outcome recorded */
   lk_limiter *limiter;   /* one token reserved before every attempt */
-  lk_bulkhead *bulkhead; /* one slot held for the duration of every attempt */
+  lk_bulkhead *bulkhead; /* one slot held for the duration of every attempt; a call without one
+                            waits in the bulkhead's FIFO queue (with blocking acquirers) */
   lk_call_metrics *metrics; /* seed 001's per-call observations recorded here */
 
   /* --- idempotency ------------------------------------------------------------------------- */

@@ -18,6 +18,11 @@ static void set_stop(lk_http_result *r, const char *s) {
 }
 
 static void release_slot(lk_call *k) {
+  if (k->bulkhead_queued) {
+    k->bulkhead_queued = false;
+    if (!lk_bulkhead_waiter_cancel(k->pol.bulkhead, &k->bw))
+      k->bulkhead_held = true; /* granted meanwhile: given back below */
+  }
   if (k->bulkhead_held) {
     lk_bulkhead_release(k->pol.bulkhead);
     k->bulkhead_held = false;
@@ -71,6 +76,14 @@ void lk__call_finish(lk_call *k, int err, lk_failure kind, const char *stop) {
   finish_at(k, now_of(k), err, kind, stop);
 }
 
+/* The bulkhead handed a slot to the queued call: runs on the releasing thread, the bulkhead's
+ * lock held; the call cannot end meanwhile (ending it cancels the wait under that lock). */
+static void bulkhead_granted(void *ud) {
+  lk_call *k = ud;
+  atomic_store(&k->bulkhead_granted, true);
+  lk__client_notify(k->cl);
+}
+
 /* An attempt refused before any I/O: recorded in the timeline (phase QUEUED) and final. */
 static void refuse(lk_call *k, int64_t now, lk_failure kind, int err) {
   lk_http_attempt_info *a = lk__result_add_attempt(k->res);
@@ -101,34 +114,51 @@ void lk__call_try_start(lk_call *k, int64_t now) {
     return;
   }
   if (p->bulkhead && !k->bulkhead_held) {
-    if (lk_bulkhead_try_acquire(p->bulkhead) == LK_OK) {
-      k->bulkhead_held = true;
-      if (p->metrics) {
-        lk_call_metrics_bulkhead_wait(p->metrics, k->bulkhead_wait_start == INT64_MIN
-                                                      ? 0
-                                                      : lk_sat_sub(now, k->bulkhead_wait_start));
-        lk_call_metrics_bulkhead_queue_depth(p->metrics, lk_bulkhead_queue_depth(p->bulkhead));
-      }
-      k->bulkhead_wait_start = INT64_MIN;
+    /* A slot, or a place in the bulkhead's FIFO queue shared with blocking acquirers: the grant
+     * arrives through bulkhead_granted(); the timer covers pool_timeout and the deadline. */
+    if (k->bulkhead_wait_start == INT64_MIN)
+      k->bulkhead_wait_start = now;
+    int64_t limit = k->deadline;
+    int64_t pool_end = lk_sat_add(k->bulkhead_wait_start, p->pool_timeout);
+    if (p->pool_timeout > 0 && pool_end < limit)
+      limit = pool_end;
+    int rc;
+    if (!k->bulkhead_queued) {
+      atomic_store(&k->bulkhead_granted, false);
+      rc = lk_bulkhead_enqueue(p->bulkhead, &k->bw, bulkhead_granted, k);
+      k->bulkhead_queued = rc == LK_EAGAIN;
+    } else if (atomic_load(&k->bulkhead_granted) &&
+               lk_bulkhead_waiter_granted(p->bulkhead, &k->bw)) {
+      /* (the locked check also waits for the notification to finish with this call) */
+      k->bulkhead_queued = false;
+      rc = LK_OK;
+    } else if (now >= limit) {
+      k->bulkhead_queued = false;
+      rc = lk_bulkhead_waiter_cancel(p->bulkhead, &k->bw) ? LK_EDEADLINE : LK_OK;
     } else {
-      /* no slot: poll without blocking the loop until pool_timeout or the deadline */
-      if (k->bulkhead_wait_start == INT64_MIN)
-        k->bulkhead_wait_start = now;
-      int64_t limit = k->deadline;
-      int64_t pool_end = lk_sat_add(k->bulkhead_wait_start, p->pool_timeout);
-      if (p->pool_timeout > 0 && pool_end < limit)
-        limit = pool_end;
-      if (now >= limit) {
-        if (limit == k->deadline)
-          refuse(k, now, LK_F_DEADLINE_EXCEEDED, LK_EDEADLINE);
-        else
-          refuse(k, now, LK_F_POOL_TIMEOUT, LK_EBULKHEAD_FULL);
-        return;
-      }
-      int64_t poll_at = lk_sat_add(now, LK_MS(1));
-      k->timer_at = poll_at < limit ? poll_at : limit;
+      rc = LK_EAGAIN;
+    }
+    if (rc == LK_EAGAIN) {
+      k->timer_at = limit;
       return;
     }
+    if (rc == LK_EBULKHEAD_FULL) {
+      refuse(k, now, LK_F_BULKHEAD_FULL, LK_EBULKHEAD_FULL);
+      return;
+    }
+    if (rc != LK_OK) {
+      if (limit == k->deadline)
+        refuse(k, now, LK_F_DEADLINE_EXCEEDED, LK_EDEADLINE);
+      else
+        refuse(k, now, LK_F_POOL_TIMEOUT, LK_EBULKHEAD_FULL);
+      return;
+    }
+    k->bulkhead_held = true;
+    if (p->metrics) {
+      lk_call_metrics_bulkhead_wait(p->metrics, lk_sat_sub(now, k->bulkhead_wait_start));
+      lk_call_metrics_bulkhead_queue_depth(p->metrics, lk_bulkhead_queue_depth(p->bulkhead));
+    }
+    k->bulkhead_wait_start = INT64_MIN;
   }
   if (p->limiter && !k->limiter_reserved) {
     int64_t w = lk_limiter_reserve(p->limiter, now, remaining);
@@ -172,6 +202,8 @@ void lk__call_try_start(lk_call *k, int64_t now) {
 int64_t lk__call_next_timer(lk_call *k, lk_timer_kind *which) {
   if (k->state == LK_CALL_WAIT) {
     *which = LK_TIMER_NONE;
+    if (k->bulkhead_queued && atomic_load(&k->bulkhead_granted))
+      return INT64_MIN; /* a slot is waiting for it: due now */
     return k->timer_at;
   }
   const lk_http_policy *p = &k->pol;

@@ -180,9 +180,16 @@ void lk_http_client_free(lk_http_client *c) {
   free(c);
 }
 
+void lk__client_notify(lk_http_client *c) {
+  uint64_t one = 1;
+  ssize_t n = write(c->wake_fd, &one, sizeof one);
+  (void)n;
+}
+
 void lk_http_client_wakeup(lk_http_client *c) {
   if (!c)
     return;
+  atomic_fetch_add(&c->ext_wakes, 1);
   uint64_t one = 1;
   ssize_t n = write(c->wake_fd, &one, sizeof one);
   (void)n;
@@ -445,7 +452,9 @@ static int run_internal(lk_http_client *c, int64_t max_wait, const bool *stop) {
     bool woken = c->wfds[0].revents & CURL_WAIT_POLLIN;
     if (woken)
       drain(c->wake_fd);
-    if (max_wait == 0 || (woken && max_wait > 0 && !stop))
+    /* only the caller's wake-ups end a bounded run early, not the driver's own notifications */
+    bool asked = woken && atomic_exchange(&c->ext_wakes, 0) > 0;
+    if (max_wait == 0 || (asked && max_wait > 0 && !stop))
       break;
   }
   c->depth--;

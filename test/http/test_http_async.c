@@ -530,6 +530,122 @@ static void test_bulkhead(void **s) {
   lk_bulkhead_free(bh);
 }
 
+/* Async calls and a blocking acquirer share one bulkhead queue, served in arrival order: async
+ * A1, then the blocking thread, then async A2 (a driver that polled try_acquire would lose every
+ * race to the blocking waiter, which the bulkhead serves first). Each records its turn while it
+ * holds the slot (the hook runs before the slot is released). */
+static _Atomic int turn;
+typedef struct turn_rec {
+  int at;
+} turn_rec;
+
+static lk_failure record_turn(void *ctx, const lk_http_response *resp, lk_failure kind) {
+  (void)resp;
+  ((turn_rec *)ctx)->at = atomic_fetch_add(&turn, 1);
+  return kind;
+}
+
+typedef struct blocker {
+  lk_bulkhead *bh;
+  int rc, at;
+} blocker;
+
+static void *block_on_bulkhead(void *arg) {
+  blocker *b = arg;
+  b->rc = lk_bulkhead_acquire(b->bh, NULL, lk_deadline_after(lk_now_ns(), LK_SEC(10)));
+  if (b->rc == LK_OK) {
+    b->at = atomic_fetch_add(&turn, 1);
+    struct timespec ts = {0, 20000000L}; /* hold it a little: A2 must still wait */
+    nanosleep(&ts, NULL);
+    lk_bulkhead_release(b->bh);
+  }
+  return NULL;
+}
+
+/* Runs the client without blocking until the bulkhead has `depth` waiters (bounded). */
+static void run_until_queued(lk_http_client *c, lk_bulkhead *bh, int64_t depth) {
+  int64_t t = lk_now_ns();
+  while (lk_bulkhead_queue_depth(bh) < depth) {
+    assert_true(lk_http_client_run(c, LK_MS(1)) >= 0);
+    assert_true(lk_now_ns() - t < LK_SEC(5));
+  }
+}
+
+static void test_bulkhead_fifo_with_blocking_waiter(void **s) {
+  (void)s;
+  ht_start(&FP, "ok", NULL);
+  lk_bulkhead_config bc;
+  lk_bulkhead_config_init_default(&bc);
+  bc.max_concurrent = 1;
+  lk_bulkhead *bh = NULL;
+  assert_int_equal(lk_bulkhead_new(&bc, &bh, NULL), LK_OK);
+  assert_int_equal(lk_bulkhead_try_acquire(bh), LK_OK); /* the test holds the only slot */
+  lk_http_client *c = lk_http_client_new(NULL);
+  lk_http_request *req = req_for("GET", "/fifo");
+  lk_http_policy pol;
+  ht_policy(&pol);
+  pol.deadline = LK_SEC(10);
+  pol.bulkhead = bh;
+  pol.classify = record_turn;
+  turn_rec a1 = {-1}, a2 = {-1};
+  tally t = {0};
+  atomic_store(&turn, 0);
+  pol.classify_ctx = &a1;
+  assert_int_equal(lk_http_submit(c, req, &pol, NULL, on_done, &t), LK_OK);
+  run_until_queued(c, bh, 1);
+  blocker b = {bh, 1, -1};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, block_on_bulkhead, &b), 0);
+  run_until_queued(c, bh, 2);
+  pol.classify_ctx = &a2;
+  assert_int_equal(lk_http_submit(c, req, &pol, NULL, on_done, &t), LK_OK);
+  run_until_queued(c, bh, 3);
+  lk_bulkhead_release(bh);
+  run_all(c);
+  pthread_join(th, NULL);
+  assert_int_equal(t.ok, 2);
+  assert_int_equal(b.rc, LK_OK);
+  printf("# turns: A1 %d, blocking %d, A2 %d\n", a1.at, b.at, a2.at);
+  assert_int_equal(a1.at, 0);
+  assert_int_equal(b.at, 1);
+  assert_int_equal(a2.at, 2);
+  assert_int_equal(lk_bulkhead_in_use(bh), 0);
+  assert_int_equal(lk_bulkhead_queue_depth(bh), 0);
+  lk_http_result_free(t.keep);
+
+  /* The slot held elsewhere: a queued call ends at pool_timeout as POOL_TIMEOUT (phase QUEUED,
+   * LK_EBULKHEAD_FULL), and at the deadline as DEADLINE_EXCEEDED when that comes first; either
+   * way it leaves the queue. */
+  assert_int_equal(lk_bulkhead_try_acquire(bh), LK_OK);
+  pol.classify = NULL;
+  const int64_t pool[] = {LK_MS(60), 0};
+  for (int i = 0; i < 2; i++) {
+    pol.pool_timeout = pool[i];
+    pol.deadline = i == 0 ? LK_SEC(5) : LK_MS(80);
+    ht_run r;
+    ht_call_url(c, "GET", "http://127.0.0.1:1/never", NULL, 0, &pol, &r);
+    int64_t waited = lk_http_result_elapsed(r.res);
+    if (i == 0) {
+      assert_int_equal(r.err, LK_EBULKHEAD_FULL);
+      assert_int_equal(r.nattempts, 1);
+      assert_int_equal(r.att[0].phase, LK_PHASE_QUEUED);
+      assert_int_equal(r.att[0].failure, LK_F_POOL_TIMEOUT);
+      assert_true(waited >= LK_MS(60) && waited < LK_MS(200));
+    } else { /* the deadline passed before any attempt could start */
+      assert_int_equal(r.err, LK_EDEADLINE);
+      assert_int_equal(r.nattempts, 0);
+      assert_int_equal(lk_http_result_failure(r.res), LK_F_DEADLINE_EXCEEDED);
+      assert_true(waited >= LK_MS(80) && waited < LK_MS(220));
+    }
+    assert_int_equal(lk_bulkhead_queue_depth(bh), 0);
+    ht_free(&r);
+  }
+  lk_bulkhead_release(bh);
+  lk_http_request_free(req);
+  lk_http_client_free(c);
+  lk_bulkhead_free(bh);
+}
+
 /* A limiter of 20/s with burst 1 spaces 5 calls ~50 ms apart; one that would wait past its
  * deadline is refused at once. */
 static void test_limiter(void **s) {
@@ -580,6 +696,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_chain_and_wakeup, teardown),
       cmocka_unit_test_teardown(test_sync_amid_async, teardown),
       cmocka_unit_test_teardown(test_bulkhead, teardown),
+      cmocka_unit_test_teardown(test_bulkhead_fifo_with_blocking_waiter, teardown),
       cmocka_unit_test_teardown(test_limiter, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
