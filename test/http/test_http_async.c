@@ -29,6 +29,7 @@ static int teardown(void **s) {
 
 typedef struct tally {
   int done, ok, err[32];
+  int kinds[LK_F__COUNT]; /* lk_http_result_failure of each result */
   int attempts[8];
   int64_t max_elapsed;
   lk_http_result *keep; /* first result, for inspection */
@@ -42,6 +43,8 @@ static void on_done(void *ud, lk_http_result *res) {
     t->ok++;
   if (-e >= 0 && -e < 32)
     t->err[-e]++;
+  if ((unsigned)lk_http_result_failure(res) < LK_F__COUNT)
+    t->kinds[lk_http_result_failure(res)]++;
   size_t n;
   lk_http_result_attempts(res, &n);
   if (n < 8)
@@ -442,6 +445,21 @@ static void chain_done(void *ud, lk_http_result *res) {
     assert_int_equal(lk_http_submit(ch->c, ch->req, &ch->pol, NULL, chain_done, ch), LK_OK);
 }
 
+typedef struct waker {
+  lk_http_client *c;
+  int delay_ms;
+  int64_t woke_at;
+} waker;
+
+static void *wake_later(void *arg) {
+  waker *w = arg;
+  struct timespec ts = {0, (long)w->delay_ms * 1000000L};
+  nanosleep(&ts, NULL);
+  w->woke_at = lk_now_ns();
+  lk_http_client_wakeup(w->c);
+  return NULL;
+}
+
 static void test_chain_and_wakeup(void **s) {
   (void)s;
   const char *args[] = {"--max-seconds", "60", NULL};
@@ -452,10 +470,35 @@ static void test_chain_and_wakeup(void **s) {
   run_all(ch.c);
   assert_int_equal(ch.ok, 20);
   assert_int_equal(faultd_connections(&FP), 1); /* one kept-alive connection for all */
-  /* nothing in flight: run returns at once; a wake-up makes a waiting run return early */
+  /* nothing in flight: run returns at once */
+  int64_t t0 = lk_now_ns();
   assert_int_equal(lk_http_client_run(ch.c, LK_SEC(5)), 0);
-  lk_http_client_wakeup(ch.c);
-  lk_http_client_free(ch.c);
+  assert_true(lk_now_ns() - t0 < LK_MS(100));
+  /* a call waiting out a 10 s retry delay: a wake-up from another thread ends a 5 s run early,
+   * with the call still in flight */
+  lk_http_policy slow;
+  ht_policy(&slow);
+  slow.deadline = LK_SEC(30);
+  ht_backoff(&slow, LK_SEC(10), LK_SEC(10));
+  lk_http_request *refused = lk_http_request_new("GET", "http://127.0.0.1:1/");
+  tally t = {0};
+  assert_int_equal(lk_http_submit(ch.c, refused, &slow, NULL, on_done, &t), LK_OK);
+  assert_int_equal(lk_http_client_run(ch.c, 0), 1); /* refused at once; the delay starts */
+  waker w = {ch.c, 100, 0};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, wake_later, &w), 0);
+  t0 = lk_now_ns();
+  assert_int_equal(lk_http_client_run(ch.c, LK_SEC(5)), 1);
+  int64_t end = lk_now_ns();
+  pthread_join(th, NULL);
+  assert_true(end >= w.woke_at);
+  assert_true(end - t0 < LK_MS(900)); /* not the 5 s, nor the 1 s poll cap */
+  assert_int_equal(t.done, 0);
+  lk_http_client_free(ch.c); /* cancels it */
+  assert_int_equal(t.done, 1);
+  assert_int_equal(t.err[-LK_ECANCELED], 1);
+  lk_http_result_free(t.keep);
+  lk_http_request_free(refused);
   lk_http_request_free(ch.req);
 }
 
@@ -474,7 +517,11 @@ static void test_sync_amid_async(void **s) {
   tally t = {0};
   for (int i = 0; i < 3; i++)
     assert_int_equal(lk_http_submit(c, req, &pol, NULL, on_done, &t), LK_OK);
-  lk_http_client_run(c, LK_MS(50)); /* the three are now waiting at the server */
+  int64_t tw = lk_now_ns(); /* until the three are waiting at the server */
+  while (faultd_request_count(&FP) < 3) {
+    assert_true(lk_http_client_run(c, LK_MS(5)) >= 0);
+    assert_true(lk_now_ns() - tw < LK_SEC(2));
+  }
   lk_http_result *res = NULL;
   int64_t t0 = lk_now_ns();
   assert_int_equal(lk_http_call(c, req, &pol, NULL, &res), LK_OK);
@@ -514,6 +561,14 @@ static void test_bulkhead(void **s) {
   assert_int_equal(t.ok, 8);
   assert_true(wall >= LK_MS(390)); /* 4 waves of 2 */
   assert_int_equal(lk_bulkhead_in_use(bh), 0);
+  /* On the server: each request is held 100 ms, so three in flight at once would put three
+   * arrivals within 100 ms; with 2 slots a third arrives only after one was answered. */
+  faultd_req reqs[8];
+  assert_int_equal(faultd_requests(&FP, reqs, 8), 8);
+  for (int i = 0; i + 2 < 8; i++)
+    if (reqs[i + 2].t_ms - reqs[i].t_ms < 99)
+      fail_msg("requests %d..%d arrived within %lld ms: more than 2 in flight", i + 1, i + 3,
+               reqs[i + 2].t_ms - reqs[i].t_ms);
   lk_http_result_free(t.keep);
 
   memset(&t, 0, sizeof t);
@@ -523,6 +578,7 @@ static void test_bulkhead(void **s) {
   run_all(c);
   assert_int_equal(t.ok, 2);
   assert_int_equal(t.err[-LK_EBULKHEAD_FULL], 2);
+  assert_int_equal(t.kinds[LK_F_POOL_TIMEOUT], 2);
   assert_int_equal(lk_bulkhead_in_use(bh), 0);
   lk_http_result_free(t.keep);
   lk_http_request_free(req);
@@ -672,12 +728,21 @@ static void test_limiter(void **s) {
   assert_true(lk_now_ns() - start >= LK_MS(190));
   lk_http_result_free(t.keep);
 
+  /* a fresh limiter holds one token: the first of three calls takes it, the two others would
+   * wait 50 and 100 ms, past their 20 ms deadline, and are refused at once */
+  lk_limiter_free(lim);
+  assert_int_equal(lk_limiter_new(&lc, &lim, NULL), LK_OK);
+  pol.limiter = lim;
   memset(&t, 0, sizeof t);
   pol.deadline = LK_MS(20);
   for (int i = 0; i < 3; i++)
     assert_int_equal(lk_http_submit(c, req, &pol, NULL, on_done, &t), LK_OK);
+  start = lk_now_ns();
   run_all(c);
-  assert_true(t.err[-LK_ERATE_LIMITED] >= 2);
+  assert_int_equal(t.ok, 1);
+  assert_int_equal(t.err[-LK_ERATE_LIMITED], 2);
+  assert_int_equal(t.kinds[LK_F_RATE_LIMITED], 2);
+  assert_true(lk_now_ns() - start < LK_MS(20) + LK_MS(50));
   lk_http_result_free(t.keep);
   lk_http_request_free(req);
   lk_http_client_free(c);

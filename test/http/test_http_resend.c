@@ -189,8 +189,13 @@ static void test_keepalive_close_moments(void **s) {
       assert_int_equal(r.err, LK_OK);
       resends += lk_http_result_resends(r.res);
       ht_free(&r);
-      struct timespec ts = {0, 40000000L}; /* past the idle close */
-      nanosleep(&ts, NULL);
+      /* the next call starts once the server has closed every connection it accepted */
+      int64_t t = lk_now_ns();
+      while (faultd_closed_connections(&FP) < faultd_connections(&FP)) {
+        assert_true(lk_now_ns() - t < LK_SEC(2));
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+      }
     }
     int n = faultd_request_count(&FP);
     assert_true(n >= 4 && n <= 4 + resends);
