@@ -457,8 +457,11 @@ LK_EXPORT void lk_http_client_wakeup(lk_http_client *c);
 
 /* Runs one logical call to completion on the calling thread and stores its result in *out
  * (always set on return when out is non-NULL, even on failure, except LK_EINVAL for NULL
- * arguments). `c` NULL uses a temporary client (no connection reuse across calls); otherwise the
- * client's pool is reused and other calls submitted to it progress meanwhile. Not allowed in
+ * arguments). `c` NULL uses the calling thread's default client, created on first use and freed
+ * when the thread exits (pthread key destructor; the main thread's lives until the process
+ * exits), so connections are kept alive across calls (inside a callback of that client, a
+ * temporary one is used). Otherwise `c`'s pool is reused and other calls submitted to it
+ * progress meanwhile. Not allowed in
  * external mode or from a callback (LK_ESTATE). Returns lk_http_result_err(*out). */
 LK_EXPORT int lk_http_call(lk_http_client *c, lk_http_request *req, const lk_http_policy *pol,
                            lk_http_cancel *cancel, lk_http_result **out);

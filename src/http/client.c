@@ -541,6 +541,30 @@ static lk_http_result *error_result(int err) {
   return r;
 }
 
+/* lk_http_call(NULL, ...): each thread's own client, so its connections are kept alive across
+ * calls (a new connection per call costs a TCP handshake and ~20 % of throughput); freed by the
+ * key's destructor when the thread exits. */
+static pthread_key_t default_key;
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+static bool default_key_ok;
+
+static void default_client_free(void *c) { lk_http_client_free(c); }
+static void default_key_init(void) {
+  default_key_ok = pthread_key_create(&default_key, default_client_free) == 0;
+}
+
+static lk_http_client *thread_default_client(void) {
+  pthread_once(&default_once, default_key_init);
+  if (!default_key_ok)
+    return NULL;
+  lk_http_client *c = pthread_getspecific(default_key);
+  if (!c && (c = lk_http_client_new(NULL)) && pthread_setspecific(default_key, c) != 0) {
+    lk_http_client_free(c);
+    c = NULL;
+  }
+  return c;
+}
+
 int lk_http_call(lk_http_client *c, lk_http_request *req, const lk_http_policy *pol,
                  lk_http_cancel *cancel, lk_http_result **out) {
   if (out)
@@ -549,7 +573,10 @@ int lk_http_call(lk_http_client *c, lk_http_request *req, const lk_http_policy *
     return LK_EINVAL;
   lk_http_client *tmp = NULL;
   if (!c) {
-    c = tmp = lk_http_client_new(NULL);
+    c = thread_default_client();
+    /* inside one of its own callbacks the thread's client is busy: a temporary one then */
+    if (!c || c->depth > 0)
+      c = tmp = lk_http_client_new(NULL);
     if (!c) {
       *out = error_result(LK_ENOMEM);
       return LK_ENOMEM;
