@@ -120,14 +120,10 @@ lk_failure lk__classify(const lk_evidence *e) {
   default:
     break;
   }
-  if (tls_code(e->curl_code) && !e->prereq) {
-    /* the peer reset or closed mid-handshake: a transport fault, not a protocol or certificate
-     * verdict (TLS_FAILED is not retried by default) */
-    if (e->curl_code == CURLE_SSL_CONNECT_ERROR &&
-        (e->os_errno == ECONNRESET || e->os_errno == EPIPE))
-      return LK_F_CONNECT_FAILED;
+  /* (a reset mid-handshake is TLS_FAILED too: CURLINFO_OS_ERRNO is not cleared between
+   * transfers of a reused handle, so it cannot tell a reset from a protocol verdict here) */
+  if (tls_code(e->curl_code) && !e->prereq)
     return LK_F_TLS_FAILED;
-  }
   /* Anything else: if writing never started, the server cannot have seen the request. */
   if (!e->prereq)
     return e->socket_opened ? LK_F_CONNECT_FAILED : LK_F_RESET_BEFORE_SEND;

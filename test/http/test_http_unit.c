@@ -40,12 +40,8 @@ static void test_classify_connect_phase(void **s) {
   e.socket_opened = e.connected = e.https = true;
   assert_int_equal(lk__classify(&e), LK_F_TLS_FAILED);
   assert_int_equal(lk__phase_of(&e), LK_PHASE_TLS);
-  e.os_errno = ECONNRESET; /* reset mid-handshake: a transport fault, retryable */
-  assert_int_equal(lk__classify(&e), LK_F_CONNECT_FAILED);
   e = ev(CURLE_PEER_FAILED_VERIFICATION);
   e.socket_opened = e.connected = e.https = true;
-  assert_int_equal(lk__classify(&e), LK_F_TLS_FAILED);
-  e.os_errno = ECONNRESET; /* a certificate verdict stays one */
   assert_int_equal(lk__classify(&e), LK_F_TLS_FAILED);
 }
 
