@@ -252,7 +252,7 @@ int lk_bulkhead_acquire(lk_bulkhead *b, const lk_clock *clock, lk_deadline deadl
   else if (rc == LK_EDEADLINE)
     atomic_fetch_add_explicit(&b->rejected_deadline, 1, memory_order_relaxed);
   if (queued) {
-    int64_t waited = clock->now(clock) - start;
+    int64_t waited = lk_sat_sub(clock->now(clock), start);
     if (waited < 0)
       waited = 0;
     atomic_fetch_add_explicit(&b->waited, 1, memory_order_relaxed);
