@@ -28,18 +28,19 @@ static int teardown(void **s) {
  * wants on the int64 time line while libcurl still runs in real time. */
 typedef struct shifted_clock {
   lk_clock base;
-  int64_t offset;
+  int64_t at, real; /* it read `at` when the system clock read `real` */
 } shifted_clock;
 
 static int64_t shifted_now(const lk_clock *c) {
   const shifted_clock *s = (const shifted_clock *)c;
-  return lk_now_ns() + s->offset;
+  return s->at + (lk_now_ns() - s->real); /* the tests stay far enough from both ends */
 }
 
 /* A clock reading `at` now (and moving forward in real time from there). */
 static void shifted_init(shifted_clock *s, int64_t at) {
   s->base.now = shifted_now;
-  s->offset = at - lk_now_ns();
+  s->at = at;
+  s->real = lk_now_ns();
 }
 
 static const int64_t durations[] = {0,          1,           2,         LK_MS(1),
