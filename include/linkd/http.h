@@ -44,8 +44,9 @@
  * EMPTY_RESPONSE (closed after the request, no reply byte), JUNK_RESPONSE (also a Content-Length
  * that does not parse, overflows or conflicts with another, and a head too large for libcurl),
  * PARTIAL_BODY (reply started, connection lost before its end, or a body shorter than its
- * Content-Length even when libcurl calls the transfer complete), the status kinds of lk_failure_from_status(), and
- * CANCELLED / DEADLINE_EXCEEDED / BREAKER_OPEN / RATE_LIMITED / BULKHEAD_FULL.
+ * Content-Length even when libcurl calls the transfer complete), the status kinds of
+ * lk_failure_from_status(), and CANCELLED / DEADLINE_EXCEEDED / BREAKER_OPEN / RATE_LIMITED /
+ * BULKHEAD_FULL.
  *
  * libcurl's silent re-send. When a reused keep-alive connection dies before any reply byte,
  * libcurl 7.88 opens a new connection and writes the request again inside the same transfer: a

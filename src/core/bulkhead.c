@@ -24,8 +24,8 @@
  * the caller's lk_bulkhead_waiter). Both queue in one FIFO. */
 typedef struct waiter {
   struct waiter *next, *prev;
-  pthread_cond_t *cond;       /* blocking: signalled on grant; NULL for a non-blocking waiter */
-  void (*notify)(void *ud);   /* non-blocking: called on grant, mutex held */
+  pthread_cond_t *cond;     /* blocking: signalled on grant; NULL for a non-blocking waiter */
+  void (*notify)(void *ud); /* non-blocking: called on grant, mutex held */
   void *ud;
   bool granted; /* set under the mutex by whoever handed us a slot */
   bool queued;  /* non-blocking: in the queue (read under the mutex) */
@@ -212,8 +212,8 @@ static int wait_locked(lk_bulkhead *b, waiter *w, int64_t remaining, bool *queue
     abs.tv_nsec = (long)(at % LK_NS_PER_S);
   }
   while (!w->granted) {
-    int wr = timed ? pthread_cond_timedwait(w->cond, &b->mu, &abs)
-                   : pthread_cond_wait(w->cond, &b->mu);
+    int wr =
+        timed ? pthread_cond_timedwait(w->cond, &b->mu, &abs) : pthread_cond_wait(w->cond, &b->mu);
     if (wr == ETIMEDOUT)
       break;
   }

@@ -296,8 +296,8 @@ static void evidence(lk_call *k, int code, lk_timer_kind timer, bool cancelled, 
   /* libcurl 7.88 reports a head line over CURL_MAX_HTTP_HEADER as CURLE_OUT_OF_MEMORY, 8.6+ as
    * CURLE_TOO_LARGE (100, not in 7.88's headers); the driver's own allocation failures end the
    * transfer with CURLE_WRITE_ERROR instead */
-  e->head_too_big = (code == CURLE_OUT_OF_MEMORY || code == 100) && a->got_bytes &&
-                    !k->cur.headers_done;
+  e->head_too_big =
+      (code == CURLE_OUT_OF_MEMORY || code == 100) && a->got_bytes && !k->cur.headers_done;
   e->resend_aborted = a->resend_aborted;
   e->too_big = a->too_big;
   e->cancelled = cancelled;

@@ -48,8 +48,8 @@ struct lk_call {
   int64_t prev_delay;
   int64_t bulkhead_wait_start;    /* INT64_MIN: not waiting */
   bool bulkhead_held, limiter_reserved;
-  bool bulkhead_queued;           /* `bw` is in the bulkhead's FIFO queue */
-  _Atomic bool bulkhead_granted;  /* set by the grant notification (another thread, maybe) */
+  bool bulkhead_queued;          /* `bw` is in the bulkhead's FIFO queue */
+  _Atomic bool bulkhead_granted; /* set by the grant notification (another thread, maybe) */
   lk_bulkhead_waiter bw;
   lk_prot prot; /* breaker permit, budget ticket */
   bool https, unsafe, key_in_request;

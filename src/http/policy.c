@@ -41,8 +41,7 @@ int lk_http_policy_validate(const lk_http_policy *p, const char **why) {
            p->connect_timeout > LK_HTTP_DURATION_MAX || p->dns_timeout > LK_HTTP_DURATION_MAX ||
            p->pool_timeout > LK_HTTP_DURATION_MAX || p->tls_timeout > LK_HTTP_DURATION_MAX ||
            p->write_timeout > LK_HTTP_DURATION_MAX ||
-           p->first_byte_timeout > LK_HTTP_DURATION_MAX ||
-           p->idle_timeout > LK_HTTP_DURATION_MAX ||
+           p->first_byte_timeout > LK_HTTP_DURATION_MAX || p->idle_timeout > LK_HTTP_DURATION_MAX ||
            p->pool_idle_lifetime > LK_HTTP_DURATION_MAX ||
            p->deadline_reserve > LK_HTTP_DURATION_MAX)
     w = "durations must be <= 100 days (LK_HTTP_DURATION_MAX)";

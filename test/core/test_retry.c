@@ -165,8 +165,8 @@ static void finer_kinds_follow_their_class(void **state) {
   init_policy(&p, 4, 200, 2000, 0.5);
   const int64_t plenty = LK_SEC(100);
   /* Never sent: POST without a key may retry. */
-  lk_failure not_sent[] = {LK_F_DNS_TIMEOUT,    LK_F_CONNECT_REFUSED, LK_F_CONNECT_TIMEOUT,
-                           LK_F_TLS_TIMEOUT,    LK_F_WRITE_TIMEOUT,   LK_F_POOL_TIMEOUT};
+  lk_failure not_sent[] = {LK_F_DNS_TIMEOUT, LK_F_CONNECT_REFUSED, LK_F_CONNECT_TIMEOUT,
+                           LK_F_TLS_TIMEOUT, LK_F_WRITE_TIMEOUT,   LK_F_POOL_TIMEOUT};
   for (size_t i = 0; i < sizeof not_sent / sizeof not_sent[0]; i++)
     assert_true(decide(&p, 1, "POST", false, false, not_sent[i], -1, plenty).retry);
   /* No such host, TLS protocol/certificate failure: not retried by default, even for GET... */
