@@ -1,9 +1,10 @@
 /* linkd/bulkhead.h: a bulkhead (bounded concurrency) with a bounded FIFO wait queue.
  *
  * At most `max_concurrent` slots are in use at once. A caller that finds no free slot either gives
- * up at once (lk_bulkhead_try_acquire(), for event-loop users) or queues (lk_bulkhead_acquire())
- * behind at most `max_queue` other waiters, in strict arrival order, until a slot is handed to it
- * or its deadline passes. Freed slots go to the head of the queue first: while anyone waits,
+ * up at once (lk_bulkhead_try_acquire()) or queues behind at most `max_queue` other waiters, in
+ * strict arrival order, until a slot is handed to it or its deadline passes: blocking
+ * (lk_bulkhead_acquire()) or, for event loops, without blocking (lk_bulkhead_enqueue(), told by a
+ * callback). Freed slots go to the head of the queue first: while anyone waits,
  * try_acquire refuses, so non-blocking callers never overtake queued ones.
  *
  * In-use count, queue length and limit share one 64-bit atomic word, so try_acquire and release
@@ -34,12 +35,13 @@ typedef struct lk_bulkhead_config {
 
 typedef struct lk_bulkhead lk_bulkhead; /* opaque */
 
-/* Counters for metrics. Wait times are measured on the clock passed to lk_bulkhead_acquire(). */
+/* Counters for metrics. Wait times are measured on the clock passed to lk_bulkhead_acquire();
+ * non-blocking waits (lk_bulkhead_enqueue) are counted in `waited` but timed by their caller. */
 typedef struct lk_bulkhead_stats {
   int64_t in_use;             /* slots held now */
   int64_t queue_depth;        /* callers waiting now */
   int64_t max_concurrent;     /* the current limit */
-  uint64_t waited;            /* acquire calls that queued (whatever the outcome) */
+  uint64_t waited;            /* acquire and enqueue calls that queued (whatever the outcome) */
   uint64_t rejected_full;     /* refused: no slot and (blocking) queue full / (try) no slot */
   uint64_t rejected_deadline; /* blocking acquires whose deadline passed before a slot came */
   int64_t wait_total_ns;      /* sum of queued time over all `waited` calls (saturating) */
@@ -71,6 +73,32 @@ LK_EXPORT int lk_bulkhead_try_acquire(lk_bulkhead *b);
  * condition variable could not be set up; not seen on glibc). No allocation; blocks the calling
  * thread. */
 LK_EXPORT int lk_bulkhead_acquire(lk_bulkhead *b, const lk_clock *clock, lk_deadline deadline);
+
+/* --- non-blocking waiting (event loops) --------------------------------------------------------
+ * A caller that must not block joins the same FIFO queue as blocking acquirers and is told when a
+ * slot has been handed to it. The caller owns the storage (no allocation); it must stay valid
+ * and unmoved from lk_bulkhead_enqueue() until the wait ends: granted and seen by
+ * lk_bulkhead_waiter_granted(), or lk_bulkhead_waiter_cancel(). Time stays with the caller: it
+ * arms its own timer for its deadline and cancels the wait when it fires. */
+typedef struct lk_bulkhead_waiter {
+  _Alignas(void *) unsigned char opaque_[48];
+} lk_bulkhead_waiter;
+
+/* Takes a free slot at once when nobody is queued (LK_OK: slot held), or queues `w` behind every
+ * waiter already queued, blocking or not (LK_EAGAIN), or returns LK_EBULKHEAD_FULL when
+ * max_queue callers wait already (nothing queued). Once a slot is handed to a queued `w`,
+ * notify(ud) runs on the releasing thread with the bulkhead's lock held: it must only signal
+ * (write an eventfd, set a flag) and must not call back into the bulkhead. LK_EINVAL for a NULL
+ * argument. No allocation. */
+LK_EXPORT int lk_bulkhead_enqueue(lk_bulkhead *b, lk_bulkhead_waiter *w, void (*notify)(void *ud),
+                                  void *ud);
+/* Whether a slot has been handed to the queued `w` (the caller then holds it and releases it
+ * with lk_bulkhead_release()). Takes the bulkhead's lock briefly. */
+LK_EXPORT bool lk_bulkhead_waiter_granted(lk_bulkhead *b, lk_bulkhead_waiter *w);
+/* Ends a wait: leaves the queue if `w` is still in it. Returns true when nothing is held, false
+ * when a slot had been handed to `w`, whether or not lk_bulkhead_waiter_granted() saw it: the
+ * caller holds it and must release it. A second call returns true. */
+LK_EXPORT bool lk_bulkhead_waiter_cancel(lk_bulkhead *b, lk_bulkhead_waiter *w);
 
 /* Gives back a slot taken by either acquire. If anyone is queued, the slot passes straight to
  * the longest waiter (when the limit allows). A release without a held slot is a caller bug;

@@ -41,9 +41,12 @@
  *
  * Other kinds come from evidence as well: DNS_FAILED, CONNECT_REFUSED, TLS_FAILED,
  * RESET_BEFORE_SEND (reset/error while the request was not fully written), RESET_AFTER_SEND,
- * EMPTY_RESPONSE (closed after the request, no reply byte), JUNK_RESPONSE, PARTIAL_BODY (reply
- * started, connection lost before its end), the status kinds of lk_failure_from_status(), and
- * CANCELLED / DEADLINE_EXCEEDED / BREAKER_OPEN / RATE_LIMITED / BULKHEAD_FULL.
+ * EMPTY_RESPONSE (closed after the request, no reply byte), JUNK_RESPONSE (also a Content-Length
+ * that does not parse, overflows or conflicts with another, and a head too large for libcurl),
+ * PARTIAL_BODY (reply started, connection lost before its end, or a body shorter than its
+ * Content-Length even when libcurl calls the transfer complete), the status kinds of
+ * lk_failure_from_status(), and CANCELLED / DEADLINE_EXCEEDED / BREAKER_OPEN / RATE_LIMITED /
+ * BULKHEAD_FULL.
  *
  * libcurl's silent re-send. When a reused keep-alive connection dies before any reply byte,
  * libcurl 7.88 opens a new connection and writes the request again inside the same transfer: a
@@ -171,10 +174,17 @@ typedef enum lk_http_resend_guard {
   LK_RESEND_ALLOW             /* libcurl's behaviour: only count it (for comparisons and demos) */
 } lk_http_resend_guard;
 
+/* The longest duration a policy accepts (deadline, attempt and phase timeouts, deadline_reserve,
+ * pool_idle_lifetime): 100 days. Longer values are refused by lk_http_policy_validate() rather
+ * than silently cut (a phase timeout of 0 means "no phase limit"). */
+#define LK_HTTP_DURATION_MAX (INT64_C(100) * 86400 * 1000000000)
+
 /* Everything that governs one logical call. Plain value: fill with lk_http_policy_init_default()
- * and change fields. Durations are ns; 0 for a phase timeout means "bounded only by the attempt
- * timeout". The struct is copied when a call starts; pointed-to objects are not copied and must
- * outlive every call that uses them. One policy may serve any number of calls and threads, except
+ * and change fields. Durations are ns, at most LK_HTTP_DURATION_MAX; 0 for a phase timeout means
+ * "bounded only by the attempt timeout". All time arithmetic saturates, so an absolute deadline_at
+ * anywhere on the time line (an expired inherited one near INT64_MIN included) is honoured.
+ * The struct is copied when a call starts; pointed-to objects are not copied and must outlive
+ * every call that uses them. One policy may serve any number of calls and threads, except
  * `rng` (one thread at a time). */
 typedef struct lk_http_policy {
   /* --- time ------------------------------------------------------------------------------- */
@@ -204,7 +214,8 @@ typedef struct lk_http_policy {
                              for comparisons (the demo's naive clients). Default false */
 
   /* --- shared protection (optional, not owned; NULL budget / breaker: see default_protection) */
-  lk_budget *budget;     /* one request recorded per call; every retry asks for a token */
+  lk_budget *budget;     /* one request recorded per call; every success recorded, a failure
+                            only when the policy would retry it; every retry asks for a token */
   lk_breaker *breaker;   /* asked before every attempt; every attempt's outcome recorded */
   bool default_protection; /* a NULL budget or breaker means the client's own for the request's
                               origin (scheme, host, port), created on first use from
@@ -218,7 +229,8 @@ typedef struct lk_http_policy {
                             holding no bulkhead slot and sending nothing meanwhile; otherwise it
                             fails at once with LK_EBREAKER_OPEN. Default true */
   lk_limiter *limiter;   /* one token reserved before every attempt */
-  lk_bulkhead *bulkhead; /* one slot held for the duration of every attempt */
+  lk_bulkhead *bulkhead; /* one slot held for the duration of every attempt; a call without one
+                            waits in the bulkhead's FIFO queue (with blocking acquirers) */
   lk_call_metrics *metrics; /* seed 001's per-call observations recorded here */
 
   /* --- idempotency ------------------------------------------------------------------------- */
@@ -243,7 +255,8 @@ typedef struct lk_http_policy {
   /* --- limits and plumbing ----------------------------------------------------------------- */
   size_t max_response_body; /* a bigger body ends the call with LK_ETOOBIG; default 64 MiB */
   const lk_clock *clock;    /* NULL = lk_clock_system(); default NULL */
-  lk_rand *rng;             /* jitter; NULL = a per-thread generator seeded from getrandom */
+  lk_rand *rng;             /* jitter; NULL = the client's own generator, seeded from getrandom
+                               when the client is created */
   const char *user_agent;   /* sent as User-Agent when non-empty (no CR or LF: LK_ECONFIG);
                                NULL or "" sends none (libcurl's default); default NULL */
   bool verify_tls;          /* verify the peer's certificate and host name; default true */
@@ -253,7 +266,8 @@ typedef struct lk_http_policy {
 LK_EXPORT void lk_http_policy_init_default(lk_http_policy *p);
 
 /* Checks a policy. LK_OK or LK_ECONFIG with *why (if non-NULL) a static message naming the bad
- * field: deadline <= 0, attempt_timeout <= 0, a negative phase timeout, idem_mode LK_IDEM_KEY
+ * field: deadline <= 0, attempt_timeout <= 0, a negative phase timeout, a duration above
+ * LK_HTTP_DURATION_MAX, idem_mode LK_IDEM_KEY
  * without a valid key, an invalid tenant, pool_idle_lifetime < 1 s, ... Calls validate too. */
 LK_EXPORT int lk_http_policy_validate(const lk_http_policy *p, const char **why);
 
@@ -329,7 +343,10 @@ typedef struct lk_http_result lk_http_result;
  *   LK_EBUDGET       the retry budget refused a retry
  *   LK_EBREAKER_OPEN, LK_ERATE_LIMITED, LK_EBULKHEAD_FULL  the protection refused an attempt
  *   LK_ECANCELED     cancelled
- *   LK_ETOOBIG       the response body exceeded max_response_body
+ *   LK_ETOOBIG       the response body exceeded max_response_body, or its head exceeded
+ *                    libcurl's limit (CURL_MAX_HTTP_HEADER per line); not retried
+ *   LK_ENOMEM        no memory for the response (also when the classification hook's view of
+ *                    it could not be built: the attempt fails rather than skip the hook)
  *   LK_EINVAL / LK_ECONFIG / LK_ENOMEM / LK_ESYS  the call could not be started */
 LK_EXPORT int lk_http_result_err(const lk_http_result *r);
 /* The kind of the final attempt (LK_F_NONE on success; a TERMINAL kind when the call was stopped
@@ -473,8 +490,11 @@ LK_EXPORT void lk_http_client_wakeup(lk_http_client *c);
 
 /* Runs one logical call to completion on the calling thread and stores its result in *out
  * (always set on return when out is non-NULL, even on failure, except LK_EINVAL for NULL
- * arguments). `c` NULL uses a temporary client (no connection reuse across calls); otherwise the
- * client's pool is reused and other calls submitted to it progress meanwhile. Not allowed in
+ * arguments). `c` NULL uses the calling thread's default client, created on first use and freed
+ * when the thread exits (pthread key destructor; the main thread's lives until the process
+ * exits), so connections are kept alive across calls (inside a callback of that client, a
+ * temporary one is used). Otherwise `c`'s pool is reused and other calls submitted to it
+ * progress meanwhile. Not allowed in
  * external mode or from a callback (LK_ESTATE). Returns lk_http_result_err(*out). */
 LK_EXPORT int lk_http_call(lk_http_client *c, lk_http_request *req, const lk_http_policy *pol,
                            lk_http_cancel *cancel, lk_http_result **out);

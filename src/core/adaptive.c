@@ -1,6 +1,8 @@
 #include <linkd/adaptive.h>
 #include <linkd/error.h>
 
+#include "sat.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -19,10 +21,6 @@ struct lk_adaptive {
   _Atomic int64_t limit;   /* floor(est), readable without the mutex */
   _Atomic int64_t min_rtt; /* for lk_adaptive_min_rtt() */
 };
-
-static int64_t sat_add(int64_t a, int64_t b) { /* b >= 0 */
-  return a > INT64_MAX - b ? INT64_MAX : a + b;
-}
 
 lk_adaptive_outcome lk_adaptive_outcome_of(lk_failure kind) {
   switch (kind) {
@@ -132,7 +130,7 @@ static int64_t update_min_rtt(lk_adaptive *a, int64_t now, int64_t rtt) {
     a->window_started = true;
     a->window_start = now;
     a->cur_min = rtt;
-  } else if (w > 0 && now >= sat_add(a->window_start, w)) {
+  } else if (w > 0 && now >= lk_sat_add(a->window_start, w)) {
     a->prev_min = a->cur_min;
     a->cur_min = rtt;
     a->window_start = now;
@@ -168,7 +166,7 @@ int64_t lk_adaptive_record_inflight(lk_adaptive *a, int64_t now, int64_t rtt,
   int64_t min_rtt = timed ? update_min_rtt(a, now, rtt) : 0;
   bool drop = outcome == LK_ADAPTIVE_DROP || (c->latency_target > 0 && rtt > c->latency_target);
   if (drop) {
-    if (!a->decreased || now >= sat_add(a->last_decrease, c->decrease_cooldown)) {
+    if (!a->decreased || now >= lk_sat_add(a->last_decrease, c->decrease_cooldown)) {
       est *= c->backoff_ratio;
       a->decreased = true;
       a->last_decrease = now;

@@ -1,6 +1,8 @@
 #include <linkd/bulkhead.h>
 #include <linkd/error.h>
 
+#include "sat.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,11 +20,23 @@
 #define WAITER_ONE (UINT64_C(1) << FIELD_BITS)
 #define MAX_SHIFT (2 * FIELD_BITS)
 
+/* A queued caller: a blocking one (cond, in its stack frame) or a non-blocking one (notify, in
+ * the caller's lk_bulkhead_waiter). Both queue in one FIFO. */
 typedef struct waiter {
   struct waiter *next, *prev;
-  pthread_cond_t cond;
+  pthread_cond_t *cond;     /* blocking: signalled on grant; NULL for a non-blocking waiter */
+  void (*notify)(void *ud); /* non-blocking: called on grant, mutex held */
+  void *ud;
   bool granted; /* set under the mutex by whoever handed us a slot */
+  bool queued;  /* non-blocking: in the queue (read under the mutex) */
 } waiter;
+
+_Static_assert(sizeof(waiter) <= sizeof(((lk_bulkhead_waiter *)0)->opaque_),
+               "lk_bulkhead_waiter too small for the internal waiter");
+_Static_assert(_Alignof(waiter) <= _Alignof(lk_bulkhead_waiter),
+               "lk_bulkhead_waiter under-aligned");
+
+static waiter *waiter_of(lk_bulkhead_waiter *w) { return (waiter *)(void *)w->opaque_; }
 
 struct lk_bulkhead {
   _Alignas(64) _Atomic uint64_t state;
@@ -133,8 +147,13 @@ static void grant_locked(lk_bulkhead *b) {
     else
       b->tail = NULL;
     w->granted = true;
-    /* Signalled under the mutex: the waiter cannot destroy its cond until we unlock. */
-    pthread_cond_signal(&w->cond);
+    w->queued = false;
+    /* Under the mutex: a blocking waiter cannot destroy its cond, nor a non-blocking one learn
+     * of the grant (lk_bulkhead_waiter_granted locks) and free its waiter, until we unlock. */
+    if (w->cond)
+      pthread_cond_signal(w->cond);
+    else
+      w->notify(w->ud);
   }
 }
 
@@ -149,13 +168,9 @@ static void unlink_locked(lk_bulkhead *b, waiter *w) {
     b->tail = w->prev;
 }
 
-static int64_t sat_add(int64_t a, int64_t b) { /* b >= 0 */
-  return a > INT64_MAX - b ? INT64_MAX : a + b;
-}
-
-/* Queues the caller as `w` (its cond initialized); mutex held on entry and exit. Returns LK_OK,
- * LK_EBULKHEAD_FULL or LK_EDEADLINE; *queued tells whether it actually waited. */
-static int wait_locked(lk_bulkhead *b, waiter *w, int64_t remaining, bool *queued) {
+/* Takes a free slot when nobody waits (LK_OK), or appends `w` to the queue (LK_EAGAIN), or
+ * LK_EBULKHEAD_FULL when max_queue wait already. Mutex held. */
+static int enqueue_locked(lk_bulkhead *b, waiter *w) {
   uint64_t s = atomic_load_explicit(&b->state, memory_order_relaxed);
   for (;;) {
     if (waiters_of(s) == 0 && in_use_of(s) < max_of(s)) {
@@ -171,7 +186,6 @@ static int wait_locked(lk_bulkhead *b, waiter *w, int64_t remaining, bool *queue
                                               memory_order_relaxed))
       break;
   }
-  *queued = true;
   w->next = NULL;
   w->prev = b->tail;
   w->granted = false;
@@ -180,18 +194,27 @@ static int wait_locked(lk_bulkhead *b, waiter *w, int64_t remaining, bool *queue
   else
     b->head = w;
   b->tail = w;
+  return LK_EAGAIN;
+}
 
+/* Queues the caller as `w` (w->cond initialized); mutex held on entry and exit. Returns LK_OK,
+ * LK_EBULKHEAD_FULL or LK_EDEADLINE; *queued tells whether it actually waited. */
+static int wait_locked(lk_bulkhead *b, waiter *w, int64_t remaining, bool *queued) {
+  int rc = enqueue_locked(b, w);
+  if (rc != LK_EAGAIN)
+    return rc;
+  *queued = true;
   bool timed = remaining != INT64_MAX;
   struct timespec abs = {0, 0};
   if (timed) {
-    int64_t at = sat_add(lk_now_ns(), remaining);
+    int64_t at = lk_sat_add(lk_now_ns(), remaining);
     abs.tv_sec = (time_t)(at / LK_NS_PER_S);
     abs.tv_nsec = (long)(at % LK_NS_PER_S);
   }
   while (!w->granted) {
-    int rc = timed ? pthread_cond_timedwait(&w->cond, &b->mu, &abs)
-                   : pthread_cond_wait(&w->cond, &b->mu);
-    if (rc == ETIMEDOUT)
+    int wr =
+        timed ? pthread_cond_timedwait(w->cond, &b->mu, &abs) : pthread_cond_wait(w->cond, &b->mu);
+    if (wr == ETIMEDOUT)
       break;
   }
   if (!w->granted) {
@@ -214,31 +237,77 @@ int lk_bulkhead_acquire(lk_bulkhead *b, const lk_clock *clock, lk_deadline deadl
     return LK_EDEADLINE;
   }
   /* The waiter lives in this stack frame: no allocation, and its cond is ours alone. */
-  waiter w;
-  if (pthread_cond_init(&w.cond, &b->cond_attr) != 0)
+  pthread_cond_t cond;
+  if (pthread_cond_init(&cond, &b->cond_attr) != 0)
     return LK_ESYS;
+  waiter w = {.cond = &cond};
   bool queued = false;
   pthread_mutex_lock(&b->mu);
   int rc = wait_locked(b, &w, remaining, &queued);
   pthread_mutex_unlock(&b->mu);
   /* Granters signal under the mutex, so once we have left it nobody touches w.cond again. */
-  pthread_cond_destroy(&w.cond);
+  pthread_cond_destroy(&cond);
   if (rc == LK_EBULKHEAD_FULL)
     atomic_fetch_add_explicit(&b->rejected_full, 1, memory_order_relaxed);
   else if (rc == LK_EDEADLINE)
     atomic_fetch_add_explicit(&b->rejected_deadline, 1, memory_order_relaxed);
   if (queued) {
-    int64_t waited = clock->now(clock) - start;
+    int64_t waited = lk_sat_sub(clock->now(clock), start);
     if (waited < 0)
       waited = 0;
     atomic_fetch_add_explicit(&b->waited, 1, memory_order_relaxed);
     atomic_store_explicit(&b->wait_last, waited, memory_order_relaxed);
     int64_t total = atomic_load_explicit(&b->wait_total, memory_order_relaxed);
-    while (!atomic_compare_exchange_weak_explicit(&b->wait_total, &total, sat_add(total, waited),
+    while (!atomic_compare_exchange_weak_explicit(&b->wait_total, &total, lk_sat_add(total, waited),
                                                   memory_order_relaxed, memory_order_relaxed)) {
     }
   }
   return rc;
+}
+
+int lk_bulkhead_enqueue(lk_bulkhead *b, lk_bulkhead_waiter *bw, void (*notify)(void *ud),
+                        void *ud) {
+  if (!b || !bw || !notify)
+    return LK_EINVAL;
+  waiter *w = waiter_of(bw);
+  memset(w, 0, sizeof *w);
+  if (take_fast(b))
+    return LK_OK;
+  w->notify = notify;
+  w->ud = ud;
+  pthread_mutex_lock(&b->mu);
+  int rc = enqueue_locked(b, w);
+  w->queued = rc == LK_EAGAIN;
+  pthread_mutex_unlock(&b->mu);
+  if (rc == LK_EAGAIN)
+    atomic_fetch_add_explicit(&b->waited, 1, memory_order_relaxed);
+  else if (rc == LK_EBULKHEAD_FULL)
+    atomic_fetch_add_explicit(&b->rejected_full, 1, memory_order_relaxed);
+  return rc;
+}
+
+bool lk_bulkhead_waiter_granted(lk_bulkhead *b, lk_bulkhead_waiter *bw) {
+  waiter *w = waiter_of(bw);
+  pthread_mutex_lock(&b->mu);
+  bool g = w->granted;
+  pthread_mutex_unlock(&b->mu);
+  return g;
+}
+
+bool lk_bulkhead_waiter_cancel(lk_bulkhead *b, lk_bulkhead_waiter *bw) {
+  waiter *w = waiter_of(bw);
+  pthread_mutex_lock(&b->mu);
+  bool was_queued = w->queued;
+  if (was_queued) {
+    /* as a blocking waiter's timeout: in use unchanged, one fewer waits */
+    unlink_locked(b, w);
+    w->queued = false;
+    atomic_fetch_sub_explicit(&b->state, WAITER_ONE, memory_order_relaxed);
+  }
+  bool granted = w->granted;
+  w->granted = false;
+  pthread_mutex_unlock(&b->mu);
+  return !granted;
 }
 
 void lk_bulkhead_release(lk_bulkhead *b) {

@@ -1,18 +1,12 @@
 #include <linkd/deadline.h>
 #include <linkd/error.h>
 
+#include "sat.h"
+
 #include <stdio.h>
 
-static int64_t sat_add(int64_t a, int64_t b) {
-  if (b > 0 && a > INT64_MAX - b)
-    return INT64_MAX;
-  if (b < 0 && a < INT64_MIN - b)
-    return INT64_MIN;
-  return a + b;
-}
-
 lk_deadline lk_deadline_after(int64_t now, int64_t budget) {
-  lk_deadline d = {budget <= 0 ? now : sat_add(now, budget)};
+  lk_deadline d = {budget <= 0 ? now : lk_sat_add(now, budget)};
   return d;
 }
 
@@ -24,10 +18,7 @@ lk_deadline lk_deadline_none(void) {
 int64_t lk_deadline_remaining(lk_deadline d, int64_t now) {
   if (d.at == LK_DEADLINE_NONE)
     return INT64_MAX;
-  int64_t r;
-  if (__builtin_sub_overflow(d.at, now, &r))
-    return d.at > now ? INT64_MAX : INT64_MIN;
-  return r;
+  return lk_sat_sub(d.at, now);
 }
 
 bool lk_deadline_expired(lk_deadline d, int64_t now) { return now >= d.at; }
@@ -37,7 +28,7 @@ lk_deadline lk_deadline_min(lk_deadline a, lk_deadline b) { return a.at <= b.at 
 lk_deadline lk_deadline_child(lk_deadline parent, int64_t reserve) {
   if (reserve <= 0 || parent.at == LK_DEADLINE_NONE)
     return parent;
-  lk_deadline d = {sat_add(parent.at, -reserve)};
+  lk_deadline d = {lk_sat_sub(parent.at, reserve)};
   return d;
 }
 

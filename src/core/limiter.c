@@ -1,6 +1,8 @@
 #include <linkd/error.h>
 #include <linkd/limiter.h>
 
+#include "sat.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -23,18 +25,6 @@ struct lk_limiter {
 typedef struct params {
   int64_t interval, span;
 } params;
-
-static int64_t sat_add(int64_t a, int64_t b) { /* b >= 0 */
-  return a > INT64_MAX - b ? INT64_MAX : a + b;
-}
-
-static int64_t sat_sub(int64_t a, int64_t b) {
-  if (b < 0 && a > INT64_MAX + b)
-    return INT64_MAX;
-  if (b > 0 && a < INT64_MIN + b)
-    return INT64_MIN;
-  return a - b;
-}
 
 void lk_limiter_config_init_default(lk_limiter_config *c) {
   c->rate = 100.0;
@@ -110,8 +100,8 @@ int lk_limiter_try_acquire(lk_limiter *l, int64_t now) {
   params p = params_load(l);
   int64_t tat = atomic_load_explicit(&l->tat, memory_order_relaxed);
   for (;;) {
-    int64_t next = sat_add(tat > now ? tat : now, p.interval);
-    if (sat_sub(next, now) > p.span || next == INT64_MAX) /* INT64_MAX: time line exhausted */
+    int64_t next = lk_sat_add(tat > now ? tat : now, p.interval);
+    if (lk_sat_sub(next, now) > p.span || next == INT64_MAX) /* INT64_MAX: time line exhausted */
       return LK_ERATE_LIMITED;
     /* TAT guards no other data, so relaxed ordering is enough for the count to hold. */
     if (atomic_compare_exchange_weak_explicit(&l->tat, &tat, next, memory_order_relaxed,
@@ -122,7 +112,7 @@ int lk_limiter_try_acquire(lk_limiter *l, int64_t now) {
 
 /* The request conforms once now' >= next - span; the wait is that instant minus now. */
 static int64_t wait_for(int64_t next, int64_t span, int64_t now) {
-  int64_t w = sat_sub(sat_sub(next, span), now);
+  int64_t w = lk_sat_sub(lk_sat_sub(next, span), now);
   return w < 0 ? 0 : w;
 }
 
@@ -132,7 +122,7 @@ int64_t lk_limiter_reserve(lk_limiter *l, int64_t now, int64_t max_wait) {
   params p = params_load(l);
   int64_t tat = atomic_load_explicit(&l->tat, memory_order_relaxed);
   for (;;) {
-    int64_t next = sat_add(tat > now ? tat : now, p.interval);
+    int64_t next = lk_sat_add(tat > now ? tat : now, p.interval);
     int64_t wait = wait_for(next, p.span, now);
     if (wait > max_wait || next == INT64_MAX) /* INT64_MAX: time line exhausted */
       return LK_ERATE_LIMITED;
@@ -196,7 +186,7 @@ int64_t lk_limiter_available(const lk_limiter *l, int64_t now) {
   int64_t tat = atomic_load_explicit(&((lk_limiter *)l)->tat, memory_order_relaxed);
   int64_t base = tat > now ? tat : now;
   /* Room left before max(TAT, now) reaches now + span, in whole intervals. */
-  int64_t room = sat_sub(sat_add(now, p.span), base);
+  int64_t room = lk_sat_sub(lk_sat_add(now, p.span), base);
   if (room <= 0)
     return 0;
   return room / p.interval;
@@ -205,5 +195,5 @@ int64_t lk_limiter_available(const lk_limiter *l, int64_t now) {
 int64_t lk_limiter_wait_time(const lk_limiter *l, int64_t now) {
   params p = params_load(l);
   int64_t tat = atomic_load_explicit(&((lk_limiter *)l)->tat, memory_order_relaxed);
-  return wait_for(sat_add(tat > now ? tat : now, p.interval), p.span, now);
+  return wait_for(lk_sat_add(tat > now ? tat : now, p.interval), p.span, now);
 }

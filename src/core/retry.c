@@ -10,7 +10,9 @@ uint64_t lk_retry_on_default(void) {
     if (c == LK_FC_NOT_SENT || c == LK_FC_MAYBE_PROCESSED || c == LK_FC_REFUSED)
       m |= LK_FAILURE_BIT(k);
   }
-  return m;
+  /* no such host, or a TLS protocol / certificate failure: asking again gets the same answer
+   * (curl gives up at once too); their timeouts stay retryable */
+  return m & ~(LK_FAILURE_BIT(LK_F_DNS_FAILED) | LK_FAILURE_BIT(LK_F_TLS_FAILED));
 }
 
 void lk_retry_config_init_default(lk_retry_config *c) {

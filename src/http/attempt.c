@@ -58,7 +58,7 @@ static int on_prereq(void *ud, char *ip, char *local_ip, int port, int local_por
     a->reused = !a->sock_seen;
   } else {
     a->resends++;
-    lk__cm_resend(k->pol.metrics);
+    lk_call_metrics_resend_detected(k->pol.metrics);
     if (k->unsafe && k->pol.resend_guard == LK_RESEND_ABORT) {
       a->resend_aborted = true;
       return CURL_PREREQFUNC_ABORT;
@@ -140,6 +140,14 @@ int lk__easy_init(lk_easy *x) {
   SET(CURLOPT_HEADERDATA, (void *)x);
   SET(CURLOPT_WRITEFUNCTION, on_body);
   SET(CURLOPT_WRITEDATA, (void *)x);
+  /* An attempt abandoned while libcurl's threaded resolver is still in getaddrinfo (a resolver
+   * that never answers) must not block the loop: without QUICK_EXIT, removing the transfer joins
+   * the resolver thread, which glibc keeps for timeout x attempts (~10 s by default), far past
+   * the deadline. With it (libcurl >= 7.87) the thread is detached and frees itself when
+   * getaddrinfo returns. Built against an older libcurl, a lookup cannot be abandoned. */
+#if LIBCURL_VERSION_NUM >= 0x075700
+  SET(CURLOPT_QUICK_EXIT, 1L);
+#endif
   /* TLS backends without this callback still work: the TLS phase is then told from
    * CONNECT_TIME / APPCONNECT_TIME only */
   if (curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx) == CURLE_OK)
@@ -207,7 +215,7 @@ int lk__attempt_setup(lk_call *k) {
    * rounds to whole ms and may fire up to 1 ms early). It covers the connect phase too: a
    * separate CURLOPT_CONNECTTIMEOUT_MS of the same value would only add a second expiry timer
    * to every transfer. Options are set only when they change (setopt is not free). */
-  long ms = (long)((a->timeout + LK_NS_PER_MS - 1) / LK_NS_PER_MS) + 2;
+  long ms = (long)(lk_sat_add(a->timeout, LK_NS_PER_MS - 1) / LK_NS_PER_MS) + 2;
   if (x->timeout_ms != ms) {
     SET(CURLOPT_TIMEOUT_MS, ms);
     x->timeout_ms = ms;

@@ -18,8 +18,13 @@ static void set_stop(lk_http_result *r, const char *s) {
 }
 
 static void release_slot(lk_call *k) {
+  if (k->bulkhead_queued) {
+    k->bulkhead_queued = false;
+    if (!lk_bulkhead_waiter_cancel(k->pol.bulkhead, &k->bw))
+      k->bulkhead_held = true; /* granted meanwhile: given back below */
+  }
   if (k->bulkhead_held) {
-    lk__bulkhead_release(k->pol.bulkhead);
+    lk_bulkhead_release(k->pol.bulkhead);
     k->bulkhead_held = false;
   }
 }
@@ -31,14 +36,15 @@ static void finish_at(lk_call *k, int64_t now, int err, lk_failure kind, const c
   release_slot(k);
   res->err = err;
   res->failure = kind;
-  res->elapsed = now - k->t0;
+  res->elapsed = lk_sat_sub(now, k->t0);
   if (stop)
     set_stop(res, stop);
   if (res->has_resp && !lk__resp_settle(&res->resp, res->inl, sizeof res->inl, &k->cur) &&
       res->err == LK_OK)
     res->err = LK_ENOMEM;
   bool ok = res->err == LK_OK;
-  lk__cm_call_end(k->pol.metrics, ok, ok && k->number == 1, k->number, res->elapsed, res->err);
+  lk_call_metrics_call_end(k->pol.metrics, ok, ok && k->number == 1, k->number, res->elapsed,
+                           res->err);
   if (k->ex) {
     if (k->easy_added)
       curl_multi_remove_handle(c->multi, k->easy);
@@ -70,18 +76,26 @@ void lk__call_finish(lk_call *k, int err, lk_failure kind, const char *stop) {
   finish_at(k, now_of(k), err, kind, stop);
 }
 
+/* The bulkhead handed a slot to the queued call: runs on the releasing thread, the bulkhead's
+ * lock held; the call cannot end meanwhile (ending it cancels the wait under that lock). */
+static void bulkhead_granted(void *ud) {
+  lk_call *k = ud;
+  atomic_store(&k->bulkhead_granted, true);
+  lk__client_notify(k->cl);
+}
+
 /* An attempt refused before any I/O: recorded in the timeline (phase QUEUED) and final. */
 static void refuse(lk_call *k, int64_t now, lk_failure kind, int err) {
   lk_http_attempt_info *a = lk__result_add_attempt(k->res);
   if (a) {
     a->number = k->number + 1;
-    a->start = now - k->t0;
+    a->start = lk_sat_sub(now, k->t0);
     a->phase = LK_PHASE_QUEUED;
     a->failure = a->classified = kind;
     a->retry_after = -1;
     a->decision.reason = LK_REASON_NOT_RETRYABLE;
     a->decision.failure = kind;
-    a->decision.remaining = k->deadline - now;
+    a->decision.remaining = lk_sat_sub(k->deadline, now);
     lk_decision_format(&a->decision, a->reason, sizeof a->reason);
   }
   lk__call_finish(k, err, kind, a ? a->reason : lk_strerror(err));
@@ -110,39 +124,61 @@ void lk__call_try_start(lk_call *k, int64_t now) {
     lk__call_abort(k);
     return;
   }
-  int64_t remaining = k->deadline - now;
+  int64_t remaining = lk_sat_sub(k->deadline, now);
   if (remaining <= 0) {
     release_slot(k);
     lk__call_finish(k, LK_EDEADLINE, LK_F_DEADLINE_EXCEEDED, "deadline exceeded");
     return;
   }
   if (p->bulkhead && !k->bulkhead_held) {
-    if (lk__bulkhead_try(p->bulkhead) == LK_OK) {
-      k->bulkhead_held = true;
-      lk__cm_bulkhead_wait(p->metrics,
-                           k->bulkhead_wait_start == INT64_MIN ? 0 : now - k->bulkhead_wait_start,
-                           lk__bulkhead_queue(p->bulkhead));
-      k->bulkhead_wait_start = INT64_MIN;
+    /* A slot, or a place in the bulkhead's FIFO queue shared with blocking acquirers: the grant
+     * arrives through bulkhead_granted(); the timer covers pool_timeout and the deadline. */
+    if (k->bulkhead_wait_start == INT64_MIN)
+      k->bulkhead_wait_start = now;
+    int64_t limit = k->deadline;
+    int64_t pool_end = lk_sat_add(k->bulkhead_wait_start, p->pool_timeout);
+    if (p->pool_timeout > 0 && pool_end < limit)
+      limit = pool_end;
+    int rc;
+    if (!k->bulkhead_queued) {
+      atomic_store(&k->bulkhead_granted, false);
+      rc = lk_bulkhead_enqueue(p->bulkhead, &k->bw, bulkhead_granted, k);
+      k->bulkhead_queued = rc == LK_EAGAIN;
+    } else if (atomic_load(&k->bulkhead_granted) &&
+               lk_bulkhead_waiter_granted(p->bulkhead, &k->bw)) {
+      /* (the locked check also waits for the notification to finish with this call) */
+      k->bulkhead_queued = false;
+      rc = LK_OK;
+    } else if (now >= limit) {
+      k->bulkhead_queued = false;
+      rc = lk_bulkhead_waiter_cancel(p->bulkhead, &k->bw) ? LK_EDEADLINE : LK_OK;
     } else {
-      /* no slot: poll without blocking the loop until pool_timeout or the deadline */
-      if (k->bulkhead_wait_start == INT64_MIN)
-        k->bulkhead_wait_start = now;
-      int64_t limit = k->deadline;
-      if (p->pool_timeout > 0 && k->bulkhead_wait_start + p->pool_timeout < limit)
-        limit = k->bulkhead_wait_start + p->pool_timeout;
-      if (now >= limit) {
-        if (limit == k->deadline)
-          refuse(k, now, LK_F_DEADLINE_EXCEEDED, LK_EDEADLINE);
-        else
-          refuse(k, now, LK_F_POOL_TIMEOUT, LK_EBULKHEAD_FULL);
-        return;
-      }
-      k->timer_at = now + LK_MS(1) < limit ? now + LK_MS(1) : limit;
+      rc = LK_EAGAIN;
+    }
+    if (rc == LK_EAGAIN) {
+      k->timer_at = limit;
       return;
     }
+    if (rc == LK_EBULKHEAD_FULL) {
+      refuse(k, now, LK_F_BULKHEAD_FULL, LK_EBULKHEAD_FULL);
+      return;
+    }
+    if (rc != LK_OK) {
+      if (limit == k->deadline)
+        refuse(k, now, LK_F_DEADLINE_EXCEEDED, LK_EDEADLINE);
+      else
+        refuse(k, now, LK_F_POOL_TIMEOUT, LK_EBULKHEAD_FULL);
+      return;
+    }
+    k->bulkhead_held = true;
+    if (p->metrics) {
+      lk_call_metrics_bulkhead_wait(p->metrics, lk_sat_sub(now, k->bulkhead_wait_start));
+      lk_call_metrics_bulkhead_queue_depth(p->metrics, lk_bulkhead_queue_depth(p->bulkhead));
+    }
+    k->bulkhead_wait_start = INT64_MIN;
   }
   if (p->limiter && !k->limiter_reserved) {
-    int64_t w = lk__limiter_reserve(p->limiter, now, remaining);
+    int64_t w = lk_limiter_reserve(p->limiter, now, remaining);
     if (w < 0) {
       release_slot(k);
       refuse(k, now, LK_F_RATE_LIMITED, LK_ERATE_LIMITED);
@@ -150,7 +186,7 @@ void lk__call_try_start(lk_call *k, int64_t now) {
     }
     k->limiter_reserved = true;
     if (w > 0) {
-      k->timer_at = now + w;
+      k->timer_at = lk_sat_add(now, w);
       return;
     }
   }
@@ -172,7 +208,7 @@ void lk__call_try_start(lk_call *k, int64_t now) {
   a->timeout = lk_attempt_timeout(p->attempt_timeout, remaining);
   a->ctimeout = p->connect_timeout > 0 && p->connect_timeout < a->timeout ? p->connect_timeout
                                                                           : a->timeout;
-  a->end_at = now + a->timeout;
+  a->end_at = lk_sat_add(now, a->timeout);
   lk__resp_reset(&k->cur);
   if (lk__attempt_setup(k) != LK_OK ||
       curl_multi_add_handle(k->cl->multi, k->easy) != CURLM_OK) {
@@ -188,6 +224,8 @@ void lk__call_try_start(lk_call *k, int64_t now) {
 int64_t lk__call_next_timer(lk_call *k, lk_timer_kind *which) {
   if (k->state == LK_CALL_WAIT) {
     *which = LK_TIMER_NONE;
+    if (k->bulkhead_queued && atomic_load(&k->bulkhead_granted))
+      return INT64_MIN; /* a slot is waiting for it: due now */
     return k->timer_at;
   }
   const lk_http_policy *p = &k->pol;
@@ -204,26 +242,26 @@ int64_t lk__call_next_timer(lk_call *k, lk_timer_kind *which) {
   } while (0)
   if (a->got_bytes) {
     if (p->idle_timeout)
-      CAND(a->t_last + p->idle_timeout, LK_TIMER_IDLE);
+      CAND(lk_sat_add(a->t_last, p->idle_timeout), LK_TIMER_IDLE);
   } else if (a->prereq_calls) {
     if (!a->sent) {
       if (p->write_timeout)
-        CAND(a->t_prereq + p->write_timeout, LK_TIMER_WRITE);
+        CAND(lk_sat_add(a->t_prereq, p->write_timeout), LK_TIMER_WRITE);
     } else if (p->first_byte_timeout) {
-      CAND(a->t_sent + p->first_byte_timeout, LK_TIMER_FIRST_BYTE);
+      CAND(lk_sat_add(a->t_sent, p->first_byte_timeout), LK_TIMER_FIRST_BYTE);
     }
   } else if (!a->sock_seen) {
     if (p->dns_timeout)
-      CAND(a->start + p->dns_timeout, LK_TIMER_DNS);
+      CAND(lk_sat_add(a->start, p->dns_timeout), LK_TIMER_DNS);
   } else if (a->tls_started) {
     if (p->tls_timeout)
-      CAND(a->t_tls + p->tls_timeout, LK_TIMER_TLS);
+      CAND(lk_sat_add(a->t_tls, p->tls_timeout), LK_TIMER_TLS);
   } else {
     /* between socket creation and the request: TCP connecting, unless libcurl says it is up */
     curl_off_t conn_us = 0;
     curl_easy_getinfo(k->easy, CURLINFO_CONNECT_TIME_T, &conn_us);
     if (conn_us == 0)
-      CAND(a->t_sock + a->ctimeout, LK_TIMER_CONNECT);
+      CAND(lk_sat_add(a->t_sock, a->ctimeout), LK_TIMER_CONNECT);
   }
 #undef CAND
   *which = w;
@@ -273,6 +311,15 @@ static void evidence(lk_call *k, int code, lk_timer_kind timer, bool cancelled, 
   e->fully_sent = a->sent && code != CURLE_SEND_ERROR;
   e->got_bytes = a->got_bytes;
   e->complete = code == CURLE_OK && timer == LK_TIMER_NONE && !cancelled;
+  if (e->complete) {
+    e->framing = lk__resp_framing(&k->cur, k->req->head);
+    e->complete = e->framing == LK_F_NONE;
+  }
+  /* libcurl 7.88 reports a head line over CURL_MAX_HTTP_HEADER as CURLE_OUT_OF_MEMORY, 8.6+ as
+   * CURLE_TOO_LARGE (100, not in 7.88's headers); the driver's own allocation failures end the
+   * transfer with CURLE_WRITE_ERROR instead */
+  e->head_too_big =
+      (code == CURLE_OUT_OF_MEMORY || code == 100) && a->got_bytes && !k->cur.headers_done;
   e->resend_aborted = a->resend_aborted;
   e->too_big = a->too_big;
   e->cancelled = cancelled;
@@ -302,10 +349,18 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
     int64_t v;
     if (ra && lk_http_retry_after_parse(ra, strlen(ra), lk_wall_ns(), &v) == LK_OK)
       retry_after = v;
-    if (p->classify && !cancelled && lk__resp_view(&k->cur)) {
-      lk_failure o = p->classify(p->classify_ctx, &k->cur.view, kind);
-      if ((unsigned)o < LK_F__COUNT)
-        kind = o;
+    if (p->classify && !cancelled) {
+      if (lk__resp_view(&k->cur)) {
+        lk_failure o = p->classify(p->classify_ctx, &k->cur.view, kind);
+        if ((unsigned)o < LK_F__COUNT)
+          kind = o;
+      } else {
+        /* the hook cannot see the response: what it would say is unknown, so the attempt fails
+         * (LK_ENOMEM below) rather than pass as whatever the status alone says */
+        a->oom = true;
+        if (kind == LK_F_NONE)
+          kind = LK_F_TRANSPORT_ERROR;
+      }
     }
   }
 
@@ -317,8 +372,8 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
     info = &scratch;
   }
   info->number = k->number;
-  info->start = a->start - k->t0;
-  info->duration = now - a->start;
+  info->start = lk_sat_sub(a->start, k->t0);
+  info->duration = lk_sat_sub(now, a->start);
   info->phase = lk__phase_of(&ev);
   info->failure = kind;
   info->classified = classified;
@@ -349,14 +404,28 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
     res->has_resp = true;
   }
 
+  lk_attempt at = {
+      .number = k->number,
+      .method = k->req->method,
+      .idempotency_key = res->has_key || p->assume_idempotent,
+      .request_fully_sent = ev.fully_sent,
+      .failure = kind,
+      .retry_after = retry_after,
+      .prev_delay = k->prev_delay,
+  };
+
   /* record */
-  if (cancelled)
+  if (cancelled || a->oom) /* a local failure says nothing about the server */
     lk__breaker_release(p->breaker, &k->prot);
   else
     lk__breaker_record(p->breaker, &k->prot, now, info->duration, kind);
-  if (!cancelled)
+  /* The budget hears of a failure only when the policy would retry it (gRPC's throttling counts
+   * only retryable statuses): a 404, or a 503 to a POST without a key, costs no retry and must
+   * not drain a TOKEN budget. RATIO and QUOTA ignore failures (budget.h). */
+  if (!cancelled && (kind == LK_F_NONE || (!a->too_big && !a->oom && !ev.head_too_big &&
+                                           lk_retry_is_retryable(&p->retry, &at))))
     lk__budget_outcome(p->budget, &k->prot, now, kind == LK_F_NONE);
-  lk__cm_attempt(p->metrics, k->number, kind, ev.status, info->duration);
+  lk_call_metrics_attempt_ex(p->metrics, k->number, kind, ev.status, info->duration);
   if (p->metrics && (p->budget || p->breaker))
     lk__cm_protection_state(p->metrics, p->budget, p->breaker, now);
   release_slot(k);
@@ -365,7 +434,7 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
   lk_decision *d = &info->decision;
   memset(d, 0, sizeof *d);
   d->failure = kind;
-  d->remaining = k->deadline - now;
+  d->remaining = lk_sat_sub(k->deadline, now);
   if (kind == LK_F_NONE) {
     d->reason = LK_REASON_SUCCESS;
     memcpy(info->reason, "success", 8);
@@ -378,22 +447,16 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
     finish_at(k, now, LK_ECANCELED, LK_F_CANCELLED, "cancelled");
     return;
   }
-  if (a->too_big || a->oom) {
+  if (a->too_big || a->oom || ev.head_too_big) {
+    /* asking again would get the same oversized response; memory is a local failure */
     d->reason = LK_REASON_NOT_RETRYABLE;
-    snprintf(info->reason, sizeof info->reason, a->too_big ? "response body too big"
-                                                           : "out of memory");
-    finish_at(k, now, a->too_big ? LK_ETOOBIG : LK_ENOMEM, kind, info->reason);
+    snprintf(info->reason, sizeof info->reason, "%s",
+             a->too_big ? "response body too big"
+             : a->oom   ? "out of memory"
+                        : "response head too large");
+    finish_at(k, now, a->oom ? LK_ENOMEM : LK_ETOOBIG, kind, info->reason);
     return;
   }
-  lk_attempt at = {
-      .number = k->number,
-      .method = k->req->method,
-      .idempotency_key = res->has_key || p->assume_idempotent,
-      .request_fully_sent = ev.fully_sent,
-      .failure = kind,
-      .retry_after = retry_after,
-      .prev_delay = k->prev_delay,
-  };
   lk_rand *rng = k->rng;
   if (lk_retry_decide(&p->retry, &at, d->remaining, rng, d) != LK_OK) {
     d->retry = false;
@@ -414,7 +477,7 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
   lk_decision_format(d, info->reason, sizeof info->reason);
   if (d->retry) {
     k->prev_delay = d->delay;
-    k->timer_at = now + d->delay;
+    k->timer_at = lk_sat_add(now, d->delay);
     return;
   }
   finish_at(k, now, err_for(d, kind, ev.status != 0), kind, info->reason);

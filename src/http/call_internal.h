@@ -53,6 +53,9 @@ struct lk_call {
   int64_t prev_delay;
   int64_t bulkhead_wait_start;    /* INT64_MIN: not waiting */
   bool bulkhead_held, limiter_reserved;
+  bool bulkhead_queued;          /* `bw` is in the bulkhead's FIFO queue */
+  _Atomic bool bulkhead_granted; /* set by the grant notification (another thread, maybe) */
+  lk_bulkhead_waiter bw;
   lk_prot prot; /* breaker permit, budget ticket */
   bool https, unsafe, key_in_request;
   lk_easy *ex;
@@ -104,6 +107,10 @@ struct lk_http_client {
   lk_breaker_config origin_breaker;
   lk_origin **origins;
   size_t norigins, cap_origins;
+  /* jitter for calls whose policy has no rng: the client's own, since a client may move between
+   * threads and a per-thread generator captured at submit would be used by another thread */
+  lk_rand_fast rng;
+  _Atomic int ext_wakes; /* lk_http_client_wakeup() calls not yet seen by the loop */
 };
 
 /* call.c */
@@ -135,5 +142,8 @@ void lk__client_easy_put(lk_http_client *c, lk_easy *x);
 int lk__client_tok_register(lk_http_client *c, lk_http_cancel *t);
 void lk__client_tok_unregister(lk_http_client *c, lk_http_cancel *t);
 void lk__client_unlink(lk_http_client *c, lk_call *k);
+/* Wakes the client's wait for the driver's own reasons (a bulkhead grant): unlike
+ * lk_http_client_wakeup() it does not make lk_http_client_run() return. Any thread. */
+void lk__client_notify(lk_http_client *c);
 
 #endif

@@ -84,9 +84,11 @@ lk_failure lk__classify(const lk_evidence *e) {
     return LK_F_RESET_AFTER_SEND; /* the first write may have been processed */
   if (e->too_big)
     return LK_F_TRANSPORT_ERROR;
+  if (e->head_too_big)
+    return LK_F_JUNK_RESPONSE;
   switch (e->curl_code) {
   case CURLE_OK:
-    return lk_failure_from_status(e->status);
+    return e->framing != LK_F_NONE ? e->framing : lk_failure_from_status(e->status);
   case CURLE_OPERATION_TIMEDOUT:
     return timeout_in(lk__phase_of(e));
   case CURLE_COULDNT_RESOLVE_HOST:
@@ -118,6 +120,8 @@ lk_failure lk__classify(const lk_evidence *e) {
   default:
     break;
   }
+  /* (a reset mid-handshake is TLS_FAILED too: CURLINFO_OS_ERRNO is not cleared between
+   * transfers of a reused handle, so it cannot tell a reset from a protocol verdict here) */
   if (tls_code(e->curl_code) && !e->prereq)
     return LK_F_TLS_FAILED;
   /* Anything else: if writing never started, the server cannot have seen the request. */

@@ -4,6 +4,8 @@
 
 #include <linkd/http.h>
 
+#include "core/sat.h"
+
 #include <curl/curl.h>
 #include <stdatomic.h>
 
@@ -18,6 +20,7 @@ struct lk_http_request {
   const char *idem_key;   /* points into a header line when the caller added Idempotency-Key */
   bool has_expect;        /* the caller set Expect (we then do not disable 100-continue) */
   bool idempotent;        /* lk_method_is_idempotent(method), fixed at creation */
+  bool head;              /* the method is "HEAD" (sent with CURLOPT_NOBODY: no body) */
   bool https;             /* the URL's scheme is https */
   unsigned char *body_own; /* copied body, or NULL */
   const unsigned char *body; /* NULL = no body */
@@ -59,6 +62,11 @@ bool lk__resp_view(lk_resp *r);
 bool lk__resp_settle(lk_resp *r, char *space, size_t cap, lk_resp *spare);
 /* First header value named `name` (case-insensitive) in the raw buffer, or NULL. */
 const char *lk__resp_find(const lk_resp *r, const char *name);
+/* Checks the framing of a response libcurl reported complete: LK_F_NONE when it is consistent,
+ * LK_F_JUNK_RESPONSE when a Content-Length does not parse, overflows or disagrees with another,
+ * LK_F_PARTIAL_BODY when fewer body bytes arrived than it declares (libcurl 7.88 accepts both
+ * when the server closes). `head`: the request was HEAD (a length then describes no body). */
+lk_failure lk__resp_framing(const lk_resp *r, bool head);
 
 /* --- classification ---------------------------------------------------------------------- */
 /* Which of the driver's own timers ended the attempt. */
@@ -88,6 +96,8 @@ typedef struct lk_evidence {
   bool complete;       /* the response completed (curl_code OK) */
   bool resend_aborted; /* the driver stopped libcurl's silent re-send */
   bool too_big;        /* the body exceeded the limit */
+  bool head_too_big;   /* libcurl refused a response head beyond its size limit */
+  lk_failure framing;  /* lk__resp_framing() of a transfer libcurl completed; NONE otherwise */
   bool cancelled;
   lk_timer_kind timer; /* a driver timer ended it */
 } lk_evidence;
@@ -142,31 +152,23 @@ lk_http_attempt_info *lk__result_add_attempt(lk_http_result *r);
 
 /* --- policy ------------------------------------------------------------------------------ */
 const lk_clock *lk__policy_clock(const lk_http_policy *p);
-lk_rand *lk__thread_rng(void);
 
-/* --- protection glue (a part whose header is absent compiles to "not used") ---------------- */
-#if __has_include(<linkd/budget.h>)
-#include <linkd/budget.h>
-#define LK_HAVE_BUDGET 1
-#endif
-#if __has_include(<linkd/breaker.h>)
+/* --- protection glue (protect.c) ----------------------------------------------------------- */
 #include <linkd/breaker.h>
-#define LK_HAVE_BREAKER 1
-#endif
+#include <linkd/budget.h>
+#include <linkd/bulkhead.h>
+#include <linkd/callmetrics.h>
+#include <linkd/limiter.h>
 
 /* Per-call state the shared protections hand out: the breaker's permit (so a record or release
  * lands in the state period that admitted the attempt) and the budget's ticket (so QUOTA refunds
  * exactly what the call's retry cost). */
 typedef struct lk_prot {
-#ifdef LK_HAVE_BREAKER
   lk_breaker_permit permit;
-#endif
-#ifdef LK_HAVE_BUDGET
   lk_budget_ticket ticket;
-#endif
-  int unused_;
 } lk_prot;
 
+/* NULL budget / breaker: not used (every call succeeds, nothing is recorded). */
 void lk__budget_request(lk_budget *b, int64_t now);
 void lk__budget_outcome(lk_budget *b, lk_prot *ps, int64_t now, bool success);
 int lk__budget_retry(lk_budget *b, lk_prot *ps, int64_t now, bool after_timeout);
@@ -176,15 +178,5 @@ void lk__breaker_record(lk_breaker *b, lk_prot *ps, int64_t now, int64_t duratio
 void lk__breaker_release(lk_breaker *b, lk_prot *ps);
 /* Copies budget and breaker state into the call metrics (gauges), when both are set. */
 void lk__cm_protection_state(lk_call_metrics *m, lk_budget *b, lk_breaker *br, int64_t now);
-int64_t lk__limiter_reserve(lk_limiter *l, int64_t now, int64_t max_wait);
-int lk__bulkhead_try(lk_bulkhead *b);
-void lk__bulkhead_release(lk_bulkhead *b);
-int64_t lk__bulkhead_queue(lk_bulkhead *b);
-void lk__cm_call_start(lk_call_metrics *m);
-void lk__cm_attempt(lk_call_metrics *m, int n, lk_failure kind, int status, int64_t dur);
-void lk__cm_call_end(lk_call_metrics *m, bool ok, bool first_ok, int attempts, int64_t lat,
-                     int err);
-void lk__cm_resend(lk_call_metrics *m);
-void lk__cm_bulkhead_wait(lk_call_metrics *m, int64_t wait, int64_t depth);
 
 #endif

@@ -1,4 +1,4 @@
-/* Policy defaults and validation; the per-thread jitter generator. */
+/* Policy defaults and validation. */
 #include "http_internal.h"
 
 #include <string.h>
@@ -39,6 +39,14 @@ int lk_http_policy_validate(const lk_http_policy *p, const char **why) {
     w = "pool idle lifetime must be >= 1s";
   else if (p->deadline_reserve < 0)
     w = "deadline reserve must be >= 0";
+  else if (p->deadline > LK_HTTP_DURATION_MAX || p->attempt_timeout > LK_HTTP_DURATION_MAX ||
+           p->connect_timeout > LK_HTTP_DURATION_MAX || p->dns_timeout > LK_HTTP_DURATION_MAX ||
+           p->pool_timeout > LK_HTTP_DURATION_MAX || p->tls_timeout > LK_HTTP_DURATION_MAX ||
+           p->write_timeout > LK_HTTP_DURATION_MAX ||
+           p->first_byte_timeout > LK_HTTP_DURATION_MAX || p->idle_timeout > LK_HTTP_DURATION_MAX ||
+           p->pool_idle_lifetime > LK_HTTP_DURATION_MAX ||
+           p->deadline_reserve > LK_HTTP_DURATION_MAX)
+    w = "durations must be <= 100 days (LK_HTTP_DURATION_MAX)";
   else if ((unsigned)p->idem_mode > LK_IDEM_KEY)
     w = "unknown idempotency mode";
   else if ((unsigned)p->resend_guard > LK_RESEND_ALLOW)
@@ -65,16 +73,6 @@ int lk_http_policy_validate(const lk_http_policy *p, const char **why) {
 
 const lk_clock *lk__policy_clock(const lk_http_policy *p) {
   return p->clock ? p->clock : lk_clock_system();
-}
-
-lk_rand *lk__thread_rng(void) {
-  static _Thread_local lk_rand_fast rng;
-  static _Thread_local bool ready;
-  if (!ready) {
-    lk_rand_fast_init(&rng);
-    ready = true;
-  }
-  return &rng.base;
 }
 
 void lk_http_client_config_init_default(lk_http_client_config *c) { memset(c, 0, sizeof *c); }

@@ -52,6 +52,7 @@ lk_http_request *lk_http_request_new(const char *method, const char *url) {
     return NULL;
   }
   r->idempotent = lk_method_is_idempotent(method);
+  r->head = strcmp(r->method, "HEAD") == 0;
   r->https = strncasecmp(url, "https:", 6) == 0;
   return r;
 }

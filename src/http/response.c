@@ -175,3 +175,48 @@ const char *lk_http_response_header(const lk_http_response *resp, const char *na
       return resp->headers[i].value;
   return NULL;
 }
+
+/* Parses one Content-Length value: a comma-separated list of 1*DIGIT (RFC 9110 8.6; identical
+ * repeats are allowed, RFC 9112 6.3). Returns false on anything else, an overflow, or
+ * elements that differ; *v keeps the value across calls (-1: none yet). */
+static bool length_value(const char *p, int64_t *v) {
+  for (;;) {
+    while (*p == ' ' || *p == '\t')
+      p++;
+    if (*p < '0' || *p > '9')
+      return false;
+    int64_t n = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+      if (n > (INT64_MAX - (*p - '0')) / 10)
+        return false;
+      n = n * 10 + (*p - '0');
+    }
+    while (*p == ' ' || *p == '\t')
+      p++;
+    if (*v >= 0 && n != *v)
+      return false;
+    *v = n;
+    if (*p == '\0')
+      return true;
+    if (*p++ != ',')
+      return false;
+  }
+}
+
+lk_failure lk__resp_framing(const lk_resp *r, bool head) {
+  if (!r->status_seen || head || r->status < 200 || r->status == 204 || r->status == 304)
+    return LK_F_NONE;
+  if (lk__resp_find(r, "Transfer-Encoding"))
+    return LK_F_NONE; /* the chunked framing (checked by libcurl) overrides any length */
+  int64_t len = -1;
+  const char *p = r->hdr;
+  for (size_t i = 0; i < r->nhdr; i++) {
+    const char *v = p + strlen(p) + 1;
+    if (strcasecmp(p, "Content-Length") == 0 && !length_value(v, &len))
+      return LK_F_JUNK_RESPONSE;
+    p = v + strlen(v) + 1;
+  }
+  if (len >= 0 && (uint64_t)r->body_len < (uint64_t)len)
+    return LK_F_PARTIAL_BODY;
+  return LK_F_NONE;
+}

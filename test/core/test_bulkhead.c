@@ -302,6 +302,54 @@ static void set_max_lower_and_raise(void **state) {
 
 static _Atomic int go;
 
+/* Non-blocking waiters share the FIFO: a release hands the slot to the first, notifies it once,
+ * and a cancel before or after a grant says whether a slot is held. */
+static int notified[3];
+static void note(void *ud) { notified[(int)(intptr_t)ud]++; }
+
+static void nonblocking_waiters(void **state) {
+  (void)state;
+  lk_bulkhead_config c = {.max_concurrent = 1, .max_queue = 2};
+  lk_bulkhead *b = NULL;
+  assert_int_equal(lk_bulkhead_new(&c, &b, NULL), LK_OK);
+  lk_bulkhead_waiter w[3];
+  assert_int_equal(lk_bulkhead_enqueue(b, &w[0], note, (void *)0), LK_OK); /* free slot */
+  assert_int_equal(lk_bulkhead_enqueue(b, &w[1], note, (void *)1), LK_EAGAIN);
+  assert_int_equal(lk_bulkhead_enqueue(b, &w[2], note, (void *)2), LK_EAGAIN);
+  lk_bulkhead_waiter extra;
+  assert_int_equal(lk_bulkhead_enqueue(b, &extra, note, (void *)0), LK_EBULKHEAD_FULL);
+  assert_int_equal(lk_bulkhead_queue_depth(b), 2);
+  assert_int_equal(lk_bulkhead_try_acquire(b), LK_EBULKHEAD_FULL);
+  assert_false(lk_bulkhead_waiter_granted(b, &w[1]));
+  lk_bulkhead_release(b); /* to w[1], the first queued */
+  assert_int_equal(notified[1], 1);
+  assert_int_equal(notified[2], 0);
+  assert_true(lk_bulkhead_waiter_granted(b, &w[1]));
+  assert_false(lk_bulkhead_waiter_granted(b, &w[2]));
+  assert_int_equal(lk_bulkhead_in_use(b), 1);
+  assert_int_equal(lk_bulkhead_queue_depth(b), 1);
+  assert_true(lk_bulkhead_waiter_cancel(b, &w[2])); /* still queued: nothing held */
+  assert_int_equal(lk_bulkhead_queue_depth(b), 0);
+  assert_true(lk_bulkhead_waiter_cancel(b, &w[2]));
+  lk_bulkhead_release(b);
+  assert_int_equal(notified[2], 0);
+  assert_int_equal(lk_bulkhead_in_use(b), 0);
+  /* granted but not yet seen: the cancel reports the slot, which the caller then releases */
+  assert_int_equal(lk_bulkhead_try_acquire(b), LK_OK);
+  assert_int_equal(lk_bulkhead_enqueue(b, &w[0], note, (void *)0), LK_EAGAIN);
+  lk_bulkhead_release(b);
+  assert_int_equal(notified[0], 1);
+  assert_false(lk_bulkhead_waiter_cancel(b, &w[0]));
+  assert_int_equal(lk_bulkhead_in_use(b), 1);
+  lk_bulkhead_release(b);
+  lk_bulkhead_stats st;
+  lk_bulkhead_get_stats(b, &st);
+  assert_int_equal(st.waited, 3);
+  assert_int_equal(st.rejected_full, 2); /* the extra waiter and the try_acquire */
+  assert_int_equal(lk_bulkhead_enqueue(NULL, &w[0], note, NULL), LK_EINVAL);
+  lk_bulkhead_free(b);
+}
+
 static void *alloc_waiter(void *p) {
   waiter_arg *a = p;
   while (!atomic_load(&go))
@@ -353,6 +401,7 @@ static void no_allocation_per_call(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(bad_config_rejected),
+      cmocka_unit_test(nonblocking_waiters),
       cmocka_unit_test(try_acquire_limits),
       cmocka_unit_test(blocking_fast_path_and_immediate_refusals),
       cmocka_unit_test(deadline_bounds_the_wait),

@@ -165,10 +165,23 @@ static void finer_kinds_follow_their_class(void **state) {
   init_policy(&p, 4, 200, 2000, 0.5);
   const int64_t plenty = LK_SEC(100);
   /* Never sent: POST without a key may retry. */
-  lk_failure not_sent[] = {LK_F_DNS_FAILED,     LK_F_CONNECT_REFUSED, LK_F_CONNECT_TIMEOUT,
-                           LK_F_TLS_FAILED,     LK_F_WRITE_TIMEOUT,   LK_F_POOL_TIMEOUT};
+  lk_failure not_sent[] = {LK_F_DNS_TIMEOUT, LK_F_CONNECT_REFUSED, LK_F_CONNECT_TIMEOUT,
+                           LK_F_TLS_TIMEOUT, LK_F_WRITE_TIMEOUT,   LK_F_POOL_TIMEOUT};
   for (size_t i = 0; i < sizeof not_sent / sizeof not_sent[0]; i++)
     assert_true(decide(&p, 1, "POST", false, false, not_sent[i], -1, plenty).retry);
+  /* No such host, TLS protocol/certificate failure: not retried by default, even for GET... */
+  lk_failure permanent_not_sent[] = {LK_F_DNS_FAILED, LK_F_TLS_FAILED};
+  for (size_t i = 0; i < 2; i++) {
+    lk_decision d = decide(&p, 1, "GET", false, false, permanent_not_sent[i], -1, plenty);
+    assert_false(d.retry);
+    assert_int_equal(d.reason, LK_REASON_NOT_RETRYABLE);
+    /* ...but opted in, they are not-sent kinds: any method */
+    lk_retry_config oc = p.cfg;
+    oc.retry_on |= LK_FAILURE_BIT(permanent_not_sent[i]);
+    lk_retry_policy op;
+    assert_int_equal(lk_retry_policy_init(&op, &oc, NULL), LK_OK);
+    assert_true(decide(&op, 1, "POST", false, false, permanent_not_sent[i], -1, plenty).retry);
+  }
   /* Maybe processed: POST without a key stops, with a key retries, GET retries. */
   lk_failure maybe[] = {LK_F_FIRST_BYTE_TIMEOUT, LK_F_IDLE_TIMEOUT, LK_F_EMPTY_RESPONSE,
                         LK_F_JUNK_RESPONSE,      LK_F_PARTIAL_BODY, LK_F_HTTP_500,

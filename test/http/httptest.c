@@ -8,6 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 void ht_policy(lk_http_policy *p) {
   lk_http_policy_init_default(p);
@@ -20,6 +25,19 @@ void ht_policy(lk_http_policy *p) {
   rc.backoff.base = LK_MS(30);
   rc.backoff.max = LK_MS(30);
   rc.backoff.jitter = LK_JITTER_NONE;
+  assert_int_equal(lk_retry_policy_init(&p->retry, &rc, NULL), LK_OK);
+}
+
+void ht_attempts(lk_http_policy *p, int max_attempts) {
+  lk_retry_config rc = p->retry.cfg;
+  rc.max_attempts = max_attempts;
+  assert_int_equal(lk_retry_policy_init(&p->retry, &rc, NULL), LK_OK);
+}
+
+void ht_backoff(lk_http_policy *p, int64_t base, int64_t max) {
+  lk_retry_config rc = p->retry.cfg;
+  rc.backoff.base = base;
+  rc.backoff.max = max;
   assert_int_equal(lk_retry_policy_init(&p->retry, &rc, NULL), LK_OK);
 }
 
@@ -119,4 +137,84 @@ void *ht_blob(size_t n) {
   for (size_t i = 0; i < n; i++)
     b[i] = (unsigned char)('a' + i % 26);
   return b;
+}
+
+/* --- raw server ------------------------------------------------------------------------------ */
+
+/* Reads until the blank line that ends a request head; false on EOF, error or 2 s of silence. */
+static bool read_head(int fd) {
+  char buf[4096];
+  size_t have = 0;
+  for (;;) {
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 2000) <= 0)
+      return false;
+    ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+    if (n <= 0)
+      return false;
+    have += (size_t)n;
+    buf[have] = '\0';
+    if (strstr(buf, "\r\n\r\n"))
+      return true;
+    if (have == sizeof buf - 1) /* keep the tail: the blank line may straddle reads */
+      memmove(buf, buf + have - 3, 3), have = 3;
+  }
+}
+
+static void *raw_serve(void *arg) {
+  ht_raw *r = arg;
+  while (!atomic_load(&r->stop)) {
+    struct pollfd p = {r->fd, POLLIN, 0};
+    if (poll(&p, 1, 20) <= 0)
+      continue;
+    int c = accept(r->fd, NULL, NULL);
+    if (c < 0)
+      continue;
+    if (read_head(c)) {
+      atomic_fetch_add(&r->requests, 1);
+      size_t off = 0;
+      while (off < r->len) {
+        ssize_t n = send(c, r->resp + off, r->len - off, MSG_NOSIGNAL);
+        if (n <= 0)
+          break;
+        off += (size_t)n;
+      }
+    }
+    shutdown(c, SHUT_WR);
+    /* let the client read everything before the close (no RST for unread request bytes) */
+    struct pollfd q = {c, POLLIN, 0};
+    char sink[512];
+    while (poll(&q, 1, 200) > 0 && read(c, sink, sizeof sink) > 0) {
+    }
+    close(c);
+  }
+  return NULL;
+}
+
+void ht_raw_start(ht_raw *r, const char *resp, size_t len) {
+  memset(r, 0, sizeof *r);
+  r->resp = resp;
+  r->len = len;
+  r->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(r->fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(bind(r->fd, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(r->fd, 16), 0);
+  socklen_t al = sizeof a;
+  assert_int_equal(getsockname(r->fd, (struct sockaddr *)&a, &al), 0);
+  r->port = ntohs(a.sin_port);
+  assert_int_equal(pthread_create(&r->th, NULL, raw_serve, r), 0);
+}
+
+void ht_raw_url(const ht_raw *r, char *buf, size_t cap) {
+  snprintf(buf, cap, "http://127.0.0.1:%d/x", r->port);
+}
+
+void ht_raw_stop(ht_raw *r) {
+  if (r->fd <= 0)
+    return;
+  atomic_store(&r->stop, true);
+  pthread_join(r->th, NULL);
+  close(r->fd);
+  r->fd = 0;
 }

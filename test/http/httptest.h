@@ -7,6 +7,10 @@
 
 #include "faultd_client.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
 #define HT_MAX_REQS 64
 
 typedef struct ht_run {
@@ -22,6 +26,11 @@ typedef struct ht_run {
 /* A fast policy for tests: deadline 1.5 s, attempts of 300 ms, connect 150 ms, 3 attempts,
  * fixed 30 ms backoff without jitter. */
 void ht_policy(lk_http_policy *p);
+
+/* Changes the retry policy the validated way (retry.h: do not modify after init): a copy of its
+ * config, changed, re-initialised (asserts). */
+void ht_attempts(lk_http_policy *p, int max_attempts);
+void ht_backoff(lk_http_policy *p, int64_t base, int64_t max);
 
 /* Starts faultd (asserts) with a NULL-terminated argument list. */
 void ht_start(faultd_proc *fp, const char *mode, ...);
@@ -46,5 +55,22 @@ void ht_server_saw_one_key(const ht_run *r, const lk_http_policy *pol);
 
 /* A buffer of n bytes (malloc'd, filled). */
 void *ht_blob(size_t n);
+
+/* A raw HTTP/1.1 server on 127.0.0.1 for responses faultd cannot script (broken framing, huge
+ * heads): one thread accepts connections one at a time, reads each request head (up to the blank
+ * line), counts it, writes `resp` verbatim and closes the connection. */
+typedef struct ht_raw {
+  int fd, port;
+  const char *resp;
+  size_t len;
+  _Atomic int requests; /* request heads read */
+  _Atomic bool stop;
+  pthread_t th;
+} ht_raw;
+/* Starts the server (asserts); `resp` (len bytes) must outlive it. */
+void ht_raw_start(ht_raw *r, const char *resp, size_t len);
+/* "http://127.0.0.1:PORT/x" */
+void ht_raw_url(const ht_raw *r, char *buf, size_t cap);
+void ht_raw_stop(ht_raw *r);
 
 #endif

@@ -8,14 +8,8 @@
 
 #include "httptest.h"
 
-#if __has_include(<linkd/bulkhead.h>)
 #include <linkd/bulkhead.h>
-#define HAVE_BULKHEAD 1
-#endif
-#if __has_include(<linkd/limiter.h>)
 #include <linkd/limiter.h>
-#define HAVE_LIMITER 1
-#endif
 
 #include <pthread.h>
 #include <stdio.h>
@@ -35,6 +29,7 @@ static int teardown(void **s) {
 
 typedef struct tally {
   int done, ok, err[32];
+  int kinds[LK_F__COUNT]; /* lk_http_result_failure of each result */
   int attempts[8];
   int64_t max_elapsed;
   lk_http_result *keep; /* first result, for inspection */
@@ -48,6 +43,8 @@ static void on_done(void *ud, lk_http_result *res) {
     t->ok++;
   if (-e >= 0 && -e < 32)
     t->err[-e]++;
+  if ((unsigned)lk_http_result_failure(res) < LK_F__COUNT)
+    t->kinds[lk_http_result_failure(res)]++;
   size_t n;
   lk_http_result_attempts(res, &n);
   if (n < 8)
@@ -118,7 +115,7 @@ static void test_delays_are_timers(void **s) {
   pol.deadline = LK_SEC(20);
   pol.attempt_timeout = LK_SEC(5);
   pol.connect_timeout = LK_SEC(5);
-  pol.retry.cfg.backoff.base = pol.retry.cfg.backoff.max = LK_MS(150);
+  ht_backoff(&pol, LK_MS(150), LK_MS(150));
   pol.default_protection = false; /* every retry is under test: no budget, no breaker */
   lk_http_request *req = req_for("GET", "/timers");
   tally t = {0};
@@ -275,7 +272,7 @@ static void test_cancel_from_thread(void **s) {
     ht_policy(&pol);
     pol.deadline = LK_SEC(30);
     pol.attempt_timeout = LK_SEC(20);
-    pol.retry.cfg.backoff.base = pol.retry.cfg.backoff.max = LK_SEC(10); /* a long delay */
+    ht_backoff(&pol, LK_SEC(10), LK_SEC(10)); /* a long delay */
     lk_http_cancel *tok = lk_http_cancel_new();
     canceller k = {tok, 200, 0};
     pthread_t th;
@@ -302,6 +299,69 @@ static void test_cancel_from_thread(void **s) {
     lk_http_cancel_free(tok);
     faultd_stop(&FP);
   }
+}
+
+/* A client moves between threads ("one thread at a time"): calls submitted on this thread are
+ * retried, with jitter drawn for every delay, by another thread while this one keeps retrying
+ * calls on a second client. Each client draws from its own generator, so under TSan there is no
+ * race (a generator captured per thread at submit would be shared by both threads). */
+typedef struct mover {
+  lk_http_client *c;
+  tally t;
+  int rc;
+} mover;
+
+static void *run_moved(void *arg) {
+  mover *m = arg;
+  int64_t t = lk_now_ns();
+  m->rc = 0;
+  while (m->rc >= 0 && lk_http_client_active(m->c) > 0 && lk_now_ns() - t < LK_SEC(30))
+    m->rc = lk_http_client_run(m->c, LK_SEC(1));
+  return NULL;
+}
+
+static void test_client_moves_between_threads(void **s) {
+  (void)s;
+  ht_start(&FP, "status", "--status", "503", NULL);
+  lk_http_policy pol;
+  ht_policy(&pol);
+  pol.deadline = LK_SEC(10);
+  lk_retry_config rc = pol.retry.cfg;
+  rc.max_attempts = 20;
+  pol.default_protection = false; /* all 20 attempts are wanted: no budget, no breaker */
+  rc.backoff.kind = LK_BACKOFF_EXPONENTIAL;
+  rc.backoff.base = LK_MS(1);
+  rc.backoff.max = LK_MS(2);
+  rc.backoff.jitter = LK_JITTER_FULL;
+  assert_int_equal(lk_retry_policy_init(&pol.retry, &rc, NULL), LK_OK);
+  lk_http_request *req = req_for("GET", "/moves");
+  mover m = {.c = lk_http_client_new(NULL)};
+  lk_http_client *mine = lk_http_client_new(NULL);
+  assert_non_null(m.c);
+  assert_non_null(mine);
+  tally t = {0};
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(lk_http_submit(m.c, req, &pol, NULL, on_done, &m.t), LK_OK);
+    assert_int_equal(lk_http_submit(mine, req, &pol, NULL, on_done, &t), LK_OK);
+  }
+  pthread_t th; /* hands m.c over: from now on only that thread uses it */
+  assert_int_equal(pthread_create(&th, NULL, run_moved, &m), 0);
+  run_all(mine);
+  pthread_join(th, NULL);
+  assert_true(m.rc >= 0);
+  assert_int_equal(lk_http_client_active(m.c), 0);
+  for (tally *x = &t; x; x = x == &t ? &m.t : NULL) {
+    assert_int_equal(x->done, 4);
+    assert_int_equal(x->err[-LK_EATTEMPTS], 4);
+    size_t n;
+    const lk_http_attempt_info *a = lk_http_result_attempts(x->keep, &n);
+    assert_int_equal(n, 20);
+    assert_true(a[0].decision.delay <= LK_MS(1)); /* a jittered draw in [0, base] */
+    lk_http_result_free(x->keep);
+  }
+  lk_http_request_free(req);
+  lk_http_client_free(m.c);
+  lk_http_client_free(mine);
 }
 
 /* A token already fired: the call ends before any attempt. One token cancels many calls. */
@@ -387,6 +447,21 @@ static void chain_done(void *ud, lk_http_result *res) {
     assert_int_equal(lk_http_submit(ch->c, ch->req, &ch->pol, NULL, chain_done, ch), LK_OK);
 }
 
+typedef struct waker {
+  lk_http_client *c;
+  int delay_ms;
+  int64_t woke_at;
+} waker;
+
+static void *wake_later(void *arg) {
+  waker *w = arg;
+  struct timespec ts = {0, (long)w->delay_ms * 1000000L};
+  nanosleep(&ts, NULL);
+  w->woke_at = lk_now_ns();
+  lk_http_client_wakeup(w->c);
+  return NULL;
+}
+
 static void test_chain_and_wakeup(void **s) {
   (void)s;
   const char *args[] = {"--max-seconds", "60", NULL};
@@ -397,10 +472,35 @@ static void test_chain_and_wakeup(void **s) {
   run_all(ch.c);
   assert_int_equal(ch.ok, 20);
   assert_int_equal(faultd_connections(&FP), 1); /* one kept-alive connection for all */
-  /* nothing in flight: run returns at once; a wake-up makes a waiting run return early */
+  /* nothing in flight: run returns at once */
+  int64_t t0 = lk_now_ns();
   assert_int_equal(lk_http_client_run(ch.c, LK_SEC(5)), 0);
-  lk_http_client_wakeup(ch.c);
-  lk_http_client_free(ch.c);
+  assert_true(lk_now_ns() - t0 < LK_MS(100));
+  /* a call waiting out a 10 s retry delay: a wake-up from another thread ends a 5 s run early,
+   * with the call still in flight */
+  lk_http_policy slow;
+  ht_policy(&slow);
+  slow.deadline = LK_SEC(30);
+  ht_backoff(&slow, LK_SEC(10), LK_SEC(10));
+  lk_http_request *refused = lk_http_request_new("GET", "http://127.0.0.1:1/");
+  tally t = {0};
+  assert_int_equal(lk_http_submit(ch.c, refused, &slow, NULL, on_done, &t), LK_OK);
+  assert_int_equal(lk_http_client_run(ch.c, 0), 1); /* refused at once; the delay starts */
+  waker w = {ch.c, 100, 0};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, wake_later, &w), 0);
+  t0 = lk_now_ns();
+  assert_int_equal(lk_http_client_run(ch.c, LK_SEC(5)), 1);
+  int64_t end = lk_now_ns();
+  pthread_join(th, NULL);
+  assert_true(end >= w.woke_at);
+  assert_true(end - t0 < LK_MS(900)); /* not the 5 s, nor the 1 s poll cap */
+  assert_int_equal(t.done, 0);
+  lk_http_client_free(ch.c); /* cancels it */
+  assert_int_equal(t.done, 1);
+  assert_int_equal(t.err[-LK_ECANCELED], 1);
+  lk_http_result_free(t.keep);
+  lk_http_request_free(refused);
   lk_http_request_free(ch.req);
 }
 
@@ -419,7 +519,11 @@ static void test_sync_amid_async(void **s) {
   tally t = {0};
   for (int i = 0; i < 3; i++)
     assert_int_equal(lk_http_submit(c, req, &pol, NULL, on_done, &t), LK_OK);
-  lk_http_client_run(c, LK_MS(50)); /* the three are now waiting at the server */
+  int64_t tw = lk_now_ns(); /* until the three are waiting at the server */
+  while (faultd_request_count(&FP) < 3) {
+    assert_true(lk_http_client_run(c, LK_MS(5)) >= 0);
+    assert_true(lk_now_ns() - tw < LK_SEC(2));
+  }
   lk_http_result *res = NULL;
   int64_t t0 = lk_now_ns();
   assert_int_equal(lk_http_call(c, req, &pol, NULL, &res), LK_OK);
@@ -432,7 +536,6 @@ static void test_sync_amid_async(void **s) {
   lk_http_client_free(c);
 }
 
-#ifdef HAVE_BULKHEAD
 /* A bulkhead of 2 slots: 8 calls of 100 ms never have more than 2 attempts in flight; with a
  * pool timeout shorter than the queue, the late ones are refused as POOL_TIMEOUT. */
 static void test_bulkhead(void **s) {
@@ -460,6 +563,14 @@ static void test_bulkhead(void **s) {
   assert_int_equal(t.ok, 8);
   assert_true(wall >= LK_MS(390)); /* 4 waves of 2 */
   assert_int_equal(lk_bulkhead_in_use(bh), 0);
+  /* On the server: each request is held 100 ms, so three in flight at once would put three
+   * arrivals within 100 ms; with 2 slots a third arrives only after one was answered. */
+  faultd_req reqs[8];
+  assert_int_equal(faultd_requests(&FP, reqs, 8), 8);
+  for (int i = 0; i + 2 < 8; i++)
+    if (reqs[i + 2].t_ms - reqs[i].t_ms < 99)
+      fail_msg("requests %d..%d arrived within %lld ms: more than 2 in flight", i + 1, i + 3,
+               reqs[i + 2].t_ms - reqs[i].t_ms);
   lk_http_result_free(t.keep);
 
   memset(&t, 0, sizeof t);
@@ -469,15 +580,130 @@ static void test_bulkhead(void **s) {
   run_all(c);
   assert_int_equal(t.ok, 2);
   assert_int_equal(t.err[-LK_EBULKHEAD_FULL], 2);
+  assert_int_equal(t.kinds[LK_F_POOL_TIMEOUT], 2);
   assert_int_equal(lk_bulkhead_in_use(bh), 0);
   lk_http_result_free(t.keep);
   lk_http_request_free(req);
   lk_http_client_free(c);
   lk_bulkhead_free(bh);
 }
-#endif
 
-#ifdef HAVE_LIMITER
+/* Async calls and a blocking acquirer share one bulkhead queue, served in arrival order: async
+ * A1, then the blocking thread, then async A2 (a driver that polled try_acquire would lose every
+ * race to the blocking waiter, which the bulkhead serves first). Each records its turn while it
+ * holds the slot (the hook runs before the slot is released). */
+static _Atomic int turn;
+typedef struct turn_rec {
+  int at;
+} turn_rec;
+
+static lk_failure record_turn(void *ctx, const lk_http_response *resp, lk_failure kind) {
+  (void)resp;
+  ((turn_rec *)ctx)->at = atomic_fetch_add(&turn, 1);
+  return kind;
+}
+
+typedef struct blocker {
+  lk_bulkhead *bh;
+  int rc, at;
+} blocker;
+
+static void *block_on_bulkhead(void *arg) {
+  blocker *b = arg;
+  b->rc = lk_bulkhead_acquire(b->bh, NULL, lk_deadline_after(lk_now_ns(), LK_SEC(10)));
+  if (b->rc == LK_OK) {
+    b->at = atomic_fetch_add(&turn, 1);
+    struct timespec ts = {0, 20000000L}; /* hold it a little: A2 must still wait */
+    nanosleep(&ts, NULL);
+    lk_bulkhead_release(b->bh);
+  }
+  return NULL;
+}
+
+/* Runs the client without blocking until the bulkhead has `depth` waiters (bounded). */
+static void run_until_queued(lk_http_client *c, lk_bulkhead *bh, int64_t depth) {
+  int64_t t = lk_now_ns();
+  while (lk_bulkhead_queue_depth(bh) < depth) {
+    assert_true(lk_http_client_run(c, LK_MS(1)) >= 0);
+    assert_true(lk_now_ns() - t < LK_SEC(5));
+  }
+}
+
+static void test_bulkhead_fifo_with_blocking_waiter(void **s) {
+  (void)s;
+  ht_start(&FP, "ok", NULL);
+  lk_bulkhead_config bc;
+  lk_bulkhead_config_init_default(&bc);
+  bc.max_concurrent = 1;
+  lk_bulkhead *bh = NULL;
+  assert_int_equal(lk_bulkhead_new(&bc, &bh, NULL), LK_OK);
+  assert_int_equal(lk_bulkhead_try_acquire(bh), LK_OK); /* the test holds the only slot */
+  lk_http_client *c = lk_http_client_new(NULL);
+  lk_http_request *req = req_for("GET", "/fifo");
+  lk_http_policy pol;
+  ht_policy(&pol);
+  pol.deadline = LK_SEC(10);
+  pol.bulkhead = bh;
+  pol.classify = record_turn;
+  turn_rec a1 = {-1}, a2 = {-1};
+  tally t = {0};
+  atomic_store(&turn, 0);
+  pol.classify_ctx = &a1;
+  assert_int_equal(lk_http_submit(c, req, &pol, NULL, on_done, &t), LK_OK);
+  run_until_queued(c, bh, 1);
+  blocker b = {bh, 1, -1};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, block_on_bulkhead, &b), 0);
+  run_until_queued(c, bh, 2);
+  pol.classify_ctx = &a2;
+  assert_int_equal(lk_http_submit(c, req, &pol, NULL, on_done, &t), LK_OK);
+  run_until_queued(c, bh, 3);
+  lk_bulkhead_release(bh);
+  run_all(c);
+  pthread_join(th, NULL);
+  assert_int_equal(t.ok, 2);
+  assert_int_equal(b.rc, LK_OK);
+  printf("# turns: A1 %d, blocking %d, A2 %d\n", a1.at, b.at, a2.at);
+  assert_int_equal(a1.at, 0);
+  assert_int_equal(b.at, 1);
+  assert_int_equal(a2.at, 2);
+  assert_int_equal(lk_bulkhead_in_use(bh), 0);
+  assert_int_equal(lk_bulkhead_queue_depth(bh), 0);
+  lk_http_result_free(t.keep);
+
+  /* The slot held elsewhere: a queued call ends at pool_timeout as POOL_TIMEOUT (phase QUEUED,
+   * LK_EBULKHEAD_FULL), and at the deadline as DEADLINE_EXCEEDED when that comes first; either
+   * way it leaves the queue. */
+  assert_int_equal(lk_bulkhead_try_acquire(bh), LK_OK);
+  pol.classify = NULL;
+  const int64_t pool[] = {LK_MS(60), 0};
+  for (int i = 0; i < 2; i++) {
+    pol.pool_timeout = pool[i];
+    pol.deadline = i == 0 ? LK_SEC(5) : LK_MS(80);
+    ht_run r;
+    ht_call_url(c, "GET", "http://127.0.0.1:1/never", NULL, 0, &pol, &r);
+    int64_t waited = lk_http_result_elapsed(r.res);
+    if (i == 0) {
+      assert_int_equal(r.err, LK_EBULKHEAD_FULL);
+      assert_int_equal(r.nattempts, 1);
+      assert_int_equal(r.att[0].phase, LK_PHASE_QUEUED);
+      assert_int_equal(r.att[0].failure, LK_F_POOL_TIMEOUT);
+      assert_true(waited >= LK_MS(60) && waited < LK_MS(200));
+    } else { /* the deadline passed before any attempt could start */
+      assert_int_equal(r.err, LK_EDEADLINE);
+      assert_int_equal(r.nattempts, 0);
+      assert_int_equal(lk_http_result_failure(r.res), LK_F_DEADLINE_EXCEEDED);
+      assert_true(waited >= LK_MS(80) && waited < LK_MS(220));
+    }
+    assert_int_equal(lk_bulkhead_queue_depth(bh), 0);
+    ht_free(&r);
+  }
+  lk_bulkhead_release(bh);
+  lk_http_request_free(req);
+  lk_http_client_free(c);
+  lk_bulkhead_free(bh);
+}
+
 /* A limiter of 20/s with burst 1 spaces 5 calls ~50 ms apart; one that would wait past its
  * deadline is refused at once. */
 static void test_limiter(void **s) {
@@ -504,18 +730,26 @@ static void test_limiter(void **s) {
   assert_true(lk_now_ns() - start >= LK_MS(190));
   lk_http_result_free(t.keep);
 
+  /* a fresh limiter holds one token: the first of three calls takes it, the two others would
+   * wait 50 and 100 ms, past their 20 ms deadline, and are refused at once */
+  lk_limiter_free(lim);
+  assert_int_equal(lk_limiter_new(&lc, &lim, NULL), LK_OK);
+  pol.limiter = lim;
   memset(&t, 0, sizeof t);
   pol.deadline = LK_MS(20);
   for (int i = 0; i < 3; i++)
     assert_int_equal(lk_http_submit(c, req, &pol, NULL, on_done, &t), LK_OK);
+  start = lk_now_ns();
   run_all(c);
-  assert_true(t.err[-LK_ERATE_LIMITED] >= 2);
+  assert_int_equal(t.ok, 1);
+  assert_int_equal(t.err[-LK_ERATE_LIMITED], 2);
+  assert_int_equal(t.kinds[LK_F_RATE_LIMITED], 2);
+  assert_true(lk_now_ns() - start < LK_MS(20) + LK_MS(50));
   lk_http_result_free(t.keep);
   lk_http_request_free(req);
   lk_http_client_free(c);
   lk_limiter_free(lim);
 }
-#endif
 
 int main(void) {
   const struct CMUnitTest tests[] = {
@@ -524,15 +758,13 @@ int main(void) {
       cmocka_unit_test_teardown(test_external_loop, teardown),
       cmocka_unit_test_teardown(test_cancel_from_thread, teardown),
       cmocka_unit_test_teardown(test_cancel_many, teardown),
+      cmocka_unit_test_teardown(test_client_moves_between_threads, teardown),
       cmocka_unit_test_teardown(test_free_cancels, teardown),
       cmocka_unit_test_teardown(test_chain_and_wakeup, teardown),
       cmocka_unit_test_teardown(test_sync_amid_async, teardown),
-#ifdef HAVE_BULKHEAD
       cmocka_unit_test_teardown(test_bulkhead, teardown),
-#endif
-#ifdef HAVE_LIMITER
+      cmocka_unit_test_teardown(test_bulkhead_fifo_with_blocking_waiter, teardown),
       cmocka_unit_test_teardown(test_limiter, teardown),
-#endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,6 +79,43 @@ static void test_budget_shared_by_calls(void **s) {
   lk_budget_free(b);
 }
 
+/* gRPC's throttling counts only failures the policy would retry: five 404s (never retried) leave
+ * a TOKEN budget of 3 full, so the 503 after them is still retried (tokens 3 -> 2 > 1.5). Were
+ * the 404s counted, the budget would be empty and the 503 would end the call LK_EBUDGET. */
+static void test_token_budget_ignores_permanent_failures(void **s) {
+  (void)s;
+  const char *args[] = {"--script", "404,404,404,404,404,503:ra=0,ok", NULL};
+  assert_int_equal(faultd_start(&FP, "status", args), 0);
+  lk_budget_token_config tc;
+  lk_budget_token_config_init_default(&tc);
+  tc.max_tokens = 3;
+  lk_budget *b = NULL;
+  assert_int_equal(lk_budget_new_token(&tc, &b, NULL), LK_OK);
+  lk_http_client *c = lk_http_client_new(NULL);
+  lk_http_policy pol;
+  ht_policy(&pol);
+  pol.budget = b;
+  ht_run r;
+  for (int i = 0; i < 5; i++) {
+    ht_call(&FP, c, "GET", NULL, 0, &pol, 0, &r);
+    assert_int_equal(r.err, LK_EHTTP);
+    assert_int_equal(r.nattempts, 1);
+    assert_int_equal(r.att[0].failure, LK_F_CLIENT_4XX);
+    ht_free(&r);
+  }
+  lk_budget_stats st;
+  assert_int_equal(lk_budget_stats_get(b, 0, &st), LK_OK);
+  assert_int_equal(st.level, st.capacity); /* 3000 milli-tokens: nothing taken */
+  ht_call(&FP, c, "GET", NULL, 0, &pol, 0, &r);
+  assert_int_equal(r.err, LK_OK);
+  assert_int_equal(r.nattempts, 2);
+  assert_int_equal(r.att[0].failure, LK_F_HTTP_503);
+  assert_true(r.att[0].decision.retry);
+  ht_free(&r);
+  lk_http_client_free(c);
+  lk_budget_free(b);
+}
+
 /* Two failed attempts open the breaker; the next call is refused before any I/O (phase QUEUED,
  * BREAKER_OPEN, never retried) and the server sees nothing more. */
 static void test_breaker_opens(void **s) {
@@ -94,7 +131,9 @@ static void test_breaker_opens(void **s) {
   lk_call_metrics *cm = lk_call_metrics_new(m, "breaker-test");
   lk_http_policy pol;
   ht_policy(&pol);
-  pol.retry.cfg.max_attempts = 2;
+  lk_retry_config rc = pol.retry.cfg;
+  rc.max_attempts = 2;
+  assert_int_equal(lk_retry_policy_init(&pol.retry, &rc, NULL), LK_OK);
   pol.breaker = br;
   pol.metrics = cm;
   ht_run r;
@@ -166,6 +205,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_budget_refuses_retry, teardown),
       cmocka_unit_test_teardown(test_budget_shared_by_calls, teardown),
+      cmocka_unit_test_teardown(test_token_budget_ignores_permanent_failures, teardown),
       cmocka_unit_test_teardown(test_breaker_opens, teardown),
       cmocka_unit_test_teardown(test_call_metrics, teardown),
   };

@@ -9,12 +9,11 @@
 
 #include "httptest.h"
 
-#if __has_include(<linkd/callmetrics.h>)
 #include <linkd/callmetrics.h>
 #include <linkd/metrics.h>
-#define HAVE_CM 1
-#endif
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,12 +71,10 @@ static void test_post_resend_aborted(void **s) {
   (void)s;
   lk_http_policy pol;
   ht_policy(&pol);
-#ifdef HAVE_CM
   lk_metrics *m = lk_metrics_new();
   lk_call_metrics *cm = lk_call_metrics_new(m, "resend-test");
   assert_non_null(cm);
   pol.metrics = cm;
-#endif
   ht_run r;
   second_call("POST", &pol, &r);
   assert_int_equal(r.nattempts, 1);
@@ -88,7 +85,6 @@ static void test_post_resend_aborted(void **s) {
   r.nreqs = faultd_requests(&FP, r.reqs, HT_MAX_REQS);
   assert_int_equal(r.nreqs, 2);
   assert_string_equal(r.reqs[1].method, "POST");
-#ifdef HAVE_CM
   lk_call_metrics_snap snap;
   assert_int_equal(lk_call_metrics_snapshot(cm, &snap), LK_OK);
   assert_int_equal(snap.resends, 1);
@@ -96,7 +92,6 @@ static void test_post_resend_aborted(void **s) {
   assert_int_equal(snap.attempts, 1);
   lk_call_metrics_free(cm);
   lk_metrics_free(m);
-#endif
   ht_free(&r);
 }
 
@@ -196,14 +191,63 @@ static void test_keepalive_close_moments(void **s) {
       assert_int_equal(r.err, LK_OK);
       resends += lk_http_result_resends(r.res);
       ht_free(&r);
-      struct timespec ts = {0, 40000000L}; /* past the idle close */
-      nanosleep(&ts, NULL);
+      /* the next call starts once the server has closed every connection it accepted */
+      int64_t t = lk_now_ns();
+      while (faultd_closed_connections(&FP) < faultd_connections(&FP)) {
+        assert_true(lk_now_ns() - t < LK_SEC(2));
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+      }
     }
     int n = faultd_request_count(&FP);
     assert_true(n >= 4 && n <= 4 + resends);
     lk_http_client_free(c);
     faultd_stop(&FP);
   }
+}
+
+/* lk_http_call(NULL, ...) keeps connections alive across calls (the thread's default client);
+ * a thread's default client, and its connection, go when the thread exits. */
+static void *null_client_call(void *arg) {
+  const char *url = arg;
+  lk_http_request *req = lk_http_request_new("GET", url);
+  lk_http_policy pol;
+  lk_http_policy_init_default(&pol);
+  lk_http_result *res = NULL;
+  intptr_t rc = lk_http_call(NULL, req, &pol, NULL, &res);
+  lk_http_result_free(res);
+  lk_http_request_free(req);
+  return (void *)rc;
+}
+
+static void test_null_client_keeps_connections(void **s) {
+  (void)s;
+  assert_int_equal(faultd_start(&FP, "ok", NULL), 0);
+  lk_http_policy pol;
+  ht_policy(&pol);
+  for (int i = 0; i < 3; i++) {
+    ht_run r;
+    ht_call(&FP, NULL, "GET", NULL, 0, &pol, i + 1, &r);
+    assert_int_equal(r.err, LK_OK);
+    assert_int_equal(r.att[0].reused_connection, i > 0);
+    ht_free(&r);
+  }
+  assert_int_equal(faultd_connections(&FP), 1);
+  char url[128];
+  assert_int_equal(faultd_url(&FP, "/thread", url, sizeof url), 0);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, null_client_call, url), 0);
+  void *rc = NULL;
+  pthread_join(th, &rc);
+  assert_int_equal((intptr_t)rc, LK_OK);
+  assert_int_equal(faultd_connections(&FP), 2); /* its own client: its own connection */
+  int64_t t = lk_now_ns(); /* freed at thread exit: the server sees that connection close */
+  while (faultd_closed_connections(&FP) < 1) {
+    assert_true(lk_now_ns() - t < LK_SEC(2));
+    struct timespec ts = {0, 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  assert_int_equal(faultd_closed_connections(&FP), 1); /* the main thread's is still open */
 }
 
 /* An idle pooled connection older than pool_idle_lifetime is not reused. */
@@ -238,6 +282,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_post_fresh_connection, teardown),
       cmocka_unit_test_teardown(test_keyed_post_resend, teardown),
       cmocka_unit_test_teardown(test_keepalive_reuse, teardown),
+      cmocka_unit_test_teardown(test_null_client_keeps_connections, teardown),
       cmocka_unit_test_teardown(test_pool_idle_lifetime, teardown),
       cmocka_unit_test_teardown(test_keepalive_close_moments, teardown),
   };

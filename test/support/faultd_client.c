@@ -420,3 +420,7 @@ int faultd_wait_requests(const faultd_proc *p, int n, int timeout_ms) {
 int faultd_connections(const faultd_proc *p) {
   return scan_log(p->conn_log_path, NULL, 0, "\"event\":\"accept\"");
 }
+
+int faultd_closed_connections(const faultd_proc *p) {
+  return scan_log(p->conn_log_path, NULL, 0, "\"event\":\"close\"");
+}

@@ -119,6 +119,8 @@ int faultd_wait_requests(const faultd_proc *p, int n, int timeout_ms);
 
 /* Number of connections faultd has accepted so far, or -1. */
 int faultd_connections(const faultd_proc *p);
+/* Number of connections faultd has closed (or seen closed) so far, or -1. */
+int faultd_closed_connections(const faultd_proc *p);
 
 /* SIGTERM, waits up to 5 s (then SIGKILL), records exit_status, removes the files and the
  * directory. Safe on a zeroed or already stopped faultd_proc. */

@@ -1,0 +1,190 @@
+/* Response framing a server gets wrong, from a raw socket server (faultd only sends well-formed
+ * replies): a body shorter than its Content-Length, a length that does not parse or overflows,
+ * conflicting lengths, a head too large for libcurl. None of them is a complete response; the
+ * transfer kinds say which (PARTIAL_BODY, JUNK_RESPONSE). Also: a response whose view cannot be
+ * built for the classification hook (no memory) fails the attempt instead of passing unseen.
+ *
+ * The binary is linked with -Wl,--wrap=malloc: linkd's own allocations go through
+ * __wrap_malloc below, which fails one allocation of a chosen size on request. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "httptest.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void *__real_malloc(size_t n);
+void *__wrap_malloc(size_t n);
+
+static _Atomic size_t fail_size; /* the next malloc of exactly this size fails; 0 = none */
+
+void *__wrap_malloc(size_t n) {
+  size_t want = atomic_load(&fail_size);
+  if (want && n == want && atomic_compare_exchange_strong(&fail_size, &want, 0))
+    return NULL;
+  return __real_malloc(n);
+}
+
+static ht_raw RAW;
+
+static int teardown(void **s) {
+  (void)s;
+  ht_raw_stop(&RAW);
+  return 0;
+}
+
+/* One GET against RAW serving `resp`. */
+static void raw_call(const char *resp, size_t len, const lk_http_policy *pol, ht_run *r) {
+  ht_raw_start(&RAW, resp, len);
+  char url[64];
+  ht_raw_url(&RAW, url, sizeof url);
+  ht_call_url(NULL, "GET", url, NULL, 0, pol, r);
+}
+
+static void expect_failure(const char *resp, lk_failure kind, int err, int attempts) {
+  lk_http_policy pol;
+  ht_policy(&pol);
+  ht_run r;
+  raw_call(resp, strlen(resp), &pol, &r);
+  assert_int_equal(r.err, err);
+  assert_int_equal(r.nattempts, (size_t)attempts);
+  ht_all_kinds(&r, kind);
+  assert_int_not_equal(r.att[0].phase, LK_PHASE_DONE);
+  assert_int_equal(atomic_load(&RAW.requests), attempts);
+  ht_free(&r);
+}
+
+/* A length too large for any integer, 3 body bytes, close: libcurl reads to the close and calls
+ * it done; the body is shorter than what was declared. */
+static void test_overflowing_length(void **s) {
+  (void)s;
+  expect_failure("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n"
+                 "Connection: close\r\n\r\nabc",
+                 LK_F_JUNK_RESPONSE, LK_EATTEMPTS, 3);
+}
+
+/* Two different lengths: which one frames the body is ambiguous (response splitting). */
+static void test_conflicting_lengths(void **s) {
+  (void)s;
+  expect_failure("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 10\r\n"
+                 "Connection: close\r\n\r\nabcdefghij",
+                 LK_F_JUNK_RESPONSE, LK_EATTEMPTS, 3);
+  ht_raw_stop(&RAW);
+  expect_failure("HTTP/1.1 200 OK\r\nContent-Length: 10, 3\r\n"
+                 "Connection: close\r\n\r\nabcdefghij",
+                 LK_F_JUNK_RESPONSE, LK_EATTEMPTS, 3);
+}
+
+/* Identical repeated lengths are allowed (RFC 9112 6.3) and frame the body. */
+static void test_repeated_equal_lengths(void **s) {
+  (void)s;
+  const char *resp = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 3, 3\r\n"
+                     "Connection: close\r\n\r\nabc";
+  lk_http_policy pol;
+  ht_policy(&pol);
+  ht_run r;
+  raw_call(resp, strlen(resp), &pol, &r);
+  assert_int_equal(r.err, LK_OK);
+  assert_int_equal(r.nattempts, 1);
+  const lk_http_response *rs = lk_http_result_response(r.res);
+  assert_non_null(rs);
+  assert_true(rs->complete);
+  assert_int_equal(rs->body_len, 3);
+  ht_free(&r);
+}
+
+/* Fewer body bytes than declared, then a close. */
+static void test_short_body(void **s) {
+  (void)s;
+  expect_failure("HTTP/1.1 200 OK\r\nContent-Length: 10\r\nConnection: close\r\n\r\nabc",
+                 LK_F_PARTIAL_BODY, LK_EATTEMPTS, 3);
+}
+
+/* A length that is not a number. */
+static void test_unparsable_length(void **s) {
+  (void)s;
+  expect_failure("HTTP/1.1 200 OK\r\nContent-Length: 3x\r\nConnection: close\r\n\r\nabc",
+                 LK_F_JUNK_RESPONSE, LK_EATTEMPTS, 3);
+}
+
+/* A header line beyond libcurl's limit (CURL_MAX_HTTP_HEADER, 100 KiB): junk, and asking again
+ * would get the same head, so it is not retried. */
+static void test_head_too_large(void **s) {
+  (void)s;
+  size_t n = 200 * 1024;
+  char *resp = malloc(n + 128);
+  assert_non_null(resp);
+  int h = snprintf(resp, 128, "HTTP/1.1 200 OK\r\nX-Big: ");
+  memset(resp + h, 'a', n);
+  strcpy(resp + h + n, "\r\nContent-Length: 2\r\n\r\nok");
+  lk_http_policy pol;
+  ht_policy(&pol);
+  ht_run r;
+  raw_call(resp, strlen(resp), &pol, &r);
+  assert_int_equal(r.err, LK_ETOOBIG);
+  assert_int_equal(r.nattempts, 1);
+  assert_int_equal(r.att[0].failure, LK_F_JUNK_RESPONSE);
+  assert_false(r.att[0].decision.retry);
+  assert_int_equal(atomic_load(&RAW.requests), 1);
+  ht_free(&r);
+  free(resp);
+}
+
+/* --- the classification hook's view ---------------------------------------------------------- */
+static int hook_calls;
+static size_t hook_headers;
+
+static lk_failure count_hook(void *ctx, const lk_http_response *resp, lk_failure kind) {
+  (void)ctx;
+  hook_calls++;
+  hook_headers = resp->header_count;
+  return kind;
+}
+
+static void test_view_oom_fails_attempt(void **s) {
+  (void)s;
+  const char *resp = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n"
+                     "E: 5\r\nF: 6\r\nG: 7\r\nH: 8\r\nI: 9\r\nJ: 10\r\nK: 11\r\nL: 12\r\n"
+                     "M: 13\r\nN: 14\r\nO: 15\r\nP: 16\r\nQ: 17\r\nR: 18\r\nS: 19\r\nT: 20\r\n"
+                     "U: 21\r\nV: 22\r\nW: 23\r\nX: 24\r\nY: 25\r\nZ: 26\r\n"
+                     "Connection: close\r\n\r\nok";
+  lk_http_policy pol;
+  ht_policy(&pol);
+  pol.classify = count_hook;
+  ht_run r;
+  raw_call(resp, strlen(resp), &pol, &r); /* learns the view's size */
+  assert_int_equal(r.err, LK_OK);
+  assert_int_equal(hook_calls, 1);
+  assert_int_equal(hook_headers, 28);
+  ht_free(&r);
+
+  hook_calls = 0;
+  atomic_store(&fail_size, hook_headers * sizeof(lk_http_header));
+  char url[64];
+  ht_raw_url(&RAW, url, sizeof url);
+  ht_call_url(NULL, "GET", url, NULL, 0, &pol, &r);
+  assert_int_equal(atomic_load(&fail_size), 0); /* the injected failure was hit */
+  assert_int_equal(hook_calls, 0);
+  assert_int_equal(r.err, LK_ENOMEM);
+  assert_int_equal(r.nattempts, 1);
+  assert_int_not_equal(r.att[0].failure, LK_F_NONE);
+  assert_false(r.att[0].decision.retry);
+  ht_free(&r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_overflowing_length, teardown),
+      cmocka_unit_test_teardown(test_conflicting_lengths, teardown),
+      cmocka_unit_test_teardown(test_repeated_equal_lengths, teardown),
+      cmocka_unit_test_teardown(test_short_body, teardown),
+      cmocka_unit_test_teardown(test_unparsable_length, teardown),
+      cmocka_unit_test_teardown(test_head_too_large, teardown),
+      cmocka_unit_test_teardown(test_view_oom_fails_attempt, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
