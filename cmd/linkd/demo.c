@@ -224,6 +224,7 @@ static int final_stats(const demo_server *srv, lk_http_client *admin, demo_serve
 
 typedef struct scenario_env {
   const char *bin, *dir;
+  const char *scenario; /* prefixes the files of its servers: each gets fresh ones */
   const char *const *server_args;
   size_t n_server_args;
   const char *const *rules;
@@ -233,7 +234,9 @@ typedef struct scenario_env {
 /* A fresh libraryd with its books; the caller stops it. */
 static int server_up(const scenario_env *env, const char *name, uint64_t seed, demo_server *srv,
                      lk_http_client *admin, int64_t *ids, char *err, size_t errcap) {
-  if (demo_server_start(srv, env->bin, env->dir, name, seed, env->server_args, env->n_server_args,
+  char file[96];
+  snprintf(file, sizeof file, "%s-%s", env->scenario, name);
+  if (demo_server_start(srv, env->bin, env->dir, file, seed, env->server_args, env->n_server_args,
                         err, errcap) != 0)
     return -1;
   return demo_server_create_books(srv, admin, DEMO_BOOKS, DEMO_STOCK, ids, err, errcap);
@@ -345,7 +348,7 @@ static int run_scenario(demo_scenario sc, const demo_opts *o, const char *bin, c
   sum->deadline = DEMO_DEADLINE;
   sum->overrun_margin = DEMO_MARGIN;
   sum->libraryd = bin;
-  scenario_env env = {bin, dir, NULL, 0, NULL, 0};
+  scenario_env env = {bin, dir, sum->name, NULL, 0, NULL, 0};
   if (sc == DEMO_SC_FAULTS) {
     env.rules = fault_rules;
     env.n_rules = sizeof fault_rules / sizeof fault_rules[0];

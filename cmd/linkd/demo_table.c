@@ -33,9 +33,10 @@ double demo_span_s(const demo_summary *s) {
 }
 
 double demo_abandoned_share(const demo_client_stats *c) {
-  return c->server_ok && c->work_done > 0 && c->work_abandoned >= 0
-             ? (double)c->work_abandoned / (double)c->work_done
-             : -1.0;
+  if (!c->server_ok || c->work_done < 0 || c->work_abandoned < 0)
+    return -1.0;
+  int64_t all = c->work_done + c->work_abandoned; /* libraryd counts the two apart */
+  return all > 0 ? (double)c->work_abandoned / (double)all : 0.0;
 }
 
 enum {
@@ -112,6 +113,8 @@ static void cell(const demo_summary *s, const demo_client_stats *c, int m, char 
       snprintf(buf, cap, "-");
     else if (c->recovery < 0)
       snprintf(buf, cap, "never");
+    else if (c->recovery < DEMO_WINDOW)
+      snprintf(buf, cap, "< 100ms"); /* the series' resolution */
     else
       demo_fmt_duration(c->recovery, buf, cap);
     return;

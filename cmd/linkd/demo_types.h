@@ -79,9 +79,9 @@ typedef struct demo_client_stats {
   int64_t duplicate_loans; /* loan rows beyond the first per (book, X-Request-Id) */
   int64_t replays;         /* keyed retries answered from the stored result */
   int64_t faults_injected;
-  int64_t work_done;       /* requests libraryd's workers ran */
-  int64_t work_abandoned;  /* ... whose caller had already given up (deadline passed or the
-                              connection closed before the answer) */
+  int64_t work_done;       /* requests libraryd's workers ran for a caller still waiting */
+  int64_t work_abandoned;  /* ... and for a caller that had already given up (deadline passed
+                              or the connection closed before the answer); -1: not reported */
 } demo_client_stats;
 
 typedef struct demo_summary {
