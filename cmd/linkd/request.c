@@ -126,12 +126,14 @@ typedef struct out_file {
   FILE *f;
   const char *path; /* NULL: stdout */
   bool created;
+  bool regular; /* a regular file: truncated to what was written (not a device or a pipe) */
 } out_file;
 
 static int out_open(out_file *o, const char *path) {
   o->f = stdout;
   o->path = NULL;
   o->created = false;
+  o->regular = false;
   if (!path || strcmp(path, "-") == 0)
     return 0;
   struct stat st;
@@ -145,6 +147,9 @@ static int out_open(out_file *o, const char *path) {
   }
   o->path = path;
   o->created = !existed;
+  /* /dev/null, /dev/stdout on a pipe, a FIFO: there is nothing to truncate (ftruncate fails on
+   * them), and the bytes written are all there is. */
+  o->regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
   return 0;
 }
 
@@ -154,9 +159,15 @@ static int out_close(out_file *o, bool wrote) {
     return fflush(stdout) == 0 ? 0 : CLI_EXIT_FAILURE;
   int rc = 0;
   if (wrote) {
-    fflush(o->f);
-    if (ftruncate(fileno(o->f), ftell(o->f)) != 0)
+    if (fflush(o->f) != 0)
       rc = CLI_EXIT_CANTCREAT;
+    /* The file is opened without O_TRUNC (an unanswered call leaves it as it was); cut off what
+     * an older, longer content left behind. */
+    if (o->regular) {
+      off_t end = ftello(o->f);
+      if (end < 0 || ftruncate(fileno(o->f), end) != 0)
+        rc = CLI_EXIT_CANTCREAT;
+    }
   }
   if (fclose(o->f) != 0)
     rc = CLI_EXIT_CANTCREAT;
@@ -299,7 +310,7 @@ int cli_cmd_request(int argc, char **argv) {
   lk_http_request *req = NULL;
   lk_http_result *res = NULL;
   lk_budget *budget = NULL;
-  out_file out = {NULL, NULL, false};
+  out_file out = {NULL, NULL, false, false};
   int code = build_settings(&o, host, port, &cfg, &have_cfg, &eff, sections, &nsections);
   if (code)
     goto done;

@@ -283,6 +283,12 @@ def output_file(ctx):
               "-o with -i: head and body in the file, old content gone", data)
         r = linkd(ctx, "get", "-o", "-", fd.url())
         check(r.rc == 0 and r.out == b'{"ok":true}', "-o - is stdout", r)
+        # Devices and pipes are written, not truncated (ftruncate fails on them).
+        r = linkd(ctx, "get", "-o", "/dev/null", fd.url())
+        check(r.rc == 0 and r.out == b"" and r.err == "", "-o /dev/null exits 0", r)
+        r = linkd(ctx, "get", "-i", "-o", "/dev/stdout", fd.url())
+        check(r.rc == 0 and r.out.startswith(b"HTTP 200") and r.out.endswith(b'{"ok":true}'),
+              "-o /dev/stdout on a pipe exits 0 with the output", r)
         # --json keeps stdout for the JSON; the body goes to -o only.
         r = linkd(ctx, "get", "--json", "-o", ctx.path("j.out"), fd.url())
         check(r.rc == 0 and r.json()["exit"] == "ok", "--json on stdout", r)
