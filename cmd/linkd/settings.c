@@ -159,7 +159,7 @@ static bool is_tchar(unsigned char c) {
   return isalnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c) != NULL);
 }
 
-static int add_header(cli_settings *s, const char *v, char *err, size_t cap) {
+static int add_header(cli_settings *s, const char *v, bool in_config, char *err, size_t cap) {
   const char *sep = v + strcspn(v, ":;");
   const char *ne = sep;
   while (ne > v && (ne[-1] == ' ' || ne[-1] == '\t'))
@@ -195,6 +195,18 @@ static int add_header(cli_settings *s, const char *v, char *err, size_t cap) {
       snprintf(err, cap, "%s is set by linkd on every attempt", owned[i]);
       return -1;
     }
+  /* An Idempotency-Key header is the call's key (lk_http_request_add_header): written in a
+   * config file it would be sent by every call, and the server would take them all for one,
+   * exactly what a literal idempotency-key value is refused for. Removing one ("Name:") is
+   * harmless; one -H for one call is the way to pass a key. */
+  bool removal = *sep == ':' && vlen == 0;
+  if (in_config && !removal && nlen == strlen("Idempotency-Key") &&
+      strncasecmp(v, "Idempotency-Key", nlen) == 0) {
+    snprintf(err, cap,
+             "a fixed Idempotency-Key in a config file would be sent by every call; use "
+             "idempotency-key = auto or always (pass a key with -H or --idempotency-key)");
+    return -1;
+  }
   cli_header *h = realloc(s->headers, (s->nheaders + 1) * sizeof *h);
   if (!h)
     return -2;
@@ -265,7 +277,7 @@ int cli_settings_set(cli_settings *s, const char *key, const char *value, const 
   }
   case CLI_F_BUDGET: rc = cli_budget_parse(value, &s->budget, err, cap); break;
   case CLI_F_HEADER:
-    rc = add_header(s, value, err, cap);
+    rc = add_header(s, value, in_config, err, cap);
     if (rc == -2) {
       snprintf(err, cap, "out of memory");
       return CLI_SET_NOMEM;

@@ -829,6 +829,8 @@ def config_errors(ctx):
         ("[defaults]\n\nthis is not ini\n", 3, "syntax error"),
         ("[defaults]\nbase = 1ms\nbase = 2ms\n", 3, "already set in this section on line 2"),
         ("[defaults]\nidempotency-key = abc\n", 2, "a fixed key in a config file"),
+        ('[host "127.0.0.1"]\nheader = Idempotency-Key: fixed\n', 2,
+         "header: a fixed Idempotency-Key in a config file"),
         ("[defaults]\n[host \"example.com\"]\njitter = sometimes\n", 3,
          "jitter: 'sometimes' is not a jitter"),
         ("[server]\nbase = 1ms\n", 2, "unknown section [server]"),

@@ -169,6 +169,12 @@ static void errors_name_the_line(void **state) {
   /* An indented line is its own line, not a continuation of the previous value. */
   refused("[defaults]\ndeadline = 3s\n   deadline = 4s\n", 3, "already set in this section");
   refused("[defaults]\nidempotency-key = abc-123\n", 2, "a fixed key in a config file");
+  /* The same key as a header, in any section and any spelling, is refused as well. */
+  refused("[defaults]\nheader = Idempotency-Key: fixed\n", 2,
+          "header: a fixed Idempotency-Key in a config file");
+  refused("[defaults]\n[host \"a.com\"]\nheader = idempotency-key:k\n", 3,
+          "a fixed Idempotency-Key");
+  refused("[host \"a.com:8080\"]\nheader = IDEMPOTENCY-KEY;\n", 2, "a fixed Idempotency-Key");
   refused("[host example.com]\ndeadline = 1s\n", 2, "bad section [host example.com]");
   refused("[host \"\"]\ndeadline = 1s\n", 2, "bad section");
   refused("[host \"[::1]:80\"]\ndeadline = 1s\n", 2, "write IPv6 addresses without brackets");
@@ -185,6 +191,24 @@ static void errors_name_the_line(void **state) {
     text[n++] = 'b';
   snprintf(text + n, sizeof text - (size_t)n, "\n");
   refused(text, 3, "line too long (at most 199 characters)");
+}
+
+/* Removing an inherited Idempotency-Key header is not a fixed key; -H for one call is fine. */
+static void idempotency_key_header(void **state) {
+  (void)state;
+  cli_config c;
+  char err[1024];
+  assert_int_equal(load(&c, "[defaults]\nheader = Idempotency-Key:\n", err, sizeof err), 0);
+  assert_int_equal(c.sections[0].s.nheaders, 1);
+  assert_null(c.sections[0].s.headers[0].value);
+  cli_config_free(&c);
+  cli_settings s;
+  cli_settings_init(&s);
+  assert_int_equal(cli_settings_set(&s, "header", "Idempotency-Key: k-1", cli_origin_flag, false,
+                                    err, sizeof err),
+                   CLI_SET_OK);
+  assert_string_equal(s.headers[0].value, "k-1");
+  cli_settings_free(&s);
 }
 
 static void file_errors(void **state) {
@@ -244,7 +268,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(sections_and_overrides), cmocka_unit_test(accepted_forms),
       cmocka_unit_test(errors_name_the_line),   cmocka_unit_test(file_errors),
-      cmocka_unit_test(default_path),
+      cmocka_unit_test(default_path),           cmocka_unit_test(idempotency_key_header),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
