@@ -183,11 +183,23 @@ static int add_header(cli_settings *s, const char *v, bool in_config, char *err,
     snprintf(err, cap, "'%s': 'Name;' sends an empty header and takes no value", v);
     return -1;
   }
-  for (size_t i = 0; i < vlen; i++)
-    if (val[i] == '\r' || val[i] == '\n' || val[i] == '\0') {
+  /* RFC 9110 5.5: a field value is visible characters, obs-text (0x80-0xff), SP and HTAB. CR
+   * and LF would inject a header; the other controls are sent raw by libcurl and left for each
+   * server to interpret. */
+  for (size_t i = 0; i < vlen; i++) {
+    unsigned char c = (unsigned char)val[i];
+    if (c == '\r' || c == '\n') {
       snprintf(err, cap, "header values may not contain CR or LF");
       return -1;
     }
+    if ((c < 0x20 && c != '\t') || c == 0x7f) {
+      snprintf(err, cap,
+               "header '%.*s': the value holds the control character 0x%02x at byte %zu "
+               "(RFC 9110 allows visible characters, spaces and tabs)",
+               (int)(ne - v), v, c, i + 1);
+      return -1;
+    }
+  }
   size_t nlen = (size_t)(ne - v);
   static const char *const owned[] = {"Linkd-Attempt", "Linkd-Deadline", "grpc-timeout"};
   for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)

@@ -892,6 +892,7 @@ def usage_errors(ctx):
             (["get", "-d", "x", u], "get sends no body"),
             (["get", "--json", "-i", u], "do not mix"),
             (["get", "-H", "Linkd-Attempt: 9", u], "Linkd-Attempt is set by linkd"),
+            (["get", "-H", "X-Bell: a\x07b", u], "control character 0x07"),
             (["get", "--deadline"], "--deadline needs a value"),
         ]
         for args, needle in table:

@@ -270,6 +270,18 @@ static void usage_errors(void **state) {
   usage_error("Linkd-Deadline is set by linkd", rc, &o, err);
   rc = PARSE(&o, err, "get", "-H", "X-Empty; x", "http://h/");
   usage_error("takes no value", rc, &o, err);
+  /* Control characters other than HTAB are no part of a field value (RFC 9110 5.5). */
+  rc = PARSE(&o, err, "get", "-H", "X-Bell: a\ab", "http://h/");
+  usage_error("-H: header 'X-Bell': the value holds the control character 0x07 at byte 2", rc, &o,
+              err);
+  rc = PARSE(&o, err, "get", "-H", "X-Esc: \x1b[31m", "http://h/");
+  usage_error("control character 0x1b", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-H", "X-Del: x\x7f", "http://h/");
+  usage_error("control character 0x7f", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-H", "X-One: \x01", "http://h/");
+  usage_error("control character 0x01", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-H", "X-Cr: a\rb", "http://h/");
+  usage_error("may not contain CR or LF", rc, &o, err);
 }
 
 static void header_forms(void **state) {
@@ -277,9 +289,12 @@ static void header_forms(void **state) {
   cli_opts o;
   char err[512];
   assert_int_equal(PARSE(&o, err, "get", "-H", "X-Remove:", "-H", "X-Empty;", "-H",
-                         "X-Pad:   spaced out  \t", "-H", "X-Colon: a:b", "http://h/"),
+                         "X-Pad:   spaced out  \t", "-H", "X-Colon: a:b", "-H",
+                         "X-Tab: a\tb \xc3\xa9", "http://h/"),
                    CLI_ARGS_OK);
-  assert_int_equal(o.flags.nheaders, 4);
+  assert_int_equal(o.flags.nheaders, 5);
+  /* HTAB inside a value and obs-text bytes are allowed. */
+  assert_string_equal(o.flags.headers[4].value, "a\tb \xc3\xa9");
   assert_string_equal(o.flags.headers[0].name, "X-Remove");
   assert_null(o.flags.headers[0].value);
   assert_string_equal(o.flags.headers[1].value, "");
