@@ -62,22 +62,33 @@ static int url_host_port(const char *url, char *host, size_t cap, int *port, cha
   return ret;
 }
 
-/* Reads all of `f` into a malloc'd buffer. 0 or -1 (errno set). */
-static int slurp(FILE *f, char **out, size_t *len) {
+/* The largest -d @FILE body, the same bound as the library's default response limit: linkd
+ * holds the body in memory to replay it on every attempt, and -d @/dev/zero must end. */
+#define CLI_BODY_MAX ((size_t)64 << 20)
+
+/* Reads all of `f`, at most `max` bytes, into a malloc'd buffer. 0, -1 (errno set), or -2 if
+ * there is more than `max`. */
+static int slurp(FILE *f, size_t max, char **out, size_t *len) {
   size_t cap = 4096, n = 0;
   char *buf = malloc(cap);
   if (!buf)
     return -1;
   for (;;) {
     if (n == cap) {
-      char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+      if (n > max) {
+        free(buf);
+        return -2;
+      }
+      /* Up to max + 1 bytes: one more than allowed tells "too big" from "exactly max". */
+      size_t ncap = cap > (max + 1) / 2 ? max + 1 : cap * 2;
+      char *nb = realloc(buf, ncap);
       if (!nb) {
         free(buf);
         errno = ENOMEM;
         return -1;
       }
       buf = nb;
-      cap *= 2;
+      cap = ncap;
     }
     size_t r = fread(buf + n, 1, cap - n, f);
     n += r;
@@ -90,6 +101,10 @@ static int slurp(FILE *f, char **out, size_t *len) {
       }
       break;
     }
+  }
+  if (n > max) {
+    free(buf);
+    return -2;
   }
   *out = buf;
   *len = n;
@@ -109,15 +124,15 @@ static int load_body(const char *data, char **body, size_t *len) {
   const char *path = data + 1;
   bool std_in = strcmp(path, "-") == 0;
   FILE *f = std_in ? stdin : fopen(path, "rb");
-  if (!f || slurp(f, body, len) != 0) {
+  int rc = f ? slurp(f, CLI_BODY_MAX, body, len) : -1;
+  if (rc == -2)
+    fprintf(stderr, "linkd: -d @%s: larger than %zu MiB, the body limit\n", path,
+            CLI_BODY_MAX >> 20);
+  else if (rc != 0)
     fprintf(stderr, "linkd: -d @%s: cannot read: %s\n", path, strerror(errno));
-    if (f && !std_in)
-      fclose(f);
-    return CLI_EXIT_NOINPUT;
-  }
-  if (!std_in)
+  if (f && !std_in)
     fclose(f);
-  return 0;
+  return rc == 0 ? 0 : CLI_EXIT_NOINPUT;
 }
 
 /* Where the response goes. Opened before the call, so an unwritable -o fails before anything

@@ -377,7 +377,21 @@ def data(ctx):
         r = linkd(ctx, "post", "-d", "@" + ctx.path("missing.json"), rec.url())
         check(r.rc == 66, "an unreadable -d @FILE exits 66 (EX_NOINPUT)", r)
         check("missing.json: cannot read" in r.err, "message names the file", r)
+        # Bounded: -d @/dev/zero ends at once with the limit named (it read 2 GB and more).
+        r = linkd(ctx, "post", "-d", "@/dev/zero", rec.url(), timeout=20)
+        check(r.rc == 66 and "-d @/dev/zero: larger than 64 MiB, the body limit" in r.err,
+              "an endless body is refused", r)
+        exact = ctx.path("exact.bin")
+        with open(exact, "wb") as f:
+            f.truncate(64 << 20)
+        with open(ctx.path("over.bin"), "wb") as f:
+            f.truncate((64 << 20) + 1)
+        r = linkd(ctx, "put", "-d", "@" + ctx.path("over.bin"), rec.url())
+        check(r.rc == 66 and "larger than 64 MiB" in r.err, "one byte over the limit", r)
         check(len(rec.records) == 4, "nothing sent when the body cannot be read")
+        r = linkd(ctx, "put", "--deadline", "20s", "--attempt-timeout", "20s", "-d", "@" + exact,
+                  rec.url())
+        check(r.rc == 0 and len(rec.records[4]["body"]) == 64 << 20, "exactly 64 MiB is sent", r)
 
 # ------------------------------------------------------------------------------------------------
 # Time: --deadline, --attempt-timeout, --connect-timeout
