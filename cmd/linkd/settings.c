@@ -16,6 +16,11 @@ static const char *const keys[CLI_F__COUNT] = {
     [CLI_F_DEADLINE] = "deadline",
     [CLI_F_ATTEMPT_TIMEOUT] = "attempt-timeout",
     [CLI_F_CONNECT_TIMEOUT] = "connect-timeout",
+    [CLI_F_DNS_TIMEOUT] = "dns-timeout",
+    [CLI_F_TLS_TIMEOUT] = "tls-timeout",
+    [CLI_F_WRITE_TIMEOUT] = "write-timeout",
+    [CLI_F_FIRST_BYTE_TIMEOUT] = "first-byte-timeout",
+    [CLI_F_IDLE_TIMEOUT] = "idle-timeout",
     [CLI_F_MAX_ATTEMPTS] = "max-attempts",
     [CLI_F_BACKOFF] = "backoff",
     [CLI_F_BASE] = "base",
@@ -256,6 +261,21 @@ int cli_settings_set(cli_settings *s, const char *key, const char *value, const 
   case CLI_F_CONNECT_TIMEOUT:
     rc = parse_duration_min(value, 0, "0 or more", &s->connect_timeout, err, cap);
     break;
+  case CLI_F_DNS_TIMEOUT:
+    rc = parse_duration_min(value, 0, "0 or more", &s->dns_timeout, err, cap);
+    break;
+  case CLI_F_TLS_TIMEOUT:
+    rc = parse_duration_min(value, 0, "0 or more", &s->tls_timeout, err, cap);
+    break;
+  case CLI_F_WRITE_TIMEOUT:
+    rc = parse_duration_min(value, 0, "0 or more", &s->write_timeout, err, cap);
+    break;
+  case CLI_F_FIRST_BYTE_TIMEOUT:
+    rc = parse_duration_min(value, 0, "0 or more", &s->first_byte_timeout, err, cap);
+    break;
+  case CLI_F_IDLE_TIMEOUT:
+    rc = parse_duration_min(value, 0, "0 or more", &s->idle_timeout, err, cap);
+    break;
   case CLI_F_BASE:
     rc = parse_duration_min(value, LK_MS(1), "at least 1ms", &s->base, err, cap);
     break;
@@ -312,6 +332,11 @@ int cli_settings_merge(cli_settings *dst, const cli_settings *top) {
     case CLI_F_DEADLINE: dst->deadline = top->deadline; break;
     case CLI_F_ATTEMPT_TIMEOUT: dst->attempt_timeout = top->attempt_timeout; break;
     case CLI_F_CONNECT_TIMEOUT: dst->connect_timeout = top->connect_timeout; break;
+    case CLI_F_DNS_TIMEOUT: dst->dns_timeout = top->dns_timeout; break;
+    case CLI_F_TLS_TIMEOUT: dst->tls_timeout = top->tls_timeout; break;
+    case CLI_F_WRITE_TIMEOUT: dst->write_timeout = top->write_timeout; break;
+    case CLI_F_FIRST_BYTE_TIMEOUT: dst->first_byte_timeout = top->first_byte_timeout; break;
+    case CLI_F_IDLE_TIMEOUT: dst->idle_timeout = top->idle_timeout; break;
     case CLI_F_MAX_ATTEMPTS: dst->max_attempts = top->max_attempts; break;
     case CLI_F_BACKOFF:
       dst->backoff = top->backoff;
