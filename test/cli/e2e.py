@@ -514,6 +514,33 @@ def redirects(ctx):
 
 
 @case
+def insecure(ctx):
+    """-k against an HTTPS server with a self-signed certificate (made by openssl here)."""
+    import ssl
+    openssl = shutil.which("openssl")
+    check(openssl is not None, "openssl is needed to make a test certificate")
+    key, crt = ctx.path("k.pem"), ctx.path("c.pem")
+    p = subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                        "-out", crt, "-days", "1", "-subj", "/CN=127.0.0.1"],
+                       capture_output=True, timeout=60)
+    check(p.returncode == 0, "openssl req failed", p.stderr.decode())
+    with Recorder() as rec:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(crt, key)
+        rec.server.socket = tls.wrap_socket(rec.server.socket, server_side=True)
+        url = "https://127.0.0.1:%d/tls" % rec.port
+        r = linkd(ctx, "get", "--max-attempts", "1", "--json", url)
+        doc = valid_json(ctx, r)
+        check(r.rc != 0 and doc["result"]["timeline"][0]["failure"] == "TLS_FAILED",
+              "an unknown certificate fails the TLS handshake", doc)
+        check(rec.records == [], "nothing reached the server", rec.records)
+        r = linkd(ctx, "-k", url)
+        check(r.rc == 0 and r.out == b'{"echo":true}', "-k: the call goes through", r)
+        r = linkd(ctx, "get", "--insecure", url)
+        check(r.rc == 0 and len(rec.records) == 2, "--insecure too", r)
+
+
+@case
 def phase_timeouts(ctx):
     with Faultd(ctx, "slow", "--delay-ms", "20000") as fd:
         r = linkd(ctx, "get", "--first-byte-timeout", "150ms", "--attempt-timeout", "5s",
