@@ -1,7 +1,13 @@
 #include "args.h"
 
+#include "writeout.h"
+
+#include <ctype.h>
+#include <errno.h>
+
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -23,16 +29,26 @@ enum {
   O_JSON = 256,
   O_CONFIG,
   O_NO_CONFIG,
+  O_MAX_REDIRS,
   O_POLICY /* O_POLICY + cli_field: a policy setting */
 };
 
 static const struct option long_opts[] = {
     {"header", required_argument, NULL, 'H'},
     {"data", required_argument, NULL, 'd'},
+    {"request", required_argument, NULL, 'X'},
+    {"head", no_argument, NULL, 'I'},
     {"output", required_argument, NULL, 'o'},
     {"include", no_argument, NULL, 'i'},
     {"silent", no_argument, NULL, 's'},
+    {"show-error", no_argument, NULL, 'S'},
+    {"fail", no_argument, NULL, 'f'},
+    {"write-out", required_argument, NULL, 'w'},
     {"verbose", no_argument, NULL, 'v'},
+    {"location", no_argument, NULL, 'L'},
+    {"max-redirs", required_argument, NULL, O_MAX_REDIRS},
+    {"insecure", no_argument, NULL, 'k'},
+    {"max-time", required_argument, NULL, 'm'},
     {"help", no_argument, NULL, 'h'},
     {"json", no_argument, NULL, O_JSON},
     {"config", required_argument, NULL, O_CONFIG},
@@ -40,6 +56,11 @@ static const struct option long_opts[] = {
     {"deadline", required_argument, NULL, O_POLICY + CLI_F_DEADLINE},
     {"attempt-timeout", required_argument, NULL, O_POLICY + CLI_F_ATTEMPT_TIMEOUT},
     {"connect-timeout", required_argument, NULL, O_POLICY + CLI_F_CONNECT_TIMEOUT},
+    {"dns-timeout", required_argument, NULL, O_POLICY + CLI_F_DNS_TIMEOUT},
+    {"tls-timeout", required_argument, NULL, O_POLICY + CLI_F_TLS_TIMEOUT},
+    {"write-timeout", required_argument, NULL, O_POLICY + CLI_F_WRITE_TIMEOUT},
+    {"first-byte-timeout", required_argument, NULL, O_POLICY + CLI_F_FIRST_BYTE_TIMEOUT},
+    {"idle-timeout", required_argument, NULL, O_POLICY + CLI_F_IDLE_TIMEOUT},
     {"max-attempts", required_argument, NULL, O_POLICY + CLI_F_MAX_ATTEMPTS},
     {"backoff", required_argument, NULL, O_POLICY + CLI_F_BACKOFF},
     {"base", required_argument, NULL, O_POLICY + CLI_F_BASE},
@@ -50,6 +71,8 @@ static const struct option long_opts[] = {
     {"budget", required_argument, NULL, O_POLICY + CLI_F_BUDGET},
     {NULL, 0, NULL, 0},
 };
+
+static const char short_opts[] = ":H:d:X:Io:isSfw:vLkm:h";
 
 /* The option getopt just complained about, for the message. */
 static const char *bad_option(char **argv, int c) {
@@ -63,33 +86,89 @@ static const char *bad_option(char **argv, int c) {
   return buf;
 }
 
+/* getopt_long takes any unambiguous prefix of a long option ("--retry 5xx" as --retry-on), and
+ * a prefix means something else in curl or in a later linkd. The option just returned is the
+ * argv element before optind, or before its separate argument: it must be the name in full. */
+static bool abbreviated(char **argv, int idx, char *err, size_t cap) {
+  const struct option *lo = &long_opts[idx];
+  int at = optind - 1;
+  if (lo->has_arg == required_argument && at > 0 && optarg == argv[at])
+    at--; /* "--name value" */
+  const char *arg = argv[at];
+  if (strncmp(arg, "--", 2) != 0)
+    return false;
+  size_t n = strcspn(arg + 2, "=");
+  if (n == strlen(lo->name) && strncmp(arg + 2, lo->name, n) == 0)
+    return false;
+  snprintf(err, cap, "unknown option '%.*s' (did you mean --%s? long options are not abbreviated)",
+           (int)n + 2, arg, lo->name);
+  return true;
+}
+
+bool cli_args_implicit(const char *a) {
+  if (a[0] == '-')
+    return strcmp(a, "-h") != 0 && strcmp(a, "--help") != 0 && strcmp(a, "--version") != 0;
+  return strstr(a, "://") || strpbrk(a, ".:/") || strcasecmp(a, "localhost") == 0;
+}
+
+/* An RFC 9110 method token. */
+static bool is_token(const char *s) {
+  if (!*s)
+    return false;
+  for (; *s; s++)
+    if (!isalnum((unsigned char)*s) && !strchr("!#$%&'*+-.^_`|~", *s))
+      return false;
+  return true;
+}
+
+/* -m takes seconds as curl does ("-m 2.5"), or a linkd duration ("-m 250ms"). */
+static int set_max_time(cli_opts *o, const char *v, char *m, size_t cap) {
+  char buf[64];
+  size_t n = strlen(v);
+  if (n > 0 && n < sizeof buf - 1 && strspn(v, "0123456789.") == n) {
+    snprintf(buf, sizeof buf, "%ss", v);
+    v = buf;
+  }
+  return cli_settings_set(&o->flags, "deadline", v, cli_origin_flag, false, m, cap);
+}
+
 int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
   memset(o, 0, sizeof *o);
+  o->max_redirs = 50;
   cli_settings_init(&o->flags);
-  if (argc < 2 || !(o->method = cli_command_method(argv[1]))) {
+  int sub_argc;
+  char **sub_argv;
+  if (argc >= 2 && (o->method = cli_command_method(argv[1]))) {
+    o->command = argv[1];
+    sub_argc = argc - 1;
+    sub_argv = argv + 1;
+  } else if (argc >= 2 && cli_args_implicit(argv[1])) {
+    /* `linkd [flags] URL`: argv[0] stands where the command would be. */
+    o->implicit = true;
+    sub_argc = argc;
+    sub_argv = argv;
+  } else {
     snprintf(err, cap, "unknown command '%s'", argc < 2 ? "" : argv[1]);
     return CLI_ARGS_USAGE;
   }
-  o->command = argv[1];
-  int sub_argc = argc - 1;
-  char **sub_argv = argv + 1;
   optind = 0; /* GNU: full re-initialisation, so tests may parse many times */
   opterr = 0;
-  bool help = false;
-  int c;
-  while ((c = getopt_long(sub_argc, sub_argv, ":H:d:o:isvh", long_opts, NULL)) != -1) {
+  bool help = false, head = false;
+  const char *x_method = NULL;
+  int c, idx;
+  while ((c = getopt_long(sub_argc, sub_argv, short_opts, long_opts, (idx = -1, &idx))) != -1) {
+    if (idx >= 0 && abbreviated(sub_argv, idx, err, cap))
+      return CLI_ARGS_USAGE;
+    char m[384];
+    int rc = CLI_SET_OK;
     switch (c) {
-    case 'H': {
-      char m[256];
-      int rc = cli_settings_set(&o->flags, "header", optarg, cli_origin_flag, false, m, sizeof m);
-      if (rc == CLI_SET_NOMEM)
-        return CLI_ARGS_NOMEM;
-      if (rc != CLI_SET_OK) {
+    case 'H':
+      rc = cli_settings_set(&o->flags, "header", optarg, cli_origin_flag, false, m, sizeof m);
+      if (rc != CLI_SET_OK && rc != CLI_SET_NOMEM) {
         snprintf(err, cap, "-H: %s", m);
         return CLI_ARGS_USAGE;
       }
       break;
-    }
     case 'd':
       if (o->data) {
         snprintf(err, cap, "-d/--data given twice (one body per request)");
@@ -101,10 +180,47 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
       }
       o->data = optarg;
       break;
+    case 'X':
+      if (!is_token(optarg)) {
+        snprintf(err, cap, "-X: '%s' is not an HTTP method (an RFC 9110 token)", optarg);
+        return CLI_ARGS_USAGE;
+      }
+      x_method = optarg;
+      break;
+    case 'I': head = true; break;
     case 'o': o->output = optarg; break;
     case 'i': o->include = true; break;
     case 's': o->silent = true; break;
+    case 'S': o->show_error = true; break;
+    case 'f': o->fail = true; break;
+    case 'w':
+      if (cli_write_out_check(optarg, m, sizeof m) != 0) {
+        snprintf(err, cap, "-w: %s", m);
+        return CLI_ARGS_USAGE;
+      }
+      o->write_out = optarg;
+      break;
     case 'v': o->verbose = true; break;
+    case 'L': o->follow = true; break;
+    case 'k': o->insecure = true; break;
+    case 'm':
+      rc = set_max_time(o, optarg, m, sizeof m);
+      if (rc != CLI_SET_OK && rc != CLI_SET_NOMEM) {
+        snprintf(err, cap, "-m/--max-time: %s", m);
+        return CLI_ARGS_USAGE;
+      }
+      break;
+    case O_MAX_REDIRS: {
+      char *end;
+      errno = 0;
+      long n = strtol(optarg, &end, 10);
+      if (!*optarg || *end || errno || n < -1 || n > 1000) {
+        snprintf(err, cap, "--max-redirs: '%s' is not a number from -1 (no limit) to 1000", optarg);
+        return CLI_ARGS_USAGE;
+      }
+      o->max_redirs = (int)n;
+      break;
+    }
     case 'h': help = true; break;
     case O_JSON: o->json = true; break;
     case O_CONFIG: o->config = optarg; break;
@@ -116,24 +232,48 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
       snprintf(err, cap, "unknown option '%s'", bad_option(sub_argv, c));
       return CLI_ARGS_USAGE;
     default: {
-      int f = c - O_POLICY;
-      const char *key = cli_settings_key((cli_field)f);
-      char m[384];
-      int rc = cli_settings_set(&o->flags, key, optarg, cli_origin_flag, false, m, sizeof m);
-      if (rc == CLI_SET_NOMEM)
-        return CLI_ARGS_NOMEM;
-      if (rc != CLI_SET_OK) {
+      const char *key = cli_settings_key((cli_field)(c - O_POLICY));
+      rc = cli_settings_set(&o->flags, key, optarg, cli_origin_flag, false, m, sizeof m);
+      if (rc != CLI_SET_OK && rc != CLI_SET_NOMEM) {
         snprintf(err, cap, "--%s: %s", key, m);
         return CLI_ARGS_USAGE;
       }
       break;
     }
     }
+    if (rc == CLI_SET_NOMEM)
+      return CLI_ARGS_NOMEM;
+  }
+  if (o->implicit) {
+    if (x_method && head) {
+      snprintf(err, cap, "-X and -I/--head do not mix: -I sends HEAD");
+      return CLI_ARGS_USAGE;
+    }
+    /* curl's choice: -X's method, HEAD for -I, POST with a body, GET otherwise. */
+    o->method = x_method ? x_method : head ? "HEAD" : o->data ? "POST" : "GET";
+    o->command = "request";
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+      if (strcmp(commands[i].method, o->method) == 0)
+        o->command = commands[i].cmd;
+    if (head)
+      o->include = true;
+  } else {
+    if (x_method) {
+      snprintf(err, cap, "-X is for 'linkd [options] URL'; '%s' already sends %s", o->command,
+               o->method);
+      return CLI_ARGS_USAGE;
+    }
+    if (head && strcmp(o->method, "HEAD") != 0) {
+      snprintf(err, cap, "-I/--head sends HEAD; '%s' sends %s", o->command, o->method);
+      return CLI_ARGS_USAGE;
+    }
+    if (head)
+      o->include = true;
   }
   if (help)
     return CLI_ARGS_HELP;
   if (optind >= sub_argc) {
-    snprintf(err, cap, "%s needs a URL", o->command);
+    snprintf(err, cap, "%s needs a URL", o->implicit ? "linkd" : o->command);
     return CLI_ARGS_USAGE;
   }
   if (sub_argc - optind > 1) {
@@ -141,13 +281,21 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
     return CLI_ARGS_USAGE;
   }
   o->url = sub_argv[optind];
+  if (!strstr(o->url, "://")) {
+    /* As curl: a URL without a scheme is http://. */
+    size_t n = strlen(o->url) + sizeof "http://";
+    if (!(o->url_buf = malloc(n)))
+      return CLI_ARGS_NOMEM;
+    snprintf(o->url_buf, n, "http://%s", o->url);
+    o->url = o->url_buf;
+  }
   if (strncasecmp(o->url, "http://", 7) != 0 && strncasecmp(o->url, "https://", 8) != 0) {
     snprintf(err, cap, "'%s' is not an http:// or https:// URL", o->url);
     return CLI_ARGS_USAGE;
   }
   if (o->data && (strcmp(o->method, "GET") == 0 || strcmp(o->method, "HEAD") == 0)) {
     snprintf(err, cap, "%s sends no body: -d/--data is for put, post, patch and delete",
-             o->command);
+             o->implicit ? o->method : o->command);
     return CLI_ARGS_USAGE;
   }
   if (o->json && o->output && strcmp(o->output, "-") == 0) {
@@ -158,7 +306,15 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
     snprintf(err, cap, "--json and -i/--include do not mix: the JSON result goes to stdout");
     return CLI_ARGS_USAGE;
   }
+  if (o->json && o->write_out) {
+    snprintf(err, cap, "--json and -w/--write-out do not mix: the JSON result goes to stdout");
+    return CLI_ARGS_USAGE;
+  }
   return CLI_ARGS_OK;
 }
 
-void cli_opts_free(cli_opts *o) { cli_settings_free(&o->flags); }
+void cli_opts_free(cli_opts *o) {
+  cli_settings_free(&o->flags);
+  free(o->url_buf);
+  o->url_buf = NULL;
+}

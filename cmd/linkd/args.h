@@ -8,15 +8,24 @@
 #include <stddef.h>
 
 typedef struct cli_opts {
-  const char *command; /* "get", ... (points into argv) */
-  const char *method;  /* "GET", ... (static) */
-  const char *url;     /* argv */
-  const char *data;    /* -d as given: text, "@FILE" or "@-" (stdin); NULL: no body */
-  const char *output;  /* -o FILE ("-" = stdout); NULL: stdout */
-  const char *config;  /* --config FILE */
+  const char *command;   /* "get", ... (points into argv); for `linkd URL`, the method's command
+                            ("get", "post", ...) or "request" for another -X method */
+  const char *method;    /* "GET", ... (static), or the -X value (argv) */
+  const char *url;       /* argv, or url_buf when http:// was added to a URL without a scheme */
+  const char *data;      /* -d as given: text, "@FILE" or "@-" (stdin); NULL: no body */
+  const char *output;    /* -o FILE ("-" = stdout); NULL: stdout */
+  const char *config;    /* --config FILE */
+  const char *write_out; /* -w FORMAT (checked by cli_write_out_check()); NULL: none */
+  char *url_buf;         /* owned */
+  bool implicit;         /* `linkd [flags] URL`: no command word, curl's way */
   bool no_config;
-  bool include;       /* -i */
+  bool include;       /* -i (or -I) */
   bool silent;        /* -s */
+  bool show_error;    /* -S: the failure summary even with -s */
+  bool fail;          /* -f: a final status >= 400 exits 22 and prints no body */
+  bool insecure;      /* -k: no TLS peer verification */
+  bool follow;        /* -L */
+  int max_redirs;     /* --max-redirs (50, as curl); -1: no limit */
   bool json;          /* --json */
   bool verbose;       /* -v */
   cli_settings flags; /* policy settings given as flags (origin cli_origin_flag) */
@@ -28,11 +37,18 @@ enum { CLI_ARGS_OK = 0, CLI_ARGS_HELP = 1, CLI_ARGS_USAGE = -1, CLI_ARGS_NOMEM =
 const char *cli_command_method(const char *cmd);
 
 /* Parses argv[1] (the command) and the flags and URL after it into *o (free it with
- * cli_opts_free() whatever the result). getopt_long may permute argv. Not reentrant (getopt's
- * globals). Returns CLI_ARGS_OK, CLI_ARGS_HELP (-h/--help seen), CLI_ARGS_USAGE with a message
- * in err, or CLI_ARGS_NOMEM. */
+ * cli_opts_free() whatever the result). Without a command word (`linkd [flags] URL`), the
+ * method is -X's, or HEAD with -I, POST with -d, GET otherwise. Long options must be spelt out
+ * (getopt's abbreviations would take --retry for --retry-on). getopt_long may permute argv. Not
+ * reentrant (getopt's globals). Returns CLI_ARGS_OK, CLI_ARGS_HELP (-h/--help seen), CLI_ARGS_USAGE
+ * with a message in err, or CLI_ARGS_NOMEM. */
 int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap);
 
 void cli_opts_free(cli_opts *o);
+
+/* Whether argv[1] starts a `linkd [flags] URL` call: a flag other than the top-level ones
+ * (--help, -h, --version), or a word that looks like a URL (has "://", a '.', ':' or '/', or is
+ * "localhost"); a bare unknown word stays an unknown command. */
+bool cli_args_implicit(const char *arg1);
 
 #endif

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -13,11 +14,18 @@
 typedef struct load_ctx {
   cli_config *c;
   FILE *f;
-  int line;      /* lines handed to inih so far: the current line inside the handler */
-  int long_line; /* first over-long line, 0 if none */
-  int max_line;  /* the longest line inih's buffer holds */
-  int err_line;  /* line of the first handler error */
-  char msg[512]; /* its message */
+  int line;        /* lines handed to inih so far: the current line inside the handler */
+  int long_line;   /* first over-long line, 0 if none */
+  int max_line;    /* the longest line inih's buffer holds */
+  int nul_line;    /* the line holding a NUL byte, 0 if none */
+  bool too_big;    /* more than CLI_CONFIG_MAX_BYTES */
+  size_t bytes;    /* read so far */
+  int err_line;    /* line of the first handler error */
+  char msg[512];   /* its message */
+  size_t *index;   /* open-addressing hash of section names: index + 1 into c->sections, 0 free */
+  size_t index_cap; /* a power of two, at least twice c->nsections */
+  size_t sections_cap;
+  size_t labels_cap;
   bool nomem;
 } load_ctx;
 
@@ -32,25 +40,46 @@ __attribute__((format(printf, 2, 3))) static void fail(load_ctx *x, const char *
 }
 
 /* fgets for inih that counts lines, refuses over-long ones and strips leading blanks (so an
- * indented line is a line of its own, never a continuation of the previous value). */
+ * indented line is a line of its own, never a continuation of the previous value). It reads
+ * byte by byte so that a NUL is seen (fgets would hide it and the line count would drift), and
+ * stops the whole file after CLI_CONFIG_MAX_BYTES (--config /dev/zero must end). */
 static char *read_line(char *str, int num, void *stream) {
   load_ctx *x = stream;
-  if (!fgets(str, num, x->f))
-    return NULL;
+  int n = 0, ch = EOF;
+  while (n < num - 1) {
+    ch = getc(x->f);
+    if (ch == EOF)
+      break;
+    if (++x->bytes > CLI_CONFIG_MAX_BYTES) {
+      x->too_big = true;
+      return NULL;
+    }
+    if (ch == '\0') {
+      x->nul_line = x->line + 1;
+      return NULL;
+    }
+    str[n++] = (char)ch;
+    if (ch == '\n')
+      break;
+  }
+  if (n == 0)
+    return NULL; /* end of file (or a read error: ferror() tells) */
+  str[n] = '\0';
   x->line++;
-  size_t len = strlen(str);
-  if (len > 0 && str[len - 1] != '\n') {
+  if (str[n - 1] != '\n' && ch != EOF) {
     /* The buffer is full: fine if the line ends right here, too long otherwise. */
-    int ch = fgetc(x->f);
+    ch = getc(x->f);
     if (ch != EOF && ch != '\n') {
       x->long_line = x->line;
       x->max_line = num - 1;
       return NULL;
     }
+    if (ch == '\n')
+      x->bytes++;
   }
   size_t lead = strspn(str, " \t");
   if (lead)
-    memmove(str, str + lead, len - lead + 1);
+    memmove(str, str + lead, (size_t)n - lead + 1);
   return str;
 }
 
@@ -124,11 +153,69 @@ static bool host_match(const char *section_host, const char *url_host) {
   return strcasecmp(section_host, url_host) == 0;
 }
 
+/* FNV-1a: section names are short and chosen by the file's author, not by an attacker who
+ * could aim at collisions (and a collision only costs a comparison). */
+static size_t name_hash(const char *s) {
+  uint64_t h = 14695981039346656037u;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211u;
+  return (size_t)h;
+}
+
+/* The slot of `sec` in the index: where it is, or the free slot where it belongs. */
+static size_t index_slot(const load_ctx *x, const char *sec) {
+  size_t mask = x->index_cap - 1;
+  for (size_t i = name_hash(sec) & mask;; i = (i + 1) & mask)
+    if (!x->index[i] || strcmp(x->c->sections[x->index[i] - 1].name, sec) == 0)
+      return i;
+}
+
+/* Makes room for one more section in the index (load factor at most 1/2). 0 or -1. */
+static int index_grow(load_ctx *x) {
+  if ((x->c->nsections + 1) * 2 <= x->index_cap)
+    return 0;
+  size_t cap = x->index_cap ? x->index_cap * 2 : 16;
+  size_t *old = x->index, old_cap = x->index_cap;
+  x->index = calloc(cap, sizeof *x->index);
+  if (!x->index) {
+    x->index = old;
+    return -1;
+  }
+  x->index_cap = cap;
+  for (size_t i = 0; i < old_cap; i++)
+    if (old[i])
+      x->index[index_slot(x, x->c->sections[old[i] - 1].name)] = old[i];
+  free(old);
+  return 0;
+}
+
+/* Grows *arr (of *cap elements of `size`) geometrically to hold n + 1. 0 or -1. */
+static int reserve(void **arr, size_t *cap, size_t n, size_t size) {
+  if (n < *cap)
+    return 0;
+  size_t c = *cap ? *cap * 2 : 8;
+  if (c > SIZE_MAX / size)
+    return -1;
+  void *p = realloc(*arr, c * size);
+  if (!p)
+    return -1;
+  *arr = p;
+  *cap = c;
+  return 0;
+}
+
+/* The section named `sec`, found in the index (so a file of many sections loads in linear
+ * time), or a new one. */
 static cli_config_section *section_for(load_ctx *x, const char *sec) {
   cli_config *c = x->c;
-  for (size_t i = 0; i < c->nsections; i++)
-    if (strcmp(c->sections[i].name, sec) == 0)
-      return &c->sections[i];
+  /* inih hands the same section to every entry in a row: the common case needs no lookup. */
+  if (c->nsections && strcmp(c->sections[c->nsections - 1].name, sec) == 0)
+    return &c->sections[c->nsections - 1];
+  if (x->index_cap) {
+    size_t i = x->index[index_slot(x, sec)];
+    if (i)
+      return &c->sections[i - 1];
+  }
   if (!*sec) {
     fail(x, "settings must follow a section header: [defaults] or [host \"NAME\"]");
     return NULL;
@@ -149,14 +236,13 @@ static cli_config_section *section_for(load_ctx *x, const char *sec) {
       return NULL;
     }
   }
-  cli_config_section *s = realloc(c->sections, (c->nsections + 1) * sizeof *s);
-  if (!s) {
+  if (index_grow(x) != 0 ||
+      reserve((void **)&c->sections, &x->sections_cap, c->nsections, sizeof *c->sections) != 0) {
     free(host);
     x->nomem = true;
     return NULL;
   }
-  c->sections = s;
-  s = &c->sections[c->nsections];
+  cli_config_section *s = &c->sections[c->nsections];
   memset(s, 0, sizeof *s);
   s->name = strdup(sec);
   if (!s->name) {
@@ -168,16 +254,15 @@ static cli_config_section *section_for(load_ctx *x, const char *sec) {
   s->port = port;
   s->line = x->line;
   cli_settings_init(&s->s);
-  c->nsections++;
+  x->index[index_slot(x, sec)] = ++c->nsections;
   return s;
 }
 
 static const char *new_label(load_ctx *x) {
   cli_config *c = x->c;
-  char **l = realloc(c->labels, (c->nlabels + 1) * sizeof *l);
-  if (!l)
+  if (reserve((void **)&c->labels, &x->labels_cap, c->nlabels, sizeof *c->labels) != 0)
     return NULL;
-  c->labels = l;
+  char **l = c->labels;
   size_t n = strlen(c->path) + 16;
   char *s = malloc(n);
   if (!s)
@@ -237,6 +322,7 @@ int cli_config_load_stream(cli_config *c, FILE *f, const char *name, char *err, 
   }
   load_ctx x = {.c = c, .f = f};
   int rc = ini_parse_stream(read_line, &x, on_entry, &x);
+  free(x.index);
   if (x.nomem || rc == -2) {
     snprintf(err, cap, "%s: out of memory", name);
     return -1;
@@ -247,6 +333,14 @@ int cli_config_load_stream(cli_config *c, FILE *f, const char *name, char *err, 
     else
       snprintf(err, cap, "%s:%d: syntax error: expected [section], key = value or a comment", name,
                rc);
+    return -1;
+  }
+  if (x.nul_line) {
+    snprintf(err, cap, "%s:%d: a NUL byte: not a text file", name, x.nul_line);
+    return -1;
+  }
+  if (x.too_big) {
+    snprintf(err, cap, "%s: larger than %d bytes: not a config file", name, CLI_CONFIG_MAX_BYTES);
     return -1;
   }
   if (x.long_line) {

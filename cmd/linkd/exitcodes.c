@@ -27,6 +27,7 @@ const char *cli_exit_name(int code) {
   case CLI_EXIT_EXHAUSTED: return "retries-exhausted";
   case CLI_EXIT_DEADLINE: return "deadline-exceeded";
   case CLI_EXIT_REFUSED: return "refused";
+  case CLI_EXIT_HTTP_FAIL: return "http-fail";
   case CLI_EXIT_USAGE: return "usage";
   case CLI_EXIT_NOINPUT: return "no-input";
   case CLI_EXIT_CANTCREAT: return "cannot-create";

@@ -11,6 +11,7 @@ enum cli_exit {
   CLI_EXIT_EXHAUSTED = 4,     /* retryable failures until --max-attempts ran out */
   CLI_EXIT_DEADLINE = 5,      /* the deadline ended the call */
   CLI_EXIT_REFUSED = 6,       /* the retry budget or a protection refused to go on */
+  CLI_EXIT_HTTP_FAIL = 22,    /* -f/--fail: the call ended on a status >= 400 (curl's 22) */
   CLI_EXIT_USAGE = 64,        /* EX_USAGE: bad flag, value or argument */
   CLI_EXIT_NOINPUT = 66,      /* EX_NOINPUT: the -d @FILE cannot be read */
   CLI_EXIT_CANTCREAT = 73,    /* EX_CANTCREAT: the -o FILE cannot be written */
@@ -21,8 +22,8 @@ enum cli_exit {
 /* The exit code for a call's lk_http_result_err(). */
 int cli_exit_for_error(int err);
 /* A stable name for an exit code: "ok", "http-error", "not-retryable", "retries-exhausted",
- * "deadline-exceeded", "refused", "cancelled", "usage", "no-input", "cannot-create", "config",
- * "failure". */
+ * "deadline-exceeded", "refused", "http-fail", "cancelled", "usage", "no-input", "cannot-create",
+ * "config", "failure". */
 const char *cli_exit_name(int code);
 
 #endif

@@ -22,6 +22,9 @@ void cli_help_main(FILE *f) {
         "  version        print the library version\n"
         "  help [COMMAND] this text, or the options of COMMAND\n"
         "\n"
+        "curl's form works too: 'linkd [options] URL' is a GET (-X METHOD, -I for HEAD, -d for\n"
+        "POST), and a URL without a scheme is http://.\n"
+        "\n"
         "Run 'linkd COMMAND --help' for a command's options; 'man linkd' for the whole manual.\n",
         f);
 }
@@ -30,12 +33,24 @@ static const char request_options[] =
     "Request:\n"
     "  -H, --header 'Name: value'  add a header (repeatable); 'Name:' removes one set by the\n"
     "                              config file, 'Name;' sends it empty\n"
-    "  -d, --data DATA             request body: text, @FILE, or @- for stdin (sent as is)\n"
+    "  -d, --data DATA             request body: text, @FILE, or @- for stdin (sent as is,\n"
+    "                              at most 64 MiB)\n"
+    "  -X, --request METHOD        the method, for 'linkd [options] URL' (GET; POST with -d)\n"
+    "  -I, --head                  HEAD, and print the headers (like -i)\n"
+    "  -L, --location              follow redirects (301 302 303 307 308) under the same\n"
+    "                              deadline; credentials stay with their host\n"
+    "      --max-redirs N          at most N redirects with -L; -1 = no limit (50)\n"
+    "  -k, --insecure              do not verify the server's TLS certificate\n"
     "\n"
     "Output:\n"
     "  -o, --output FILE           write the response body to FILE instead of stdout\n"
     "  -i, --include               print the status line and headers before the body\n"
+    "  -f, --fail                  a final status >= 400 exits 22 and prints no body\n"
     "  -s, --silent                no failure message on stderr (the exit code still tells)\n"
+    "  -S, --show-error            the failure message even with -s\n"
+    "  -w, --write-out FORMAT      print FORMAT on stdout after the call: %{http_code}\n"
+    "                              %{time_total} %{num_attempts} %{url_effective}\n"
+    "                              %{exitcode} %{errormsg}; \\n is a newline\n"
     "  -v, --verbose               print the policy and every attempt on stderr: phase, outcome,\n"
     "                              decision, delay and reason\n"
     "      --json                  print the result and attempt timeline as one JSON object on\n"
@@ -45,7 +60,15 @@ static const char request_options[] =
     "Policy (these are also config file keys, without the dashes):\n"
     "      --deadline DUR          budget for the whole call, all attempts and waits (3s)\n"
     "      --attempt-timeout DUR   cap for one attempt; each gets min(cap, time left) (800ms)\n"
-    "      --connect-timeout DUR   cap for the TCP handshake; 0s = the attempt's (500ms)\n"
+    "  -m, --max-time SECONDS      --deadline in curl's terms: seconds or a duration (2.5,\n"
+    "                              250ms); not a config key\n"
+    "      --connect-timeout DUR   cap for the TCP handshake, <= the attempt's; 0s = the\n"
+    "                              attempt's (500ms)\n"
+    "      --dns-timeout DUR       cap for name resolution (0s = the attempt's)\n"
+    "      --tls-timeout DUR       cap for the TLS handshake (0s)\n"
+    "      --write-timeout DUR     cap for writing the request (0s)\n"
+    "      --first-byte-timeout DUR  request written to first reply byte (0s)\n"
+    "      --idle-timeout DUR      longest gap between two reply bytes (0s)\n"
     "      --max-attempts N        attempts in all, the first included, 1..1000 (4)\n"
     "      --backoff KIND          fixed | linear | exponential[:MULTIPLIER] (exponential)\n"
     "      --base DUR              first backoff delay, >= 1ms (200ms)\n"
@@ -69,8 +92,8 @@ static const char request_options[] =
     "\n"
     "Exit codes: 0 success; 1 other failure; 2 HTTP error status not retried; 3 failure not\n"
     "retryable (may have been processed); 4 retries exhausted; 5 deadline exceeded; 6 refused\n"
-    "by the retry budget or a protection; 64 usage error; 66 -d @FILE unreadable; 73 -o FILE\n"
-    "not writable; 78 config error; 130 cancelled (SIGINT/SIGTERM).\n";
+    "by the retry budget or a protection; 22 status >= 400 with -f; 64 usage error; 66 -d\n"
+    "@FILE unreadable; 73 -o FILE not writable; 78 config error; 130 cancelled (SIGINT/SIGTERM).\n";
 
 void cli_help_command(FILE *f, const char *command) {
   const char *method = command ? cli_command_method(command) : NULL;

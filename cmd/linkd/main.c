@@ -1,5 +1,5 @@
 /* linkd: the command-line client. Subcommands are dispatched from here; each lives in its own
- * file (request.c for get/head/put/post/patch/delete). */
+ * file (request.c for get/head/put/post/patch/delete, and for `linkd [options] URL`). */
 #include "args.h"
 #include "demo.h"
 #include "exitcodes.h"
@@ -60,6 +60,9 @@ int main(int argc, char **argv) {
       cli_help_main(stdout);
     return CLI_EXIT_OK;
   }
+  /* curl's form, `linkd [options] URL`: a flag or something that looks like a URL. */
+  if (cli_args_implicit(cmd))
+    return cli_cmd_request(argc, argv);
   fprintf(stderr, "linkd: unknown command '%s'\n", cmd);
   cli_help_main(stderr);
   return CLI_EXIT_USAGE;

@@ -48,6 +48,19 @@ void cli_print_policy(FILE *f, const cli_call_info *ci) {
           p->connect_timeout ? lk_duration_format(p->connect_timeout, d, sizeof d)
                              : "attempt timeout",
           origin_of(s, CLI_F_CONNECT_TIMEOUT));
+  const struct {
+    const char *name;
+    int64_t v;
+    cli_field f;
+  } phases[] = {{"dns-timeout", p->dns_timeout, CLI_F_DNS_TIMEOUT},
+                {"tls-timeout", p->tls_timeout, CLI_F_TLS_TIMEOUT},
+                {"write-timeout", p->write_timeout, CLI_F_WRITE_TIMEOUT},
+                {"first-byte-timeout", p->first_byte_timeout, CLI_F_FIRST_BYTE_TIMEOUT},
+                {"idle-timeout", p->idle_timeout, CLI_F_IDLE_TIMEOUT}};
+  for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++)
+    fprintf(f, "* %-18s %-22s (%s)\n", phases[i].name,
+            phases[i].v ? lk_duration_format(phases[i].v, d, sizeof d) : "attempt timeout",
+            origin_of(s, phases[i].f));
   fprintf(f, "* %-16s %-24d (%s)\n", "max-attempts", p->retry.cfg.max_attempts,
           origin_of(s, CLI_F_MAX_ATTEMPTS));
   if (b->kind == LK_BACKOFF_EXPONENTIAL && b->multiplier != 2.0)
@@ -121,7 +134,7 @@ void cli_print_summary(FILE *f, const cli_call_info *ci, const lk_http_result *r
   lk_http_result_attempts(r, &n);
   char t[32];
   int err = lk_http_result_err(r);
-  fprintf(f, "linkd: %s %s: %s", ci->opts->method, ci->opts->url,
+  fprintf(f, "linkd: %s %s: %s", ci->method, ci->url,
           code == CLI_EXIT_OK ? "ok" : lk_strerror(err));
   fprintf(f, " (%s, %s), %zu attempt%s in %s", lk_err_name(err),
           lk_failure_name(lk_http_result_failure(r)), n, n == 1 ? "" : "s",
@@ -197,6 +210,11 @@ static void json_policy(FILE *f, const lk_http_policy *p, const cli_budget_spec 
   json_ms(f, "deadline_ms", p->deadline, false);
   json_ms(f, "attempt_timeout_ms", p->attempt_timeout, true);
   json_ms(f, "connect_timeout_ms", p->connect_timeout, true);
+  json_ms(f, "dns_timeout_ms", p->dns_timeout, true);
+  json_ms(f, "tls_timeout_ms", p->tls_timeout, true);
+  json_ms(f, "write_timeout_ms", p->write_timeout, true);
+  json_ms(f, "first_byte_timeout_ms", p->first_byte_timeout, true);
+  json_ms(f, "idle_timeout_ms", p->idle_timeout, true);
   fprintf(f, ",\"max_attempts\":%d,\"backoff\":\"%s\",\"multiplier\":%g", p->retry.cfg.max_attempts,
           lk_backoff_kind_name(b->kind), b->multiplier);
   json_ms(f, "base_ms", b->base, true);
@@ -223,8 +241,13 @@ int cli_print_json(FILE *f, const cli_call_info *ci, const lk_http_result *r, in
     return -1;
   fprintf(f, "{\"linkd\":");
   cli_json_string(f, lk_version());
-  fprintf(f, ",\"command\":\"%s\",\"method\":\"%s\",\"url\":", ci->opts->command, ci->opts->method);
+  fprintf(f, ",\"command\":\"%s\",\"method\":", ci->opts->command);
+  cli_json_string(f, ci->method);
+  fputs(",\"url\":", f);
   cli_json_string(f, ci->opts->url);
+  fputs(",\"url_effective\":", f);
+  cli_json_string(f, ci->url);
+  fprintf(f, ",\"redirects\":%d", ci->redirects);
   fprintf(f, ",\"exit_code\":%d,\"exit\":\"%s\",\"config\":", code, cli_exit_name(code));
   if (ci->config_path) {
     fputs("{\"path\":", f);

@@ -17,6 +17,9 @@ typedef struct cli_call_info {
   const char *config_path;      /* NULL: no config file used */
   const char *const *sections;  /* config sections applied, in order */
   size_t nsections;
+  const char *method; /* of the last call: -L may turn a POST into a GET */
+  const char *url;    /* the last URL called (-L: after the redirects) */
+  int redirects;      /* redirects followed (-L) */
 } cli_call_info;
 
 /* -v, before the call: the effective policy, one setting per line with where it came from. */

@@ -21,6 +21,27 @@ int cli_settings_to_policy(const cli_settings *s, lk_http_policy *p, cli_policy_
     p->attempt_timeout = s->attempt_timeout;
   if (set & CLI_BIT(CLI_F_CONNECT_TIMEOUT))
     p->connect_timeout = s->connect_timeout;
+  if (set & CLI_BIT(CLI_F_DNS_TIMEOUT))
+    p->dns_timeout = s->dns_timeout;
+  if (set & CLI_BIT(CLI_F_TLS_TIMEOUT))
+    p->tls_timeout = s->tls_timeout;
+  if (set & CLI_BIT(CLI_F_WRITE_TIMEOUT))
+    p->write_timeout = s->write_timeout;
+  if (set & CLI_BIT(CLI_F_FIRST_BYTE_TIMEOUT))
+    p->first_byte_timeout = s->first_byte_timeout;
+  if (set & CLI_BIT(CLI_F_IDLE_TIMEOUT))
+    p->idle_timeout = s->idle_timeout;
+  /* The driver caps the connect timeout at the attempt's; one given larger on purpose would
+   * silently mean less than it says. (The default 500ms under a shorter attempt-timeout is just
+   * the cap at work.) */
+  if ((set & CLI_BIT(CLI_F_CONNECT_TIMEOUT)) && p->connect_timeout > p->attempt_timeout) {
+    char a[32], b[32];
+    e->from_flags = from_flag(s, CLI_F_CONNECT_TIMEOUT) || from_flag(s, CLI_F_ATTEMPT_TIMEOUT);
+    snprintf(e->msg, sizeof e->msg, "connect-timeout %s is longer than attempt-timeout %s",
+             lk_duration_format(p->connect_timeout, a, sizeof a),
+             lk_duration_format(p->attempt_timeout, b, sizeof b));
+    return -1;
+  }
   if (set & CLI_BIT(CLI_F_MAX_ATTEMPTS))
     rc.max_attempts = s->max_attempts;
   if (set & CLI_BIT(CLI_F_BACKOFF)) {

@@ -6,8 +6,11 @@
 #include "help.h"
 #include "output.h"
 #include "policy.h"
+#include "writeout.h"
 
 #include <curl/curl.h>
+#include <linkd/clock.h>
+#include <linkd/deadline.h>
 #include <linkd/http.h>
 #include <linkd/version.h>
 
@@ -62,22 +65,33 @@ static int url_host_port(const char *url, char *host, size_t cap, int *port, cha
   return ret;
 }
 
-/* Reads all of `f` into a malloc'd buffer. 0 or -1 (errno set). */
-static int slurp(FILE *f, char **out, size_t *len) {
+/* The largest -d @FILE body, the same bound as the library's default response limit: linkd
+ * holds the body in memory to replay it on every attempt, and -d @/dev/zero must end. */
+#define CLI_BODY_MAX ((size_t)64 << 20)
+
+/* Reads all of `f`, at most `max` bytes, into a malloc'd buffer. 0, -1 (errno set), or -2 if
+ * there is more than `max`. */
+static int slurp(FILE *f, size_t max, char **out, size_t *len) {
   size_t cap = 4096, n = 0;
   char *buf = malloc(cap);
   if (!buf)
     return -1;
   for (;;) {
     if (n == cap) {
-      char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+      if (n > max) {
+        free(buf);
+        return -2;
+      }
+      /* Up to max + 1 bytes: one more than allowed tells "too big" from "exactly max". */
+      size_t ncap = cap > (max + 1) / 2 ? max + 1 : cap * 2;
+      char *nb = realloc(buf, ncap);
       if (!nb) {
         free(buf);
         errno = ENOMEM;
         return -1;
       }
       buf = nb;
-      cap *= 2;
+      cap = ncap;
     }
     size_t r = fread(buf + n, 1, cap - n, f);
     n += r;
@@ -90,6 +104,10 @@ static int slurp(FILE *f, char **out, size_t *len) {
       }
       break;
     }
+  }
+  if (n > max) {
+    free(buf);
+    return -2;
   }
   *out = buf;
   *len = n;
@@ -109,15 +127,15 @@ static int load_body(const char *data, char **body, size_t *len) {
   const char *path = data + 1;
   bool std_in = strcmp(path, "-") == 0;
   FILE *f = std_in ? stdin : fopen(path, "rb");
-  if (!f || slurp(f, body, len) != 0) {
+  int rc = f ? slurp(f, CLI_BODY_MAX, body, len) : -1;
+  if (rc == -2)
+    fprintf(stderr, "linkd: -d @%s: larger than %zu MiB, the body limit\n", path,
+            CLI_BODY_MAX >> 20);
+  else if (rc != 0)
     fprintf(stderr, "linkd: -d @%s: cannot read: %s\n", path, strerror(errno));
-    if (f && !std_in)
-      fclose(f);
-    return CLI_EXIT_NOINPUT;
-  }
-  if (!std_in)
+  if (f && !std_in)
     fclose(f);
-  return 0;
+  return rc == 0 ? 0 : CLI_EXIT_NOINPUT;
 }
 
 /* Where the response goes. Opened before the call, so an unwritable -o fails before anything
@@ -126,12 +144,14 @@ typedef struct out_file {
   FILE *f;
   const char *path; /* NULL: stdout */
   bool created;
+  bool regular; /* a regular file: truncated to what was written (not a device or a pipe) */
 } out_file;
 
 static int out_open(out_file *o, const char *path) {
   o->f = stdout;
   o->path = NULL;
   o->created = false;
+  o->regular = false;
   if (!path || strcmp(path, "-") == 0)
     return 0;
   struct stat st;
@@ -145,6 +165,9 @@ static int out_open(out_file *o, const char *path) {
   }
   o->path = path;
   o->created = !existed;
+  /* /dev/null, /dev/stdout on a pipe, a FIFO: there is nothing to truncate (ftruncate fails on
+   * them), and the bytes written are all there is. */
+  o->regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
   return 0;
 }
 
@@ -154,9 +177,15 @@ static int out_close(out_file *o, bool wrote) {
     return fflush(stdout) == 0 ? 0 : CLI_EXIT_FAILURE;
   int rc = 0;
   if (wrote) {
-    fflush(o->f);
-    if (ftruncate(fileno(o->f), ftell(o->f)) != 0)
+    if (fflush(o->f) != 0)
       rc = CLI_EXIT_CANTCREAT;
+    /* The file is opened without O_TRUNC (an unanswered call leaves it as it was); cut off what
+     * an older, longer content left behind. */
+    if (o->regular) {
+      off_t end = ftello(o->f);
+      if (end < 0 || ftruncate(fileno(o->f), end) != 0)
+        rc = CLI_EXIT_CANTCREAT;
+    }
   }
   if (fclose(o->f) != 0)
     rc = CLI_EXIT_CANTCREAT;
@@ -193,15 +222,25 @@ static int build_settings(const cli_opts *o, const char *host, int port, cli_con
   return 0;
 }
 
-static lk_http_request *build_request(const cli_opts *o, const cli_settings *eff, const char *body,
-                                      size_t body_len, int *code) {
-  lk_http_request *req = lk_http_request_new(o->method, o->url);
+/* Credentials a redirect to another host must not carry (curl drops them too, unless told
+ * --location-trusted, which linkd does not have). */
+static bool is_credential(const char *name) {
+  return strcasecmp(name, "Authorization") == 0 || strcasecmp(name, "Cookie") == 0 ||
+         strcasecmp(name, "Proxy-Authorization") == 0;
+}
+
+static lk_http_request *build_request(const char *method, const char *url, const cli_settings *eff,
+                                      bool credentials, const char *body, size_t body_len,
+                                      int *code) {
+  lk_http_request *req = lk_http_request_new(method, url);
   if (!req) {
-    fprintf(stderr, "linkd: cannot make a request for '%s'\n", o->url);
+    fprintf(stderr, "linkd: cannot make a request for '%s'\n", url);
     *code = CLI_EXIT_USAGE;
     return NULL;
   }
   for (size_t i = 0; i < eff->nheaders; i++) {
+    if (!credentials && is_credential(eff->headers[i].name))
+      continue;
     int rc = lk_http_request_add_header(req, eff->headers[i].name, eff->headers[i].value);
     if (rc != LK_OK) {
       fprintf(stderr, "linkd: header '%s': %s\n", eff->headers[i].name, lk_strerror(rc));
@@ -231,21 +270,28 @@ static void install_signals(void) {
   sigaction(SIGTERM, &sa, NULL);
 }
 
-/* Writes the response (-i head, body) and the chosen report; returns the exit code. */
-static int report(const cli_opts *o, const cli_call_info *ci, const lk_http_result *res,
-                  out_file *out) {
+/* The exit code of a finished call: the library's, or 22 under -f when the last attempt got a
+ * status >= 400 (curl's rule, whatever the retries made of it). */
+static int exit_code_of(const cli_opts *o, const lk_http_result *res) {
   int code = cli_exit_for_error(lk_http_result_err(res));
+  size_t n = 0;
+  const lk_http_attempt_info *a = lk_http_result_attempts(res, &n);
+  if (o->fail && n > 0 && a[n - 1].status >= 400)
+    code = CLI_EXIT_HTTP_FAIL;
+  return code;
+}
+
+/* Writes the response (-i head, body) and the chosen report; returns the exit code. The -v
+ * timeline was printed as each call ended. */
+static int report(const cli_opts *o, const cli_call_info *ci, const lk_http_result *res,
+                  out_file *out, int attempts, int64_t started) {
+  int code = exit_code_of(o, res);
   const lk_http_response *resp = lk_http_result_response(res);
   bool wrote = false;
-  /* The timeline first, as curl -v shows the exchange before the body. */
-  if (o->verbose) {
-    cli_print_timeline(stderr, res);
-    fflush(stderr);
-  }
-  if (resp && (!o->json || out->path)) {
+  if (resp && (!o->json || out->path) && code != CLI_EXIT_HTTP_FAIL) {
     if (o->include)
       cli_print_head(out->f, resp);
-    if (strcmp(o->method, "HEAD") != 0)
+    if (strcmp(ci->method, "HEAD") != 0)
       fwrite(resp->body, 1, resp->body_len, out->f);
     wrote = true;
   }
@@ -253,12 +299,83 @@ static int report(const cli_opts *o, const cli_call_info *ci, const lk_http_resu
     fprintf(stderr, "linkd: out of memory rendering the JSON result\n");
     code = CLI_EXIT_FAILURE;
   }
-  if (o->verbose || (code != CLI_EXIT_OK && !o->silent))
+  if (o->verbose || (code != CLI_EXIT_OK && (!o->silent || o->show_error)))
     cli_print_summary(stderr, ci, res, code);
   int rc = out_close(out, wrote);
-  if (o->json && fflush(stdout) != 0 && rc == 0)
-    rc = CLI_EXIT_FAILURE;
-  return rc && code == CLI_EXIT_OK ? rc : code;
+  code = rc && code == CLI_EXIT_OK ? rc : code;
+  if (o->write_out) {
+    cli_write_vars v = {lk_http_result_status(res),
+                        lk_now_ns() - started,
+                        attempts,
+                        ci->url,
+                        code,
+                        code == CLI_EXIT_OK ? "" : lk_strerror(lk_http_result_err(res))};
+    if (code == CLI_EXIT_HTTP_FAIL)
+      v.errormsg = "HTTP status >= 400 (--fail)";
+    cli_write_out(stdout, o->write_out, &v);
+  }
+  if ((o->json || o->write_out) && fflush(stdout) != 0 && code == CLI_EXIT_OK)
+    code = CLI_EXIT_FAILURE;
+  return code;
+}
+
+/* Whether a response sends -L on: 301, 302, 303, 307 and 308 with a Location. */
+static const char *redirect_target(const lk_http_result *res) {
+  const lk_http_response *resp = lk_http_result_response(res);
+  if (lk_http_result_err(res) != LK_OK || !resp)
+    return NULL;
+  int st = resp->status;
+  if (st != 301 && st != 302 && st != 303 && st != 307 && st != 308)
+    return NULL;
+  const char *loc = lk_http_response_header(resp, "Location");
+  return loc && *loc ? loc : NULL;
+}
+
+/* The Location resolved against the URL it came from (relative references included), and
+ * whether it stays on the same host and port. NULL with a message if it is not http(s). */
+static char *resolve_location(const char *base, const char *loc, bool *same_host, char *err,
+                              size_t cap) {
+  CURLU *u = curl_url();
+  char *out = NULL, *h0 = NULL, *p0 = NULL, *h1 = NULL, *p1 = NULL, *scheme = NULL;
+  if (!u) {
+    snprintf(err, cap, "out of memory");
+    return NULL;
+  }
+  CURLUcode rc = curl_url_set(u, CURLUPART_URL, base, 0);
+  if (rc == CURLUE_OK)
+    rc = curl_url_get(u, CURLUPART_HOST, &h0, 0);
+  if (rc == CURLUE_OK)
+    rc = curl_url_get(u, CURLUPART_PORT, &p0, CURLU_DEFAULT_PORT);
+  if (rc == CURLUE_OK)
+    rc = curl_url_set(u, CURLUPART_URL, loc, 0); /* relative to the URL already set */
+  if (rc == CURLUE_OK)
+    rc = curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
+  if (rc == CURLUE_OK)
+    rc = curl_url_get(u, CURLUPART_HOST, &h1, 0);
+  if (rc == CURLUE_OK)
+    rc = curl_url_get(u, CURLUPART_PORT, &p1, CURLU_DEFAULT_PORT);
+  if (rc == CURLUE_OK)
+    rc = curl_url_get(u, CURLUPART_URL, &out, 0);
+  if (rc != CURLUE_OK) {
+    snprintf(err, cap, "redirect to '%s': %s", loc, curl_url_strerror(rc));
+  } else if (strcasecmp(scheme, "http") != 0 && strcasecmp(scheme, "https") != 0) {
+    snprintf(err, cap, "redirect to '%s': not an http:// or https:// URL", loc);
+    curl_free(out);
+    out = NULL;
+  } else {
+    *same_host = strcasecmp(h0, h1) == 0 && strcmp(p0, p1) == 0;
+  }
+  char *copy = out ? strdup(out) : NULL;
+  if (out && !copy)
+    snprintf(err, cap, "out of memory");
+  curl_free(out);
+  curl_free(h0);
+  curl_free(p0);
+  curl_free(h1);
+  curl_free(p1);
+  curl_free(scheme);
+  curl_url_cleanup(u);
+  return copy;
 }
 
 int cli_cmd_request(int argc, char **argv) {
@@ -266,7 +383,7 @@ int cli_cmd_request(int argc, char **argv) {
   char err[768];
   int rc = cli_args_parse(argc, argv, &o, err, sizeof err);
   if (rc == CLI_ARGS_HELP) {
-    cli_help_command(stdout, o.command);
+    cli_help_command(stdout, o.implicit ? "get" : o.command);
     cli_opts_free(&o);
     return CLI_EXIT_OK;
   }
@@ -274,7 +391,8 @@ int cli_cmd_request(int argc, char **argv) {
     if (rc == CLI_ARGS_NOMEM)
       fprintf(stderr, "linkd: out of memory\n");
     else
-      fprintf(stderr, "linkd: %s\nTry 'linkd %s --help'.\n", err, o.command ? o.command : "help");
+      fprintf(stderr, "linkd: %s\nTry 'linkd %s --help'.\n", err,
+              o.command && !o.implicit ? o.command : "get");
     cli_opts_free(&o);
     return rc == CLI_ARGS_NOMEM ? CLI_EXIT_FAILURE : CLI_EXIT_USAGE;
   }
@@ -282,7 +400,7 @@ int cli_cmd_request(int argc, char **argv) {
   char host[1024];
   int port = 0;
   if (url_host_port(o.url, host, sizeof host, &port, err, sizeof err) != 0) {
-    fprintf(stderr, "linkd: %s\nTry 'linkd %s --help'.\n", err, o.command);
+    fprintf(stderr, "linkd: %s\nTry 'linkd %s --help'.\n", err, o.implicit ? "get" : o.command);
     cli_opts_free(&o);
     return CLI_EXIT_USAGE;
   }
@@ -296,10 +414,11 @@ int cli_cmd_request(int argc, char **argv) {
   size_t nsections = 0;
   char *body = NULL;
   size_t body_len = 0;
+  char *url_buf = NULL; /* the URL of a redirect (-L) */
   lk_http_request *req = NULL;
   lk_http_result *res = NULL;
   lk_budget *budget = NULL;
-  out_file out = {NULL, NULL, false};
+  out_file out = {NULL, NULL, false, false};
   int code = build_settings(&o, host, port, &cfg, &have_cfg, &eff, sections, &nsections);
   if (code)
     goto done;
@@ -311,7 +430,8 @@ int cli_cmd_request(int argc, char **argv) {
     code = pe.from_flags ? CLI_EXIT_USAGE : CLI_EXIT_CONFIG;
     goto done;
   }
-  cli_call_info ci = {&o, &eff, &pol, have_cfg ? cfg.path : NULL, sections, nsections};
+  cli_call_info ci = {&o,       &eff,  &pol, have_cfg ? cfg.path : NULL, sections, nsections,
+                      o.method, o.url, 0};
   if (cli_budget_new(&eff.budget, &budget, err, sizeof err) != 0) {
     fprintf(stderr, "linkd: %s\n", err);
     code = eff.origin[CLI_F_BUDGET] == cli_origin_flag ? CLI_EXIT_USAGE : CLI_EXIT_CONFIG;
@@ -327,11 +447,17 @@ int cli_cmd_request(int argc, char **argv) {
   if (!has_ua)
     pol.user_agent = ua;
 
+  if (o.insecure)
+    pol.verify_tls = false;
+  /* One deadline for the whole command: the redirects -L follows share it. */
+  int64_t started = lk_now_ns();
+  pol.deadline_at = lk_deadline_after(started, pol.deadline);
+
   if (o.data && (code = load_body(o.data, &body, &body_len)) != 0)
     goto done;
   if ((code = out_open(&out, o.output)) != 0)
     goto done;
-  if (!(req = build_request(&o, &eff, body, body_len, &code))) {
+  if (!(req = build_request(ci.method, ci.url, &eff, true, body, body_len, &code))) {
     out_close(&out, false);
     goto done;
   }
@@ -344,7 +470,61 @@ int cli_cmd_request(int argc, char **argv) {
   if (o.verbose)
     cli_print_policy(stderr, &ci);
   install_signals();
-  lk_http_call(NULL, req, &pol, g_cancel, &res);
+  int attempts = 0;
+  bool credentials = true;
+  for (;;) {
+    lk_http_call(NULL, req, &pol, g_cancel, &res);
+    if (!res)
+      break;
+    size_t n = 0;
+    lk_http_result_attempts(res, &n);
+    attempts += (int)n;
+    /* The timeline of each call as it ends (a per-attempt hook would let it stream). */
+    if (o.verbose) {
+      cli_print_timeline(stderr, res);
+      fflush(stderr);
+    }
+    const char *loc = o.follow ? redirect_target(res) : NULL;
+    if (!loc)
+      break;
+    if (o.max_redirs >= 0 && ci.redirects >= o.max_redirs) {
+      fprintf(stderr, "linkd: %s %s: more than %d redirects (--max-redirs)\n", ci.method, ci.url,
+              o.max_redirs);
+      code = CLI_EXIT_FAILURE;
+      break;
+    }
+    bool same_host = false;
+    char *next = resolve_location(ci.url, loc, &same_host, err, sizeof err);
+    if (!next) {
+      fprintf(stderr, "linkd: %s %s: %s\n", ci.method, ci.url, err);
+      code = CLI_EXIT_FAILURE;
+      break;
+    }
+    int st = lk_http_result_status(res);
+    /* curl's rules: 303 makes anything but HEAD a GET, 301 and 302 make a POST a GET; 307 and
+     * 308 keep the method and the body. */
+    bool to_get = (st == 303 && strcmp(ci.method, "HEAD") != 0) ||
+                  ((st == 301 || st == 302) && strcmp(ci.method, "POST") == 0);
+    if (to_get) {
+      ci.method = "GET";
+      free(body);
+      body = NULL;
+      body_len = 0;
+    }
+    credentials = credentials && same_host;
+    if (o.verbose)
+      fprintf(stderr, "* redirect %d: %d to %s %s%s\n", ci.redirects + 1, st, ci.method, next,
+              credentials ? "" : " (another host: no Authorization or Cookie)");
+    free(url_buf);
+    ci.url = url_buf = next;
+    ci.redirects++;
+    lk_http_request_free(req);
+    req = build_request(ci.method, ci.url, &eff, credentials, body, body_len, &code);
+    if (!req)
+      break;
+    lk_http_result_free(res);
+    res = NULL;
+  }
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
   if (!res) {
@@ -353,7 +533,11 @@ int cli_cmd_request(int argc, char **argv) {
     code = CLI_EXIT_FAILURE;
     goto done;
   }
-  code = report(&o, &ci, res, &out);
+  if (code) {
+    out_close(&out, false);
+    goto done;
+  }
+  code = report(&o, &ci, res, &out, attempts, started);
 
 done:
   lk_http_result_free(res);
@@ -364,6 +548,7 @@ done:
     g_cancel = NULL;
   }
   free(body);
+  free(url_buf);
   cli_settings_free(&eff);
   cli_config_free(&cfg);
   cli_opts_free(&o);

@@ -16,6 +16,11 @@ static const char *const keys[CLI_F__COUNT] = {
     [CLI_F_DEADLINE] = "deadline",
     [CLI_F_ATTEMPT_TIMEOUT] = "attempt-timeout",
     [CLI_F_CONNECT_TIMEOUT] = "connect-timeout",
+    [CLI_F_DNS_TIMEOUT] = "dns-timeout",
+    [CLI_F_TLS_TIMEOUT] = "tls-timeout",
+    [CLI_F_WRITE_TIMEOUT] = "write-timeout",
+    [CLI_F_FIRST_BYTE_TIMEOUT] = "first-byte-timeout",
+    [CLI_F_IDLE_TIMEOUT] = "idle-timeout",
     [CLI_F_MAX_ATTEMPTS] = "max-attempts",
     [CLI_F_BACKOFF] = "backoff",
     [CLI_F_BASE] = "base",
@@ -159,7 +164,7 @@ static bool is_tchar(unsigned char c) {
   return isalnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c) != NULL);
 }
 
-static int add_header(cli_settings *s, const char *v, char *err, size_t cap) {
+static int add_header(cli_settings *s, const char *v, bool in_config, char *err, size_t cap) {
   const char *sep = v + strcspn(v, ":;");
   const char *ne = sep;
   while (ne > v && (ne[-1] == ' ' || ne[-1] == '\t'))
@@ -183,11 +188,23 @@ static int add_header(cli_settings *s, const char *v, char *err, size_t cap) {
     snprintf(err, cap, "'%s': 'Name;' sends an empty header and takes no value", v);
     return -1;
   }
-  for (size_t i = 0; i < vlen; i++)
-    if (val[i] == '\r' || val[i] == '\n' || val[i] == '\0') {
+  /* RFC 9110 5.5: a field value is visible characters, obs-text (0x80-0xff), SP and HTAB. CR
+   * and LF would inject a header; the other controls are sent raw by libcurl and left for each
+   * server to interpret. */
+  for (size_t i = 0; i < vlen; i++) {
+    unsigned char c = (unsigned char)val[i];
+    if (c == '\r' || c == '\n') {
       snprintf(err, cap, "header values may not contain CR or LF");
       return -1;
     }
+    if ((c < 0x20 && c != '\t') || c == 0x7f) {
+      snprintf(err, cap,
+               "header '%.*s': the value holds the control character 0x%02x at byte %zu "
+               "(RFC 9110 allows visible characters, spaces and tabs)",
+               (int)(ne - v), v, c, i + 1);
+      return -1;
+    }
+  }
   size_t nlen = (size_t)(ne - v);
   static const char *const owned[] = {"Linkd-Attempt", "Linkd-Deadline", "grpc-timeout"};
   for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
@@ -195,6 +212,18 @@ static int add_header(cli_settings *s, const char *v, char *err, size_t cap) {
       snprintf(err, cap, "%s is set by linkd on every attempt", owned[i]);
       return -1;
     }
+  /* An Idempotency-Key header is the call's key (lk_http_request_add_header): written in a
+   * config file it would be sent by every call, and the server would take them all for one,
+   * exactly what a literal idempotency-key value is refused for. Removing one ("Name:") is
+   * harmless; one -H for one call is the way to pass a key. */
+  bool removal = *sep == ':' && vlen == 0;
+  if (in_config && !removal && nlen == strlen("Idempotency-Key") &&
+      strncasecmp(v, "Idempotency-Key", nlen) == 0) {
+    snprintf(err, cap,
+             "a fixed Idempotency-Key in a config file would be sent by every call; use "
+             "idempotency-key = auto or always (pass a key with -H or --idempotency-key)");
+    return -1;
+  }
   cli_header *h = realloc(s->headers, (s->nheaders + 1) * sizeof *h);
   if (!h)
     return -2;
@@ -232,6 +261,21 @@ int cli_settings_set(cli_settings *s, const char *key, const char *value, const 
   case CLI_F_CONNECT_TIMEOUT:
     rc = parse_duration_min(value, 0, "0 or more", &s->connect_timeout, err, cap);
     break;
+  case CLI_F_DNS_TIMEOUT:
+    rc = parse_duration_min(value, 0, "0 or more", &s->dns_timeout, err, cap);
+    break;
+  case CLI_F_TLS_TIMEOUT:
+    rc = parse_duration_min(value, 0, "0 or more", &s->tls_timeout, err, cap);
+    break;
+  case CLI_F_WRITE_TIMEOUT:
+    rc = parse_duration_min(value, 0, "0 or more", &s->write_timeout, err, cap);
+    break;
+  case CLI_F_FIRST_BYTE_TIMEOUT:
+    rc = parse_duration_min(value, 0, "0 or more", &s->first_byte_timeout, err, cap);
+    break;
+  case CLI_F_IDLE_TIMEOUT:
+    rc = parse_duration_min(value, 0, "0 or more", &s->idle_timeout, err, cap);
+    break;
   case CLI_F_BASE:
     rc = parse_duration_min(value, LK_MS(1), "at least 1ms", &s->base, err, cap);
     break;
@@ -265,7 +309,7 @@ int cli_settings_set(cli_settings *s, const char *key, const char *value, const 
   }
   case CLI_F_BUDGET: rc = cli_budget_parse(value, &s->budget, err, cap); break;
   case CLI_F_HEADER:
-    rc = add_header(s, value, err, cap);
+    rc = add_header(s, value, in_config, err, cap);
     if (rc == -2) {
       snprintf(err, cap, "out of memory");
       return CLI_SET_NOMEM;
@@ -288,6 +332,11 @@ int cli_settings_merge(cli_settings *dst, const cli_settings *top) {
     case CLI_F_DEADLINE: dst->deadline = top->deadline; break;
     case CLI_F_ATTEMPT_TIMEOUT: dst->attempt_timeout = top->attempt_timeout; break;
     case CLI_F_CONNECT_TIMEOUT: dst->connect_timeout = top->connect_timeout; break;
+    case CLI_F_DNS_TIMEOUT: dst->dns_timeout = top->dns_timeout; break;
+    case CLI_F_TLS_TIMEOUT: dst->tls_timeout = top->tls_timeout; break;
+    case CLI_F_WRITE_TIMEOUT: dst->write_timeout = top->write_timeout; break;
+    case CLI_F_FIRST_BYTE_TIMEOUT: dst->first_byte_timeout = top->first_byte_timeout; break;
+    case CLI_F_IDLE_TIMEOUT: dst->idle_timeout = top->idle_timeout; break;
     case CLI_F_MAX_ATTEMPTS: dst->max_attempts = top->max_attempts; break;
     case CLI_F_BACKOFF:
       dst->backoff = top->backoff;

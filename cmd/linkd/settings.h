@@ -22,6 +22,11 @@ typedef enum cli_field {
   CLI_F_DEADLINE,
   CLI_F_ATTEMPT_TIMEOUT,
   CLI_F_CONNECT_TIMEOUT,
+  CLI_F_DNS_TIMEOUT,
+  CLI_F_TLS_TIMEOUT,
+  CLI_F_WRITE_TIMEOUT,
+  CLI_F_FIRST_BYTE_TIMEOUT,
+  CLI_F_IDLE_TIMEOUT,
   CLI_F_MAX_ATTEMPTS,
   CLI_F_BACKOFF,
   CLI_F_BASE,
@@ -48,6 +53,8 @@ typedef struct cli_settings {
   unsigned set;                     /* CLI_BIT(field) for every field given in this layer */
   const char *origin[CLI_F__COUNT]; /* per given field: a label owned by whoever made the layer */
   int64_t deadline, attempt_timeout, connect_timeout, base, max_delay; /* ns */
+  /* Phase timeouts, ns; 0: bounded by the attempt timeout only. */
+  int64_t dns_timeout, tls_timeout, write_timeout, first_byte_timeout, idle_timeout;
   int max_attempts;
   lk_backoff_kind backoff;
   double multiplier; /* exponential only */

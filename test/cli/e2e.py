@@ -152,9 +152,10 @@ class Recorder:
     """An HTTP/1.1 server that records every request (method, path, headers, body) and answers
     each with the next status of `statuses` (the last repeats)."""
 
-    def __init__(self, statuses=(200,), body=b'{"echo":true}'):
+    def __init__(self, statuses=(200,), body=b'{"echo":true}', locations=None):
         self.records = []
         self.statuses = list(statuses)
+        self.locations = locations or {}  # path -> Location: that path answers 3xx
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -170,7 +171,12 @@ class Recorder:
                                       "headers": list(self.headers.items()), "body": body})
                 k = len(outer.records) - 1
                 status = outer.statuses[min(k, len(outer.statuses) - 1)]
+                loc = outer.locations.get(self.path)
+                if loc:
+                    status = loc[0]
                 self.send_response(status)
+                if loc:
+                    self.send_header("Location", loc[1])
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body_out)))
                 self.end_headers()
@@ -178,6 +184,7 @@ class Recorder:
                     self.wfile.write(body_out)
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = handle_one
+            do_PROPFIND = handle_one
 
         body_out = body
 
@@ -283,6 +290,12 @@ def output_file(ctx):
               "-o with -i: head and body in the file, old content gone", data)
         r = linkd(ctx, "get", "-o", "-", fd.url())
         check(r.rc == 0 and r.out == b'{"ok":true}', "-o - is stdout", r)
+        # Devices and pipes are written, not truncated (ftruncate fails on them).
+        r = linkd(ctx, "get", "-o", "/dev/null", fd.url())
+        check(r.rc == 0 and r.out == b"" and r.err == "", "-o /dev/null exits 0", r)
+        r = linkd(ctx, "get", "-i", "-o", "/dev/stdout", fd.url())
+        check(r.rc == 0 and r.out.startswith(b"HTTP 200") and r.out.endswith(b'{"ok":true}'),
+              "-o /dev/stdout on a pipe exits 0 with the output", r)
         # --json keeps stdout for the JSON; the body goes to -o only.
         r = linkd(ctx, "get", "--json", "-o", ctx.path("j.out"), fd.url())
         check(r.rc == 0 and r.json()["exit"] == "ok", "--json on stdout", r)
@@ -371,7 +384,186 @@ def data(ctx):
         r = linkd(ctx, "post", "-d", "@" + ctx.path("missing.json"), rec.url())
         check(r.rc == 66, "an unreadable -d @FILE exits 66 (EX_NOINPUT)", r)
         check("missing.json: cannot read" in r.err, "message names the file", r)
+        # Bounded: -d @/dev/zero ends at once with the limit named (it read 2 GB and more).
+        r = linkd(ctx, "post", "-d", "@/dev/zero", rec.url(), timeout=20)
+        check(r.rc == 66 and "-d @/dev/zero: larger than 64 MiB, the body limit" in r.err,
+              "an endless body is refused", r)
+        exact = ctx.path("exact.bin")
+        with open(exact, "wb") as f:
+            f.truncate(64 << 20)
+        with open(ctx.path("over.bin"), "wb") as f:
+            f.truncate((64 << 20) + 1)
+        r = linkd(ctx, "put", "-d", "@" + ctx.path("over.bin"), rec.url())
+        check(r.rc == 66 and "larger than 64 MiB" in r.err, "one byte over the limit", r)
         check(len(rec.records) == 4, "nothing sent when the body cannot be read")
+        r = linkd(ctx, "put", "--deadline", "20s", "--attempt-timeout", "20s", "-d", "@" + exact,
+                  rec.url())
+        check(r.rc == 0 and len(rec.records[4]["body"]) == 64 << 20, "exactly 64 MiB is sent", r)
+
+# ------------------------------------------------------------------------------------------------
+# curl's habits: linkd URL, -X, -I, -f, -S, -w, -m, -L, exact long options
+# ------------------------------------------------------------------------------------------------
+
+
+@case
+def curl_habits(ctx):
+    with Recorder() as rec:
+        host = "127.0.0.1:%d" % rec.port
+        r = linkd(ctx, rec.url("/plain"))
+        check(r.rc == 0 and r.out == b'{"echo":true}', "linkd URL is a GET", r)
+        r = linkd(ctx, host + "/noscheme", "-X", "PUT", "-d", "b")
+        check(r.rc == 0, "a URL without a scheme is http://; -X PUT", r)
+        r = linkd(ctx, "-d", "x", host + "/post")
+        check(r.rc == 0, "-d without -X is a POST, as curl", r)
+        r = linkd(ctx, "-X", "PROPFIND", "--json", rec.url("/dav"))
+        doc = valid_json(ctx, r)
+        check(r.rc == 0 and doc["command"] == "request" and doc["method"] == "PROPFIND",
+              "-X with a method of no command", doc)
+        r = linkd(ctx, "-I", rec.url("/head"))
+        check(r.rc == 0 and r.out.startswith(b"HTTP 200\r\n") and r.out.endswith(b"\r\n\r\n"),
+              "-I: HEAD, headers printed", r)
+        got = [(x["method"], x["path"]) for x in rec.records]
+        check(got == [("GET", "/plain"), ("PUT", "/noscheme"), ("POST", "/post"),
+                      ("PROPFIND", "/dav"), ("HEAD", "/head")], "methods and paths", got)
+        check(rec.records[1]["body"] == b"b", "-d with -X PUT", rec.records[1])
+        r = linkd(ctx, "get", "-w", "code=%{http_code} n=%{num_attempts} exit=%{exitcode} "
+                  "url=%{url_effective} err=[%{errormsg}] t=%{time_total}\\n", rec.url("/w"))
+        m = re.search(rb'\{"echo":true\}code=200 n=1 exit=0 url=(\S+) err=\[\] t=(\d+\.\d{6})\n$',
+                      r.out)
+        check(r.rc == 0 and m and m.group(1).decode() == rec.url("/w") and
+              0 < float(m.group(2)) < 10, "-w after the body", r)
+        r = linkd(ctx, "get", "-m", "3", "--json", rec.url("/m"))
+        check(r.rc == 0 and r.json()["policy"]["deadline_ms"] == 3000, "-m takes seconds", r)
+        for bad, needle in ((["--retry", "5xx"], "unknown option '--retry' (did you mean "
+                             "--retry-on?"), (["--verb"], "unknown option '--verb'")):
+            n = len(rec.records)
+            r = linkd(ctx, "get", *bad, rec.url("/abbrev"))
+            check(r.rc == 64 and needle in r.err and len(rec.records) == n,
+                  "abbreviated long options are refused", r)
+        r = linkd(ctx, "frobnicate")
+        check(r.rc == 64 and "unknown command 'frobnicate'" in r.err, "a bare word", r)
+    with Faultd(ctx, "status", "--status", "404") as fd:
+        r = linkd(ctx, "get", "-f", fd.url())
+        check(r.rc == 22 and r.out == b"" and "[exit 22]" in r.err,
+              "-f: a 404 exits 22, no body", r)
+        r = linkd(ctx, "get", "-fs", fd.url())
+        check(r.rc == 22 and r.err == "", "-fs: silent", r)
+        r = linkd(ctx, "get", "-fsS", "-w", "%{http_code} %{exitcode}", fd.url())
+        check(r.rc == 22 and "[exit 22]" in r.err and r.out == b"404 22",
+              "-S shows the error under -s; -w still written", r)
+        r = linkd(ctx, "get", "--fail", "--json", "-o", ctx.path("f.out"), fd.url())
+        doc = valid_json(ctx, r)
+        check(r.rc == 22 and doc["exit"] == "http-fail", "-f in JSON", doc)
+    with Faultd(ctx, "status", "--status", "503") as fd:
+        r = linkd(ctx, "get", "-f", "--max-attempts", "2", *FAST, fd.url())
+        check(r.rc == 22 and r.out == b"", "-f: a 503 after the retries exits 22 too", r)
+
+
+@case
+def redirects(ctx):
+    with Recorder() as other:
+        with Recorder() as rec:
+            rec.locations.update({
+                "/a": (302, "/b"), "/b": (301, "http://127.0.0.1:%d/c" % rec.port),
+                "/c": (307, "d"), "/loop": (302, "/loop"), "/see": (303, "/b"),
+                "/away": (302, other.url("/landed")), "/ftp": (302, "ftp://x/")})
+            r = linkd(ctx, "get", rec.url("/a"))
+            check(r.rc == 0 and r.out == b'{"echo":true}', "without -L: the 302 is the answer",
+                  r)
+            check(len(rec.records) == 1, "one request without -L", rec.records)
+            r = linkd(ctx, "-L", "--json", rec.url("/a"))
+            doc = valid_json(ctx, r)
+            check(r.rc == 0 and doc["redirects"] == 3 and doc["url_effective"] == rec.url("/d")
+                  and doc["url"] == rec.url("/a"), "-L follows 302, 301, 307 (relative)", doc)
+            check([x["path"] for x in rec.records[1:]] == ["/a", "/b", "/c", "/d"], "paths",
+                  rec.records)
+            n = len(rec.records)
+            r = linkd(ctx, "post", "-L", "-d", "body", "-w", "%{url_effective} %{num_attempts}",
+                      rec.url("/c"))
+            check(r.rc == 0 and r.out.endswith(("%s 2" % rec.url("/d")).encode()), "-w", r)
+            check([(x["method"], x["body"]) for x in rec.records[n:]] ==
+                  [("POST", b"body"), ("POST", b"body")], "307 keeps the method and body",
+                  rec.records[n:])
+            n = len(rec.records)
+            r = linkd(ctx, "post", "-L", "-d", "body", rec.url("/see"))
+            check(r.rc == 0 and [x["method"] for x in rec.records[n:]] ==
+                  ["POST", "GET", "GET", "GET"] and rec.records[-1]["body"] == b"",
+                  "303 makes a POST a GET, without the body", rec.records[n:])
+            n = len(rec.records)
+            r = linkd(ctx, "post", "-L", "-d", "body", rec.url("/b"))
+            check(r.rc == 0 and [x["method"] for x in rec.records[n:]] == ["POST", "GET", "GET"],
+                  "so does 301 (curl's rule)", rec.records[n:])
+            n = len(rec.records)
+            r = linkd(ctx, "get", "-L", "--max-redirs", "3", rec.url("/loop"))
+            check(r.rc == 1 and "more than 3 redirects (--max-redirs)" in r.err and
+                  len(rec.records) - n == 4, "--max-redirs bounds a loop", r)
+            n = len(rec.records)
+            r = linkd(ctx, "get", "-L", rec.url("/loop"))
+            check(r.rc == 1 and "more than 50 redirects" in r.err and len(rec.records) - n == 51,
+                  "50 redirects by default, as curl", r)
+            r = linkd(ctx, "get", "-L", "-v", "-H", "Authorization: Bearer s", "-H", "X-K: k",
+                      rec.url("/away"))
+            check(r.rc == 0 and other.header("X-K") == ["k"] and
+                  other.header("Authorization") == [] and
+                  rec.header("Authorization", len(rec.records) - 1) == ["Bearer s"],
+                  "credentials stay with their host", r, other.records)
+            check("* redirect 1: 302 to GET %s (another host" % other.url("/landed") in r.err,
+                  "-v tells the redirect", r)
+            r = linkd(ctx, "get", "-L", rec.url("/ftp"))
+            check(r.rc == 1 and "not an http:// or https:// URL" in r.err, "no ftp", r)
+
+
+@case
+def insecure(ctx):
+    """-k against an HTTPS server with a self-signed certificate (made by openssl here)."""
+    import ssl
+    openssl = shutil.which("openssl")
+    check(openssl is not None, "openssl is needed to make a test certificate")
+    key, crt = ctx.path("k.pem"), ctx.path("c.pem")
+    p = subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                        "-out", crt, "-days", "1", "-subj", "/CN=127.0.0.1"],
+                       capture_output=True, timeout=60)
+    check(p.returncode == 0, "openssl req failed", p.stderr.decode())
+    with Recorder() as rec:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(crt, key)
+        rec.server.socket = tls.wrap_socket(rec.server.socket, server_side=True)
+        url = "https://127.0.0.1:%d/tls" % rec.port
+        r = linkd(ctx, "get", "--max-attempts", "1", "--json", url)
+        doc = valid_json(ctx, r)
+        check(r.rc != 0 and doc["result"]["timeline"][0]["failure"] == "TLS_FAILED",
+              "an unknown certificate fails the TLS handshake", doc)
+        check(rec.records == [], "nothing reached the server", rec.records)
+        r = linkd(ctx, "-k", url)
+        check(r.rc == 0 and r.out == b'{"echo":true}', "-k: the call goes through", r)
+        r = linkd(ctx, "get", "--insecure", url)
+        check(r.rc == 0 and len(rec.records) == 2, "--insecure too", r)
+
+
+@case
+def phase_timeouts(ctx):
+    with Faultd(ctx, "slow", "--delay-ms", "20000") as fd:
+        r = linkd(ctx, "get", "--first-byte-timeout", "150ms", "--attempt-timeout", "5s",
+                  "--deadline", "20s", "--max-attempts", "1", "--json", fd.url())
+        doc = valid_json(ctx, r)
+        t = doc["result"]["timeline"]
+        check(t[0]["failure"] == "FIRST_BYTE_TIMEOUT" and t[0]["duration_ms"] < 2500,
+              "--first-byte-timeout ends the wait for the reply", doc)
+        check(doc["policy"]["first_byte_timeout_ms"] == 150, "policy", doc["policy"])
+        cfg = ctx.write("p.conf", "[defaults]\nidle-timeout = 1s\ndns-timeout = 2s\n"
+                        "tls-timeout = 3s\nwrite-timeout = 4s\n")
+        r = linkd(ctx, "get", "--config", cfg, "-v", "--max-time", "300ms", fd.url())
+        for needle in ["* idle-timeout       1s", "(%s:2)" % cfg, "* dns-timeout        2s",
+                       "* tls-timeout        3s", "* write-timeout      4s",
+                       "* first-byte-timeout attempt timeout", "* deadline         300ms"]:
+            check(needle in r.err, "-v lacks %r" % needle, r)
+        r = linkd(ctx, "get", "--connect-timeout", "2s", "--attempt-timeout", "1s", fd.url())
+        check(r.rc == 64 and "connect-timeout 2s is longer than attempt-timeout 1s" in r.err,
+              "a connect timeout above the attempt's is refused", r)
+        r = linkd(ctx, "get", "--config", ctx.write("c.conf", "[defaults]\nconnect-timeout = 1s\n"),
+                  fd.url())
+        check(r.rc == 78 and "connect-timeout 1s is longer than attempt-timeout 800ms" in r.err,
+              "the same from the file is a config error", r)
 
 # ------------------------------------------------------------------------------------------------
 # Time: --deadline, --attempt-timeout, --connect-timeout
@@ -823,6 +1015,8 @@ def config_errors(ctx):
         ("[defaults]\n\nthis is not ini\n", 3, "syntax error"),
         ("[defaults]\nbase = 1ms\nbase = 2ms\n", 3, "already set in this section on line 2"),
         ("[defaults]\nidempotency-key = abc\n", 2, "a fixed key in a config file"),
+        ('[host "127.0.0.1"]\nheader = Idempotency-Key: fixed\n', 2,
+         "header: a fixed Idempotency-Key in a config file"),
         ("[defaults]\n[host \"example.com\"]\njitter = sometimes\n", 3,
          "jitter: 'sometimes' is not a jitter"),
         ("[server]\nbase = 1ms\n", 2, "unknown section [server]"),
@@ -884,6 +1078,7 @@ def usage_errors(ctx):
             (["get", "-d", "x", u], "get sends no body"),
             (["get", "--json", "-i", u], "do not mix"),
             (["get", "-H", "Linkd-Attempt: 9", u], "Linkd-Attempt is set by linkd"),
+            (["get", "-H", "X-Bell: a\x07b", u], "control character 0x07"),
             (["get", "--deadline"], "--deadline needs a value"),
         ]
         for args, needle in table:
@@ -914,7 +1109,10 @@ def help_and_docs(ctx):
         check(r2.rc == 0 and r2.out == r.out, "'linkd help CMD' = 'linkd CMD --help'", r2)
     for o in ("header", "data", "output", "include", "silent", "verbose", "json", "deadline",
               "attempt-timeout", "connect-timeout", "max-attempts", "backoff", "base", "max-delay",
-              "jitter", "idempotency-key", "retry-on", "budget", "config", "no-config", "help"):
+              "jitter", "idempotency-key", "retry-on", "budget", "config", "no-config", "help",
+              "request", "head", "location", "max-redirs", "insecure", "fail", "show-error",
+              "write-out", "max-time", "dns-timeout", "tls-timeout", "write-timeout",
+              "first-byte-timeout", "idle-timeout"):
         check(o in opts, "--help lists --%s" % o, opts)
     r = linkd(ctx, "--help")
     check(r.rc == 0 and all(c in r.out.decode() for c in
@@ -926,6 +1124,14 @@ def help_and_docs(ctx):
     check(r.rc == 0 and b"seed" in r.out, "seed-example --help", r)
     man = open(os.path.join(ctx.src, "docs", "linkd.1")).read()
     md = open(os.path.join(ctx.src, "docs", "cli.md")).read()
+    th = re.search(r'^\.TH LINKD 1 "(\d{4}-\d{2}-\d{2})"', man, re.M)
+    check(th is not None, "docs/linkd.1 has a real date (YYYY-MM-DD) in .TH")
+    commands = man[man.index(".SH COMMANDS"):man.index(".SH OPTIONS")].replace("\\-", "-")
+    for cmd in ("get", "head", "put", "post", "patch", "delete", "demo", "seed-example",
+                "version", "help"):
+        check(re.search(r"^\.B[IR]? %s\b" % cmd, commands, re.M),
+              "docs/linkd.1 COMMANDS lists %s" % cmd)
+    check(not re.search(r"^\.B[IR]? serve\b", commands, re.M), "there is no serve command")
     man_opts = set(long_options(man.replace("\\-", "-")))
     md_opts = set(long_options(md))
     for o in opts:

@@ -79,10 +79,11 @@ static void every_flag(void **state) {
   char err[512];
   int rc = PARSE(&o, err, "post", "-H", "X-A: 1", "--header", "X-B: two words", "-d", "@body.json",
                  "-o", "out.bin", "-i", "-s", "-v", "--config", "my.conf", "--deadline", "1.5s",
-                 "--attempt-timeout", "250ms", "--connect-timeout", "100ms", "--max-attempts", "7",
-                 "--backoff", "linear", "--base", "20ms", "--max-delay", "300ms", "--jitter",
-                 "symmetric:0.25", "--idempotency-key", "order-42", "--retry-on", "-408",
-                 "--budget", "quota:50", "http://h/x");
+                 "--attempt-timeout", "250ms", "--connect-timeout", "100ms", "--dns-timeout", "1ms",
+                 "--tls-timeout", "2ms", "--write-timeout", "3ms", "--first-byte-timeout", "4ms",
+                 "--idle-timeout", "5ms", "--max-attempts", "7", "--backoff", "linear", "--base",
+                 "20ms", "--max-delay", "300ms", "--jitter", "symmetric:0.25", "--idempotency-key",
+                 "order-42", "--retry-on", "-408", "--budget", "quota:50", "http://h/x");
   assert_int_equal(rc, CLI_ARGS_OK);
   assert_string_equal(o.data, "@body.json");
   assert_string_equal(o.output, "out.bin");
@@ -92,6 +93,11 @@ static void every_flag(void **state) {
   assert_int_equal(s->deadline, LK_MS(1500));
   assert_int_equal(s->attempt_timeout, LK_MS(250));
   assert_int_equal(s->connect_timeout, LK_MS(100));
+  assert_int_equal(s->dns_timeout, LK_MS(1));
+  assert_int_equal(s->tls_timeout, LK_MS(2));
+  assert_int_equal(s->write_timeout, LK_MS(3));
+  assert_int_equal(s->first_byte_timeout, LK_MS(4));
+  assert_int_equal(s->idle_timeout, LK_MS(5));
   assert_int_equal(s->max_attempts, 7);
   assert_int_equal(s->backoff, LK_BACKOFF_LINEAR);
   assert_int_equal(s->base, LK_MS(20));
@@ -270,6 +276,127 @@ static void usage_errors(void **state) {
   usage_error("Linkd-Deadline is set by linkd", rc, &o, err);
   rc = PARSE(&o, err, "get", "-H", "X-Empty; x", "http://h/");
   usage_error("takes no value", rc, &o, err);
+  /* Control characters other than HTAB are no part of a field value (RFC 9110 5.5). */
+  rc = PARSE(&o, err, "get", "-H", "X-Bell: a\ab", "http://h/");
+  usage_error("-H: header 'X-Bell': the value holds the control character 0x07 at byte 2", rc, &o,
+              err);
+  rc = PARSE(&o, err, "get", "-H", "X-Esc: \x1b[31m", "http://h/");
+  usage_error("control character 0x1b", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-H", "X-Del: x\x7f", "http://h/");
+  usage_error("control character 0x7f", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-H", "X-One: \x01", "http://h/");
+  usage_error("control character 0x01", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-H", "X-Cr: a\rb", "http://h/");
+  usage_error("may not contain CR or LF", rc, &o, err);
+}
+
+/* curl's habits: `linkd URL`, -X, -I, -m, -w, -L, -f, -S, -k, a URL without a scheme. */
+static void curl_habits(void **state) {
+  (void)state;
+  cli_opts o;
+  char err[512];
+  assert_int_equal(PARSE(&o, err, "http://h/x"), CLI_ARGS_OK);
+  assert_true(o.implicit);
+  assert_string_equal(o.method, "GET");
+  assert_string_equal(o.command, "get");
+  assert_string_equal(o.url, "http://h/x");
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "-v", "example.com:8080/a", "-X", "PUT"), CLI_ARGS_OK);
+  assert_true(o.implicit && o.verbose);
+  assert_string_equal(o.method, "PUT");
+  assert_string_equal(o.command, "put");
+  assert_string_equal(o.url, "http://example.com:8080/a");
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "-X", "PROPFIND", "localhost"), CLI_ARGS_OK);
+  assert_string_equal(o.method, "PROPFIND");
+  assert_string_equal(o.command, "request");
+  assert_string_equal(o.url, "http://localhost");
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "-d", "x", "h.example/p"), CLI_ARGS_OK);
+  assert_string_equal(o.method, "POST");
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "-I", "https://h/"), CLI_ARGS_OK);
+  assert_string_equal(o.method, "HEAD");
+  assert_true(o.include);
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "head", "--head", "https://h/"), CLI_ARGS_OK);
+  assert_true(o.include);
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "get", "-fSsLk", "--max-redirs", "3", "-m", "2.5", "--write-out",
+                         "%{http_code} %{time_total}\\n", "http://h/"),
+                   CLI_ARGS_OK);
+  assert_true(o.fail && o.show_error && o.silent && o.follow && o.insecure);
+  assert_int_equal(o.max_redirs, 3);
+  assert_int_equal(o.flags.deadline, LK_MS(2500));
+  assert_string_equal(o.write_out, "%{http_code} %{time_total}\\n");
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "get", "--max-time=250ms", "--location", "--fail", "--show-error",
+                         "--insecure", "http://h/"),
+                   CLI_ARGS_OK);
+  assert_int_equal(o.flags.deadline, LK_MS(250));
+  assert_int_equal(o.max_redirs, 50);
+  assert_true(o.follow && o.fail && o.show_error && o.insecure);
+  cli_opts_free(&o);
+  assert_true(cli_args_implicit("example.com"));
+  assert_true(cli_args_implicit("-v"));
+  assert_false(cli_args_implicit("--help"));
+  assert_false(cli_args_implicit("--version"));
+  assert_false(cli_args_implicit("frobnicate"));
+  int rc;
+  rc = PARSE(&o, err, "frobnicate");
+  usage_error("unknown command 'frobnicate'", rc, &o, err);
+  rc = PARSE(&o, err, "post", "-X", "PUT", "http://h/");
+  usage_error("-X is for 'linkd [options] URL'", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-I", "http://h/");
+  usage_error("-I/--head sends HEAD", rc, &o, err);
+  rc = PARSE(&o, err, "-X", "PUT", "-I", "http://h/");
+  usage_error("-X and -I/--head do not mix", rc, &o, err);
+  rc = PARSE(&o, err, "-X", "BAD METHOD", "http://h/");
+  usage_error("-X: 'BAD METHOD' is not an HTTP method", rc, &o, err);
+  rc = PARSE(&o, err, "-X", "GET", "-d", "x", "http://h/");
+  usage_error("GET sends no body", rc, &o, err);
+  rc = PARSE(&o, err, "-v");
+  usage_error("linkd needs a URL", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-w", "%{http_code} %{speed}", "http://h/");
+  usage_error("-w: unknown variable '%{speed}'", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--json", "-w", "%{http_code}", "http://h/");
+  usage_error("--json and -w/--write-out do not mix", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--max-redirs", "many", "http://h/");
+  usage_error("--max-redirs: 'many'", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-m", "soon", "http://h/");
+  usage_error("-m/--max-time: 'soon'", rc, &o, err);
+  rc = PARSE(&o, err, "get", "ftp://h/");
+  usage_error("not an http:// or https:// URL", rc, &o, err);
+}
+
+/* Long options are spelt out: getopt's abbreviations would read --retry as --retry-on. */
+static void exact_long_options(void **state) {
+  (void)state;
+  cli_opts o;
+  char err[512];
+  int rc;
+  rc = PARSE(&o, err, "get", "--retry", "5xx", "http://h/");
+  usage_error("unknown option '--retry' (did you mean --retry-on?", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--retry=5xx", "http://h/");
+  usage_error("unknown option '--retry' (did you mean --retry-on?", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--verb", "http://h/");
+  usage_error("unknown option '--verb'", rc, &o, err);
+  rc = PARSE(&o, err, "get", "http://h/", "--dead", "1s");
+  usage_error("unknown option '--dead'", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--idem", "auto", "http://h/");
+  usage_error("did you mean --idempotency-key?", rc, &o, err);
+  /* A value that looks like an abbreviation is still a value. */
+  assert_int_equal(PARSE(&o, err, "get", "-H", "--retry: x", "--output", "--json", "http://h/"),
+                   CLI_ARGS_OK);
+  assert_string_equal(o.flags.headers[0].name, "--retry");
+  assert_string_equal(o.output, "--json");
+  assert_false(o.json);
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "post", "--data", "--retry", "--output", "--js", "http://h/"),
+                   CLI_ARGS_OK);
+  assert_string_equal(o.data, "--retry");
+  assert_string_equal(o.output, "--js");
+  cli_opts_free(&o);
 }
 
 static void header_forms(void **state) {
@@ -277,9 +404,12 @@ static void header_forms(void **state) {
   cli_opts o;
   char err[512];
   assert_int_equal(PARSE(&o, err, "get", "-H", "X-Remove:", "-H", "X-Empty;", "-H",
-                         "X-Pad:   spaced out  \t", "-H", "X-Colon: a:b", "http://h/"),
+                         "X-Pad:   spaced out  \t", "-H", "X-Colon: a:b", "-H",
+                         "X-Tab: a\tb \xc3\xa9", "http://h/"),
                    CLI_ARGS_OK);
-  assert_int_equal(o.flags.nheaders, 4);
+  assert_int_equal(o.flags.nheaders, 5);
+  /* HTAB inside a value and obs-text bytes are allowed. */
+  assert_string_equal(o.flags.headers[4].value, "a\tb \xc3\xa9");
   assert_string_equal(o.flags.headers[0].name, "X-Remove");
   assert_null(o.flags.headers[0].value);
   assert_string_equal(o.flags.headers[1].value, "");
@@ -373,6 +503,7 @@ int main(void) {
       cmocka_unit_test(spellings),    cmocka_unit_test(help),
       cmocka_unit_test(usage_errors), cmocka_unit_test(header_forms),
       cmocka_unit_test(layers_merge), cmocka_unit_test(budget_specs),
+      cmocka_unit_test(curl_habits),  cmocka_unit_test(exact_long_options),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

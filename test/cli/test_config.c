@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Loads `text` as the file "t.conf". Returns the loader's result; err gets its message. */
@@ -25,6 +26,22 @@ static int load(cli_config *c, const char *text, char *err, size_t cap) {
   int rc = cli_config_load_stream(c, f, "t.conf", err, cap);
   fclose(f);
   return rc;
+}
+
+/* The same for `len` bytes of `text`, NULs included. */
+static int load_n(cli_config *c, const char *text, size_t len, char *err, size_t cap) {
+  FILE *f = fmemopen((void *)text, len, "r");
+  assert_non_null(f);
+  err[0] = '\0';
+  int rc = cli_config_load_stream(c, f, "t.conf", err, cap);
+  fclose(f);
+  return rc;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
 /* Expects `text` to be refused with exactly "t.conf:LINE: ..." containing `needle`. */
@@ -169,6 +186,12 @@ static void errors_name_the_line(void **state) {
   /* An indented line is its own line, not a continuation of the previous value. */
   refused("[defaults]\ndeadline = 3s\n   deadline = 4s\n", 3, "already set in this section");
   refused("[defaults]\nidempotency-key = abc-123\n", 2, "a fixed key in a config file");
+  /* The same key as a header, in any section and any spelling, is refused as well. */
+  refused("[defaults]\nheader = Idempotency-Key: fixed\n", 2,
+          "header: a fixed Idempotency-Key in a config file");
+  refused("[defaults]\n[host \"a.com\"]\nheader = idempotency-key:k\n", 3,
+          "a fixed Idempotency-Key");
+  refused("[host \"a.com:8080\"]\nheader = IDEMPOTENCY-KEY;\n", 2, "a fixed Idempotency-Key");
   refused("[host example.com]\ndeadline = 1s\n", 2, "bad section [host example.com]");
   refused("[host \"\"]\ndeadline = 1s\n", 2, "bad section");
   refused("[host \"[::1]:80\"]\ndeadline = 1s\n", 2, "write IPv6 addresses without brackets");
@@ -185,6 +208,123 @@ static void errors_name_the_line(void **state) {
     text[n++] = 'b';
   snprintf(text + n, sizeof text - (size_t)n, "\n");
   refused(text, 3, "line too long (at most 199 characters)");
+}
+
+/* Removing an inherited Idempotency-Key header is not a fixed key; -H for one call is fine. */
+static void idempotency_key_header(void **state) {
+  (void)state;
+  cli_config c;
+  char err[1024];
+  assert_int_equal(load(&c, "[defaults]\nheader = Idempotency-Key:\n", err, sizeof err), 0);
+  assert_int_equal(c.sections[0].s.nheaders, 1);
+  assert_null(c.sections[0].s.headers[0].value);
+  cli_config_free(&c);
+  cli_settings s;
+  cli_settings_init(&s);
+  assert_int_equal(cli_settings_set(&s, "header", "Idempotency-Key: k-1", cli_origin_flag, false,
+                                    err, sizeof err),
+                   CLI_SET_OK);
+  assert_string_equal(s.headers[0].value, "k-1");
+  cli_settings_free(&s);
+}
+
+/* Every input is bounded: NUL bytes end the file with their line, size is capped. */
+static void hostile_input(void **state) {
+  (void)state;
+  cli_config c;
+  char err[1024];
+  /* /dev/zero is a NUL on line 1, found at once (fgets made it an endless run of empty lines). */
+  assert_int_not_equal(cli_config_load(&c, "/dev/zero", err, sizeof err), 0);
+  assert_string_equal(err, "/dev/zero:1: a NUL byte: not a text file");
+  cli_config_free(&c);
+  /* The NUL's own line is reported, and it does not make a short line look long. */
+  static const char nul[] = "[defaults]\nbase = 1ms\nhe\0ader = X: y\ndeadline = 1s\n";
+  assert_int_not_equal(load_n(&c, nul, sizeof nul - 1, err, sizeof err), 0);
+  assert_string_equal(err, "t.conf:3: a NUL byte: not a text file");
+  cli_config_free(&c);
+  /* A NUL in what would be a long line: the NUL, on line 2. */
+  char longnul[400];
+  int n = snprintf(longnul, sizeof longnul, "[defaults]\n; ");
+  memset(longnul + n, 'z', 300);
+  longnul[n + 150] = '\0';
+  longnul[n + 300] = '\n';
+  assert_int_not_equal(load_n(&c, longnul, (size_t)n + 301, err, sizeof err), 0);
+  assert_string_equal(err, "t.conf:2: a NUL byte: not a text file");
+  cli_config_free(&c);
+  /* More than CLI_CONFIG_MAX_BYTES of valid comment lines is refused; just under it loads. */
+  size_t big = (size_t)CLI_CONFIG_MAX_BYTES + 1;
+  char *text = malloc(big);
+  assert_non_null(text);
+  for (size_t i = 0; i < big; i++)
+    text[i] = (i % 64 == 63) ? '\n' : (i % 64 == 0 ? ';' : 'c');
+  assert_int_not_equal(load_n(&c, text, big, err, sizeof err), 0);
+  assert_string_equal(err, "t.conf: larger than 1048576 bytes: not a config file");
+  cli_config_free(&c);
+  assert_int_equal(load_n(&c, text, big - 1, err, sizeof err), 0);
+  cli_config_free(&c);
+  free(text);
+}
+
+/* A file of n sections, then a return to an earlier one (which adds to it). */
+static char *sections_text(int n, size_t *len) {
+  size_t cap = (size_t)n * 40 + 64;
+  char *text = malloc(cap);
+  assert_non_null(text);
+  *len = 0;
+  for (int i = 0; i < n; i++)
+    *len += (size_t)snprintf(text + *len, cap - *len, "[host \"h%d\"]\nbase=%dms\n", i,
+                             i % 50 + 1);
+  *len += (size_t)snprintf(text + *len, cap - *len, "[host \"h7\"]\ndeadline = 7s\n");
+  assert_true(*len < (size_t)CLI_CONFIG_MAX_BYTES);
+  return text;
+}
+
+/* The fastest of three loads of n sections, in seconds. */
+static double load_time(int n) {
+  size_t len;
+  char *text = sections_text(n, &len);
+  double best = 1e9;
+  for (int r = 0; r < 3; r++) {
+    cli_config c;
+    char err[1024];
+    double t0 = now_s();
+    if (load_n(&c, text, len, err, sizeof err) != 0)
+      fail_msg("%s", err);
+    double t = now_s() - t0;
+    best = t < best ? t : best;
+    assert_int_equal(c.nsections, n);
+    cli_config_free(&c);
+  }
+  free(text);
+  return best;
+}
+
+/* Section lookup is linear overall: with a list scan per entry, 40 000 sections (about the most
+ * that fit in the size cap) took 2 s, 16 times as long as 10 000; now about 4 times. The ratio
+ * of the best of three runs each, not a wall-clock bound, so a loaded machine does not fail it. */
+static void many_sections(void **state) {
+  (void)state;
+  size_t len;
+  char *text = sections_text(40000, &len);
+  cli_config c;
+  char err[1024];
+  if (load_n(&c, text, len, err, sizeof err) != 0)
+    fail_msg("%s", err);
+  cli_settings s;
+  const char *matched[3];
+  size_t nm;
+  cli_settings_init(&s);
+  assert_int_equal(cli_config_apply(&c, "h7", 80, &s, matched, &nm), 0);
+  assert_int_equal(nm, 1);
+  assert_int_equal(s.base, LK_MS(8));
+  assert_int_equal(s.deadline, LK_SEC(7));
+  cli_settings_free(&s);
+  cli_config_free(&c);
+  free(text);
+  double small = load_time(10000), big = load_time(40000);
+  if (big > 8 * small + 0.02)
+    fail_msg("4x the sections took %.1fx the time (%.3fs vs %.3fs): not linear", big / small, big,
+             small);
 }
 
 static void file_errors(void **state) {
@@ -244,7 +384,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(sections_and_overrides), cmocka_unit_test(accepted_forms),
       cmocka_unit_test(errors_name_the_line),   cmocka_unit_test(file_errors),
-      cmocka_unit_test(default_path),
+      cmocka_unit_test(default_path),           cmocka_unit_test(idempotency_key_header),
+      cmocka_unit_test(hostile_input),          cmocka_unit_test(many_sections),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

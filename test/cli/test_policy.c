@@ -31,6 +31,11 @@ static void defaults_are_the_library_s(void **state) {
   assert_int_equal(p.deadline, want.deadline);
   assert_int_equal(p.attempt_timeout, want.attempt_timeout);
   assert_int_equal(p.connect_timeout, want.connect_timeout);
+  assert_int_equal(p.dns_timeout, want.dns_timeout);
+  assert_int_equal(p.tls_timeout, want.tls_timeout);
+  assert_int_equal(p.write_timeout, want.write_timeout);
+  assert_int_equal(p.first_byte_timeout, want.first_byte_timeout);
+  assert_int_equal(p.idle_timeout, want.idle_timeout);
   assert_int_equal(p.idem_mode, want.idem_mode);
   const lk_retry_config *a = &p.retry.cfg, *b = &want.retry.cfg;
   assert_int_equal(a->max_attempts, b->max_attempts);
@@ -54,6 +59,11 @@ static void every_setting_lands(void **state) {
   set(&s, "deadline", "7s", o);
   set(&s, "attempt-timeout", "1.5s", o);
   set(&s, "connect-timeout", "0s", o);
+  set(&s, "dns-timeout", "11ms", o);
+  set(&s, "tls-timeout", "12ms", o);
+  set(&s, "write-timeout", "13ms", o);
+  set(&s, "first-byte-timeout", "14ms", o);
+  set(&s, "idle-timeout", "15ms", o);
   set(&s, "max-attempts", "9", o);
   set(&s, "backoff", "exponential:3", o);
   set(&s, "base", "10ms", o);
@@ -67,6 +77,11 @@ static void every_setting_lands(void **state) {
   assert_int_equal(p.deadline, LK_SEC(7));
   assert_int_equal(p.attempt_timeout, LK_MS(1500));
   assert_int_equal(p.connect_timeout, 0);
+  assert_int_equal(p.dns_timeout, LK_MS(11));
+  assert_int_equal(p.tls_timeout, LK_MS(12));
+  assert_int_equal(p.write_timeout, LK_MS(13));
+  assert_int_equal(p.first_byte_timeout, LK_MS(14));
+  assert_int_equal(p.idle_timeout, LK_MS(15));
   const lk_retry_config *rc = &p.retry.cfg;
   assert_int_equal(rc->max_attempts, 9);
   assert_int_equal(rc->backoff.kind, LK_BACKOFF_EXPONENTIAL);
@@ -117,11 +132,45 @@ static void base_and_cap(void **state) {
   cli_settings_free(&s);
 }
 
+/* A connect timeout given larger than the attempt's is an error, not silently capped. */
+static void connect_within_attempt(void **state) {
+  (void)state;
+  lk_http_policy p;
+  cli_policy_error e;
+  cli_settings s;
+  cli_settings_init(&s);
+  set(&s, "connect-timeout", "2s", cli_origin_flag);
+  set(&s, "attempt-timeout", "1s", "t.conf:2");
+  assert_int_equal(cli_settings_to_policy(&s, &p, &e), -1);
+  assert_true(e.from_flags);
+  assert_string_equal(e.msg, "connect-timeout 2s is longer than attempt-timeout 1s");
+  cli_settings_free(&s);
+  /* Against the default 800ms attempt timeout, from the file alone: a config error. */
+  cli_settings_init(&s);
+  set(&s, "connect-timeout", "900ms", "t.conf:2");
+  assert_int_equal(cli_settings_to_policy(&s, &p, &e), -1);
+  assert_false(e.from_flags);
+  assert_string_equal(e.msg, "connect-timeout 900ms is longer than attempt-timeout 800ms");
+  cli_settings_free(&s);
+  /* Equal is fine; so is the default 500ms under a shorter attempt timeout (the cap). */
+  cli_settings_init(&s);
+  set(&s, "connect-timeout", "1s", cli_origin_flag);
+  set(&s, "attempt-timeout", "1s", cli_origin_flag);
+  assert_int_equal(cli_settings_to_policy(&s, &p, &e), 0);
+  cli_settings_free(&s);
+  cli_settings_init(&s);
+  set(&s, "attempt-timeout", "200ms", cli_origin_flag);
+  assert_int_equal(cli_settings_to_policy(&s, &p, &e), 0);
+  assert_int_equal(p.connect_timeout, LK_MS(500));
+  cli_settings_free(&s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(defaults_are_the_library_s),
       cmocka_unit_test(every_setting_lands),
       cmocka_unit_test(base_and_cap),
+      cmocka_unit_test(connect_within_attempt),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

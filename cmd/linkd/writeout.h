@@ -1,0 +1,25 @@
+/* -w/--write-out: curl's format of variables printed after the call. */
+#ifndef LINKD_CLI_WRITEOUT_H
+#define LINKD_CLI_WRITEOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* The values a format can name. */
+typedef struct cli_write_vars {
+  int http_code;        /* %{http_code}: the final status, 0 if none */
+  int64_t time_total;   /* %{time_total}: ns, printed in seconds with 6 decimals, as curl */
+  int num_attempts;     /* %{num_attempts}: attempts of the last call (after -L: of all hops) */
+  const char *url;      /* %{url_effective}: the last URL called */
+  int exitcode;         /* %{exitcode} */
+  const char *errormsg; /* %{errormsg}: empty on success */
+} cli_write_vars;
+
+/* Checks a format: %{name} with a known name, %% , and the escapes \n \r \t \\ . 0, or -1 with
+ * a message in err (an unknown variable is refused rather than printed as is). */
+int cli_write_out_check(const char *fmt, char *err, size_t cap);
+/* Writes the checked format with the values. */
+void cli_write_out(FILE *f, const char *fmt, const cli_write_vars *v);
+
+#endif
