@@ -67,24 +67,21 @@
 #ifndef LINKD_HTTP_H
 #define LINKD_HTTP_H
 
+#include <linkd/breaker.h>
+#include <linkd/budget.h>
+#include <linkd/bulkhead.h>
+#include <linkd/callmetrics.h>
 #include <linkd/clock.h>
 #include <linkd/common.h>
 #include <linkd/deadline.h>
 #include <linkd/error.h>
 #include <linkd/failure.h>
 #include <linkd/idem.h>
+#include <linkd/limiter.h>
 #include <linkd/rand.h>
 #include <linkd/retry.h>
 
 LK_BEGIN_DECLS
-
-/* Shared policy objects; their own headers (budget.h, breaker.h, limiter.h, bulkhead.h,
- * callmetrics.h) create and configure them. Repeating these typedefs is valid C11. */
-typedef struct lk_budget lk_budget;
-typedef struct lk_breaker lk_breaker;
-typedef struct lk_limiter lk_limiter;
-typedef struct lk_bulkhead lk_bulkhead;
-typedef struct lk_call_metrics lk_call_metrics;
 
 /* ============================================================================================
  * Requests

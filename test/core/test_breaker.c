@@ -47,6 +47,7 @@
 #include <linkd/clock.h>
 #include <linkd/error.h>
 
+#include "fake_clock.h"
 #include "testutil.h"
 
 #include <math.h>
