@@ -8,6 +8,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/linkd DESTINATION ${CMAKE_INSTAL
         FILES_MATCHING PATTERN "*.h")
 install(FILES ${PROJECT_BINARY_DIR}/include/linkd/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/linkd)
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 set(LINKD_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/linkd)
 # One export set per component, so a core-only consumer never loads targets that refer to curl.
