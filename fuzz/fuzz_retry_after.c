@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     abort();
   }
   int64_t epoch = 0;
-  rc = lk_http_date_parse(s, size, &epoch);
+  rc = lk_http_date_parse(s, size, NOW_S * LK_NS_PER_S, &epoch);
   if (rc == LK_OK) {
     int64_t ra = -1;
     if (lk_http_retry_after_parse(s, size, NOW_S * LK_NS_PER_S, &ra) != LK_OK)
