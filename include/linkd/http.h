@@ -72,24 +72,19 @@
 
 #include <linkd/breaker.h>
 #include <linkd/budget.h>
+#include <linkd/bulkhead.h>
+#include <linkd/callmetrics.h>
 #include <linkd/clock.h>
 #include <linkd/common.h>
 #include <linkd/deadline.h>
 #include <linkd/error.h>
 #include <linkd/failure.h>
 #include <linkd/idem.h>
+#include <linkd/limiter.h>
 #include <linkd/rand.h>
 #include <linkd/retry.h>
 
 LK_BEGIN_DECLS
-
-/* Shared policy objects; their own headers (budget.h, breaker.h, limiter.h, bulkhead.h,
- * callmetrics.h) create and configure them. Repeating these typedefs is valid C11. */
-typedef struct lk_budget lk_budget;
-typedef struct lk_breaker lk_breaker;
-typedef struct lk_limiter lk_limiter;
-typedef struct lk_bulkhead lk_bulkhead;
-typedef struct lk_call_metrics lk_call_metrics;
 
 /* ============================================================================================
  * Requests
@@ -511,10 +506,13 @@ LK_EXPORT int lk_http_call(lk_http_client *c, lk_http_request *req, const lk_htt
 LK_EXPORT int lk_http_retry_after_parse(const char *value, size_t len, int64_t now_wall,
                                         int64_t *out);
 
-/* Parses an HTTP-date into seconds since the epoch (the three forms above; RFC 850's two-digit
- * years 70-99 are 19xx, 00-69 are 20xx). The weekday name is checked for form, not for agreement
- * with the date. LK_OK, LK_EPARSE or LK_EINVAL. */
-LK_EXPORT int lk_http_date_parse(const char *value, size_t len, int64_t *epoch_seconds);
+/* Parses an HTTP-date into seconds since the epoch (the three forms above). An RFC 850 two-digit
+ * year is read relative to the wall time `now_wall` (ns since the epoch), as RFC 9110 5.6.7 says:
+ * a date that would be more than 50 years ahead is in the most recent past year with those
+ * digits (in 2026, "70" is 2070 and "77" is 1977). The weekday name is checked for form, not for
+ * agreement with the date. LK_OK, LK_EPARSE or LK_EINVAL. */
+LK_EXPORT int lk_http_date_parse(const char *value, size_t len, int64_t now_wall,
+                                 int64_t *epoch_seconds);
 
 /* "QUEUED", "DNS", "CONNECT", "TLS", "SEND", "WAIT", "RECEIVE", "DONE" ("UNKNOWN" otherwise). */
 LK_EXPORT const char *lk_http_phase_name(lk_http_phase p);

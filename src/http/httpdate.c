@@ -1,4 +1,10 @@
-/* HTTP-date (RFC 9110 5.6.7) and Retry-After (RFC 9110 10.2.3) parsing. Strict, bounded by len. */
+/* HTTP-date (RFC 9110 5.6.7) and Retry-After (RFC 9110 10.2.3) parsing. Strict, bounded by len.
+ *
+ * Why not libcurl's curl_getdate(): it parses free-form dates (any order of fields, missing
+ * seconds or zone, other zones, trailing text), needs a NUL-terminated string, and reports failure
+ * as -1, which is also a valid instant. A Retry-After that is not one of the three HTTP-date forms
+ * must be refused, not guessed at, and RFC 850's two-digit years must be read relative to the
+ * caller's wall time (below), so the parser stays. */
 #include "http_internal.h"
 
 #include <string.h>
@@ -50,9 +56,33 @@ static int64_t days_from_civil(int64_t y, int m, int d) {
   return era * 146097 + doe - 719468;
 }
 
-static bool leap(int y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
+/* The year (proleptic Gregorian, UTC) of a day count since 1970-01-01 (civil_from_days). */
+static int64_t year_from_days(int64_t z) {
+  z += 719468;
+  int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  int64_t doe = z - era * 146097;
+  int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  int64_t mp = (5 * doy + 2) / 153;
+  return yoe + era * 400 + (mp >= 10);
+}
 
-static bool finish(int y, int mon, int d, int h, int mi, int s, int64_t *out) {
+/* RFC 9110 5.6.7: a two-digit year that would put the date more than 50 years after `now_s` is
+ * the most recent past year with those digits. So: the latest year ending in `yy` whose date is
+ * at most 50 years ahead (50 calendar years: the same date and time 50 years earlier is not after
+ * now). The date fields are checked later by finish(); days_from_civil accepts any. */
+static int64_t rfc850_year(int yy, int mon, int d, int h, int mi, int s, int64_t now_s) {
+  int64_t now_days = now_s >= 0 ? now_s / 86400 : -((-now_s + 86399) / 86400);
+  int64_t year = year_from_days(now_days);
+  int64_t y = year - ((year % 100) + 100) % 100 + yy + 100;
+  while (days_from_civil(y - 50, mon + 1, d) * 86400 + h * 3600 + mi * 60 + s > now_s)
+    y -= 100;
+  return y;
+}
+
+static bool leap(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
+
+static bool finish(int64_t y, int mon, int d, int h, int mi, int s, int64_t *out) {
   static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
   if (mon < 0 || mon > 11 || d < 1 || d > mdays[mon] + (mon == 1 && leap(y)) || h > 23 ||
       mi > 59 || s > 60)
@@ -65,7 +95,7 @@ static bool hms(cur *c, int *h, int *mi, int *s) {
   return digits(c, 2, h) && lit(c, ":") && digits(c, 2, mi) && lit(c, ":") && digits(c, 2, s);
 }
 
-int lk_http_date_parse(const char *value, size_t len, int64_t *epoch_seconds) {
+int lk_http_date_parse(const char *value, size_t len, int64_t now_wall, int64_t *epoch_seconds) {
   if (!value || !epoch_seconds)
     return LK_EINVAL;
   int d, y, h, mi, s, mon;
@@ -78,13 +108,14 @@ int lk_http_date_parse(const char *value, size_t len, int64_t *epoch_seconds) {
       return LK_OK;
     return LK_EPARSE;
   }
-  /* rfc850-date: Sunday, 06-Nov-94 08:49:37 GMT (two-digit year: 70-99 -> 19xx, else 20xx) */
+  /* rfc850-date: Sunday, 06-Nov-94 08:49:37 GMT (two-digit year: see rfc850_year) */
   c.p = value;
   if (one_of(&c, weekday, 7) >= 0 && lit(&c, ", ")) {
     if (digits(&c, 2, &d) && lit(&c, "-") && (mon = one_of(&c, month, 12)) >= 0 &&
         lit(&c, "-") && digits(&c, 2, &y) && lit(&c, " ") && hms(&c, &h, &mi, &s) &&
         lit(&c, " GMT") && c.p == c.end &&
-        finish(y >= 70 ? 1900 + y : 2000 + y, mon, d, h, mi, s, epoch_seconds))
+        finish(rfc850_year(y, mon, d, h, mi, s, now_wall / LK_NS_PER_S), mon, d, h, mi, s,
+               epoch_seconds))
       return LK_OK;
     return LK_EPARSE;
   }
@@ -131,7 +162,7 @@ int lk_http_retry_after_parse(const char *value, size_t len, int64_t now_wall, i
     return LK_OK;
   }
   int64_t secs;
-  if (lk_http_date_parse(b, (size_t)(e - b), &secs) != LK_OK)
+  if (lk_http_date_parse(b, (size_t)(e - b), now_wall, &secs) != LK_OK)
     return LK_EPARSE;
   int64_t now_s = now_wall / LK_NS_PER_S;
   if (secs <= now_s) {

@@ -1,9 +1,9 @@
 /* idem_rules.c: key syntax, caller identity, fingerprints and the in-flight table. */
 #include "idem_rules.h"
-#include "sha256.h"
 
 #include <linkd/error.h>
 
+#include <nettle/sha2.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,10 +51,15 @@ int idem_tenant(const char *api_key, const char *tenant, char *out, size_t cap) 
   if (api_key) {
     if (!*api_key)
       return LK_EPARSE;
-    uint8_t d[32];
-    char hex[33];
-    lk_sha256(api_key, strlen(api_key), d);
-    lk_hex(d, 16, hex);
+    /* SHA-256 (nettle); a digest can be cut short, which keeps the identity 32 hex digits. */
+    struct sha256_ctx c;
+    uint8_t d[16];
+    sha256_init(&c);
+    sha256_update(&c, strlen(api_key), (const uint8_t *)api_key);
+    sha256_digest(&c, sizeof d, d);
+    char hex[2 * sizeof d + 1];
+    for (size_t i = 0; i < sizeof d; i++)
+      snprintf(hex + 2 * i, 3, "%02x", d[i]);
     snprintf(out, cap, "key:%s", hex);
     return LK_OK;
   }
@@ -75,22 +80,22 @@ int idem_tenant(const char *api_key, const char *tenant, char *out, size_t cap) 
   return LK_OK;
 }
 
-static void update_field(lk_sha256_ctx *c, const void *p, size_t len) {
+static void update_field(struct sha256_ctx *c, const void *p, size_t len) {
   uint8_t n[8];
   for (int i = 0; i < 8; i++)
     n[i] = (uint8_t)((uint64_t)len >> (56 - 8 * i));
-  lk_sha256_update(c, n, sizeof n);
-  lk_sha256_update(c, p, len);
+  sha256_update(c, sizeof n, n);
+  sha256_update(c, len, p);
 }
 
 void idem_fingerprint(const char *method, const char *path, const void *body, size_t len,
                       uint8_t out[32]) {
-  lk_sha256_ctx c;
-  lk_sha256_init(&c);
+  struct sha256_ctx c;
+  sha256_init(&c);
   update_field(&c, method, strlen(method));
   update_field(&c, path, strlen(path));
   update_field(&c, body ? body : "", len);
-  lk_sha256_final(&c, out);
+  sha256_digest(&c, SHA256_DIGEST_SIZE, out);
 }
 
 /* --- in-flight table: chained hash set of "tenant\nkey" under one mutex. Held only for the

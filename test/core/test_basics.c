@@ -6,6 +6,8 @@
 
 #include <linkd/linkd.h>
 
+#include "fake_clock.h"
+
 #include <stdio.h>
 #include <string.h>
 

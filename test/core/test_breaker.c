@@ -48,6 +48,7 @@
 #include <linkd/error.h>
 #include <linkd/rand.h>
 
+#include "fake_clock.h"
 #include "testutil.h"
 
 #include <math.h>

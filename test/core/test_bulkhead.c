@@ -8,6 +8,7 @@
 #include <linkd/bulkhead.h>
 #include <linkd/error.h>
 
+#include "fake_clock.h"
 #include "testutil.h"
 
 #include <pthread.h>

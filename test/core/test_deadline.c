@@ -6,6 +6,8 @@
 
 #include <linkd/linkd.h>
 
+#include "fake_clock.h"
+
 #include <string.h>
 
 static void deadline_basics(void **state) {

@@ -146,26 +146,69 @@ static int64_t ra(const char *v, int64_t now_wall, int *rc) {
 static void test_http_date_forms(void **s) {
   (void)s;
   int64_t t;
+  int64_t now = INT64_C(1767225600) * LK_NS_PER_S; /* 2026-01-01T00:00:00Z */
   /* RFC 9110's example instant in its three forms */
-  assert_int_equal(lk_http_date_parse("Sun, 06 Nov 1994 08:49:37 GMT", 29, &t), LK_OK);
+  assert_int_equal(lk_http_date_parse("Sun, 06 Nov 1994 08:49:37 GMT", 29, now, &t), LK_OK);
   assert_int_equal(t, 784111777);
   const char *rfc850 = "Sunday, 06-Nov-94 08:49:37 GMT";
-  assert_int_equal(lk_http_date_parse(rfc850, strlen(rfc850), &t), LK_OK);
+  assert_int_equal(lk_http_date_parse(rfc850, strlen(rfc850), now, &t), LK_OK);
   assert_int_equal(t, 784111777);
   const char *asc = "Sun Nov  6 08:49:37 1994";
-  assert_int_equal(lk_http_date_parse(asc, strlen(asc), &t), LK_OK);
+  assert_int_equal(lk_http_date_parse(asc, strlen(asc), now, &t), LK_OK);
   assert_int_equal(t, 784111777);
   const char *leap = "Thu, 29 Feb 2024 00:00:00 GMT";
-  assert_int_equal(lk_http_date_parse(leap, strlen(leap), &t), LK_OK);
+  assert_int_equal(lk_http_date_parse(leap, strlen(leap), now, &t), LK_OK);
   assert_int_equal(t, 1709164800);
   const char *bad[] = {"Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 6 Nov 1994 08:49:37 GMT",
                        "Sun, 30 Feb 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT",
                        "Xyz, 06 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 GMT ",
                        "Fri, 29 Feb 2023 00:00:00 GMT", "", "Sun Nov 6 08:49:37 1994"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-    assert_int_equal(lk_http_date_parse(bad[i], strlen(bad[i]), &t), LK_EPARSE);
+    assert_int_equal(lk_http_date_parse(bad[i], strlen(bad[i]), now, &t), LK_EPARSE);
   /* never reads past len */
-  assert_int_equal(lk_http_date_parse("Sun, 06 Nov 1994 08:49:37 GMT", 28, &t), LK_EPARSE);
+  assert_int_equal(lk_http_date_parse("Sun, 06 Nov 1994 08:49:37 GMT", 28, now, &t), LK_EPARSE);
+}
+
+/* An HTTP-date read at wall time now_s (seconds); -1 when refused. */
+static int64_t date_at(const char *v, int64_t now_s) {
+  int64_t t = -1;
+  if (lk_http_date_parse(v, strlen(v), now_s * LK_NS_PER_S, &t) != LK_OK)
+    return -1;
+  return t;
+}
+
+/* RFC 9110 5.6.7: a two-digit year more than 50 years ahead of now is the most recent past year
+ * with those digits; the window moves with the wall time passed in, there is no fixed pivot. */
+static void test_http_date_rfc850_years(void **s) {
+  (void)s;
+  const int64_t y2026 = INT64_C(1767225600); /* 2026-01-01T00:00:00Z */
+  assert_int_equal(date_at("Thursday, 01-Jan-70 00:00:00 GMT", y2026), INT64_C(3155760000));
+  assert_int_equal(date_at("Saturday, 01-Jan-77 00:00:00 GMT", y2026), INT64_C(220924800));
+  /* Exactly 50 years ahead is not "more than 50": 2076; one second more is 1976. */
+  assert_int_equal(date_at("Wednesday, 01-Jan-76 00:00:00 GMT", y2026), INT64_C(3345062400));
+  assert_int_equal(date_at("Thursday, 01-Jan-76 00:00:01 GMT", y2026), INT64_C(189302401));
+  /* "70" meant 1970 only while 2070 was more than 50 years ahead: until 2020-01-01. */
+  assert_int_equal(date_at("Thursday, 01-Jan-70 00:00:00 GMT", INT64_C(1577836799)), 0);
+  assert_int_equal(date_at("Thursday, 01-Jan-70 00:00:00 GMT", INT64_C(1577836800)),
+                   INT64_C(3155760000));
+  /* At RFC 9110's example instant: 94 is 1994, 44 is 2044 (exactly 50 years), 45 is 1945. */
+  const int64_t y1994 = INT64_C(784111777);
+  assert_int_equal(date_at("Sunday, 06-Nov-94 08:49:37 GMT", y1994), y1994);
+  assert_int_equal(date_at("Sunday, 06-Nov-44 08:49:37 GMT", y1994), INT64_C(2362034977));
+  assert_int_equal(date_at("Tuesday, 06-Nov-45 08:49:37 GMT", y1994), INT64_C(-762189023));
+  /* Near a century's end the next century's years are the near future: in 2099, 01 is 2101. */
+  const int64_t y2099 = INT64_C(4083955200); /* 2099-06-01 */
+  assert_int_equal(date_at("Tuesday, 01-Mar-01 00:00:00 GMT", y2099), INT64_C(4139078400));
+  assert_int_equal(date_at("Thursday, 01-Mar-01 00:00:00 GMT", y2026), INT64_C(983404800));
+  /* The other two forms carry four digits and ignore the wall time. */
+  assert_int_equal(date_at("Sun, 06 Nov 1994 08:49:37 GMT", y2099), y1994);
+  assert_int_equal(date_at("Sun Nov  6 08:49:37 1994", y2099), y1994);
+  /* A Retry-After in RFC 850 form with year 70, received in 2026, is 44 years away, not past. */
+  int64_t out = -1;
+  const char *ra70 = "Thursday, 01-Jan-70 00:00:00 GMT";
+  assert_int_equal(lk_http_retry_after_parse(ra70, strlen(ra70), y2026 * LK_NS_PER_S, &out),
+                   LK_OK);
+  assert_int_equal(out, (INT64_C(3155760000) - y2026) * LK_NS_PER_S);
 }
 
 static void test_retry_after(void **s) {
@@ -397,6 +440,7 @@ int main(void) {
       cmocka_unit_test(test_classify_resets),
       cmocka_unit_test(test_classify_status_and_terminal),
       cmocka_unit_test(test_http_date_forms),
+      cmocka_unit_test(test_http_date_rfc850_years),
       cmocka_unit_test(test_retry_after),
       cmocka_unit_test(test_uuid4),
       cmocka_unit_test(test_idem_keys),

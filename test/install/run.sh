@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Installs the build tree into a temporary prefix, then builds and runs a small program against the
-# installed copy both ways: pkg-config (shared and static) and CMake find_package(linkd).
+# installed copy both ways: pkg-config (shared and static) and CMake find_package(linkd). Then the
+# same from a second, libraries-only build installed with Debian's multiarch libdir
+# (lib/x86_64-linux-gnu: the .pc files' relative prefix has one more ".."), a core-only
+# find_package consumer that must never look for curl, and linkd embedded with add_subdirectory()
+# with LINKD_HTTP=OFF where none of the HTTP layer's or libraryd's dependencies can be found.
 set -euo pipefail
 build=$1
-src=$(cd "$(dirname "$0")" && pwd)/consumer
+source_dir=$2
+here=$(cd "$(dirname "$0")" && pwd)
+src=$here/consumer
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
-libdir=$(ls -d "$tmp"/prefix/lib* | head -1)
-export PKG_CONFIG_PATH="$libdir/pkgconfig"
 want=$(mktemp -p "$tmp")
 "$build"/test/install/expected_output > "$want"
 
@@ -18,17 +21,43 @@ check() { # name, command...
   if [ "$out" != "$(cat "$want")" ]; then echo "FAIL: $name output differs"; echo "$out"; exit 1; fi
   echo "ok: $name"
 }
+quiet() { # command...: its output only when it fails
+  local log; log=$(mktemp -p "$tmp")
+  if ! "$@" >"$log" 2>&1; then cat "$log"; return 1; fi
+}
 
-for pc in linkd-core linkd; do
-  cc -std=c11 -Wall -Werror -o "$tmp/$pc-shared" "$src/consumer.c" $(pkg-config --cflags --libs $pc)
-  check "pkg-config $pc (shared)" env LD_LIBRARY_PATH="$libdir" "$tmp/$pc-shared"
-  # liblinkd's archive with the system's shared libcurl (Debian ships no fully static curl chain).
-  extra="-lpthread -lm"
-  [ $pc = linkd ] && extra="$(pkg-config --libs libcurl) $extra"
-  cc -std=c11 -Wall -Werror -o "$tmp/$pc-static" "$src/consumer.c" \
-    $(pkg-config --cflags $pc) "$libdir/lib$pc.a" $extra
-  check "pkg-config $pc (static)" "$tmp/$pc-static"
-done
+# test_prefix <prefix> <libdir>: every consumer against one installed tree.
+test_prefix() {
+  local prefix=$1 libdir=$2 tag=$3
+  export PKG_CONFIG_PATH="$libdir/pkgconfig"
+  for pc in linkd-core linkd; do
+    # The .pc file's own idea of where things are must be where they were installed.
+    [ "$(pkg-config --variable=libdir $pc)" -ef "$libdir" ] ||
+      { echo "FAIL: $tag $pc.pc libdir $(pkg-config --variable=libdir $pc) is not $libdir"; exit 1; }
+    [ "$(pkg-config --variable=includedir $pc)" -ef "$prefix/include" ] ||
+      { echo "FAIL: $tag $pc.pc includedir $(pkg-config --variable=includedir $pc)"; exit 1; }
+    cc -std=c11 -Wall -Werror -o "$tmp/$pc-shared" "$src/consumer.c" $(pkg-config --cflags --libs $pc)
+    check "$tag pkg-config $pc (shared)" env LD_LIBRARY_PATH="$libdir" "$tmp/$pc-shared"
+    # liblinkd's archive with the system's shared libcurl (Debian ships no fully static curl chain).
+    extra="-lpthread -lm"
+    [ $pc = linkd ] && extra="$(pkg-config --libs libcurl) $extra"
+    cc -std=c11 -Wall -Werror -o "$tmp/$pc-static" "$src/consumer.c" \
+      $(pkg-config --cflags $pc) "$libdir/lib$pc.a" $extra
+    check "$tag pkg-config $pc (static)" "$tmp/$pc-static"
+  done
+  unset PKG_CONFIG_PATH
+  rm -rf "$tmp/cbuild"
+  quiet cmake -S "$src" -B "$tmp/cbuild" -DCMAKE_PREFIX_PATH="$prefix"
+  quiet cmake --build "$tmp/cbuild"
+  check "$tag find_package linkd::linkd" env LD_LIBRARY_PATH="$libdir" "$tmp/cbuild/consumer_shared"
+  check "$tag find_package linkd::core_static" "$tmp/cbuild/consumer_core_static"
+  check "$tag find_package linkd::linkd_static" "$tmp/cbuild/consumer_static"
+}
+
+quiet cmake --install "$build" --prefix "$tmp/prefix"
+libdir=$(ls -d "$tmp"/prefix/lib* | head -1)
+test_prefix "$tmp/prefix" "$libdir" "[$(basename "$libdir")]"
+
 # The shared object carries SONAME = major version.
 so=$(ls "$libdir"/liblinkd-core.so.*.*.* | head -1)
 objdump -p "$so" | grep -q "SONAME *liblinkd-core.so.0" || { echo "FAIL: SONAME"; exit 1; }
@@ -39,9 +68,38 @@ if nm -D --defined-only "$so" | awk '{print $3}' | grep -v '^lk_' | grep -v '^_'
 fi
 echo "ok: exports"
 
-cmake -S "$src" -B "$tmp/cbuild" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
-cmake --build "$tmp/cbuild" >/dev/null
-check "find_package linkd::linkd" env LD_LIBRARY_PATH="$libdir" "$tmp/cbuild/consumer_shared"
-check "find_package linkd::core_static" "$tmp/cbuild/consumer_core_static"
-check "find_package linkd::linkd_static" "$tmp/cbuild/consumer_static"
+# A core-only consumer: no find_package(CURL), no CURL_* variables, no HTTP targets.
+quiet cmake -S "$here/consumer_core" -B "$tmp/corebuild" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+  -DCMAKE_MODULE_PATH="$here/poison"
+quiet cmake --build "$tmp/corebuild"
+check "find_package(linkd COMPONENTS core), curl unfindable (shared)" \
+  env LD_LIBRARY_PATH="$libdir" "$tmp/corebuild/consumer_core"
+check "find_package(linkd COMPONENTS core), curl unfindable (static)" \
+  "$tmp/corebuild/consumer_core_static"
+# The poison works: the full package does look for curl.
+if cmake -S "$src" -B "$tmp/poisoned" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+     -DCMAKE_MODULE_PATH="$here/poison" >/dev/null 2>&1; then
+  echo "FAIL: find_package(linkd) with the http component did not look for curl"; exit 1
+fi
+echo "ok: find_package(linkd) (all components) looks for curl"
+
+# Debian multiarch: a libraries-only build of the same sources installed to lib/x86_64-linux-gnu.
+quiet cmake -S "$source_dir" -B "$tmp/mabuild" -DCMAKE_INSTALL_LIBDIR=lib/x86_64-linux-gnu \
+  -DLINKD_PROGRAMS=OFF -DBUILD_TESTING=OFF -DLINKD_BENCH=OFF -DLINKD_EXAMPLES=OFF
+quiet cmake --build "$tmp/mabuild" -j2
+quiet cmake --install "$tmp/mabuild" --prefix "$tmp/maprefix"
+[ -f "$tmp/maprefix/lib/x86_64-linux-gnu/pkgconfig/linkd.pc" ] || { echo "FAIL: multiarch"; exit 1; }
+test_prefix "$tmp/maprefix" "$tmp/maprefix/lib/x86_64-linux-gnu" "[multiarch]"
+
+# Embedded with add_subdirectory(), LINKD_HTTP=OFF: no pkg-config module and no curl findable.
+mkdir -p "$tmp/empty-pc"
+quiet env PKG_CONFIG_LIBDIR="$tmp/empty-pc" PKG_CONFIG_PATH= \
+  cmake -S "$here/consumer_subdir" -B "$tmp/subbuild" -DLINKD_SOURCE_DIR="$source_dir" \
+  -DCMAKE_MODULE_PATH="$here/poison"
+quiet cmake --build "$tmp/subbuild" -j2
+check "add_subdirectory, LINKD_HTTP=OFF, no HTTP dependencies" "$tmp/subbuild/consumer_core"
+# linkd registers no tests of its own in a parent project.
+n=$(ctest --test-dir "$tmp/subbuild" -N | sed -nE 's/^Total Tests: ([0-9]+)$/\1/p')
+[ "$n" = 1 ] || { echo "FAIL: the parent project sees $n tests, want only its own 1"; exit 1; }
+echo "ok: add_subdirectory adds no tests"
 echo "1 passed, 0 failed"
