@@ -81,7 +81,11 @@ LK_EXPORT int lk_bulkhead_acquire(lk_bulkhead *b, const lk_clock *clock, lk_dead
  * lk_bulkhead_waiter_granted(), or lk_bulkhead_waiter_cancel(). Time stays with the caller: it
  * arms its own timer for its deadline and cancels the wait when it fires. */
 typedef struct lk_bulkhead_waiter {
-  _Alignas(void *) unsigned char opaque_[48];
+  union { /* a union, not _Alignas: the header stays valid C99 and C++ */
+    void *align_p_;
+    int64_t align_i_;
+    unsigned char opaque_[48];
+  } u_;
 } lk_bulkhead_waiter;
 
 /* Takes a free slot at once when nobody is queued (LK_OK: slot held), or queues `w` behind every

@@ -31,12 +31,12 @@ typedef struct waiter {
   bool queued;  /* non-blocking: in the queue (read under the mutex) */
 } waiter;
 
-_Static_assert(sizeof(waiter) <= sizeof(((lk_bulkhead_waiter *)0)->opaque_),
+_Static_assert(sizeof(waiter) <= sizeof(((lk_bulkhead_waiter *)0)->u_.opaque_),
                "lk_bulkhead_waiter too small for the internal waiter");
 _Static_assert(_Alignof(waiter) <= _Alignof(lk_bulkhead_waiter),
                "lk_bulkhead_waiter under-aligned");
 
-static waiter *waiter_of(lk_bulkhead_waiter *w) { return (waiter *)(void *)w->opaque_; }
+static waiter *waiter_of(lk_bulkhead_waiter *w) { return (waiter *)(void *)w->u_.opaque_; }
 
 struct lk_bulkhead {
   _Alignas(64) _Atomic uint64_t state;
