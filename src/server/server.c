@@ -13,6 +13,7 @@
  * connections; a purge thread deletes expired keys.
  */
 #include "server_impl.h"
+#include "strict.h"
 #include "util.h"
 
 #include <linkd/error.h>
@@ -333,17 +334,25 @@ static enum MHD_Result after_body(req *r) {
 }
 
 /* Parses the propagated deadline headers; false (and a 400 in early) on a malformed value. */
-static bool parse_deadline(req *r) {
+static bool parse_deadline(req *r, const lk_head *h) {
   static const struct {
+    lk_hdr hdr;
     const char *name;
     int (*parse)(const char *, size_t, int64_t *);
-  } forms[] = {{"Linkd-Deadline", lk_ms_timeout_parse}, {"grpc-timeout", lk_grpc_timeout_parse}};
+  } forms[] = {{LK_HDR_LINKD_DEADLINE, "Linkd-Deadline", lk_ms_timeout_parse},
+               {LK_HDR_GRPC_TIMEOUT, "grpc-timeout", lk_grpc_timeout_parse}};
   for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
-    const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, forms[i].name);
+    const char *v = h->v[forms[i].hdr];
     if (!v)
       continue;
+    size_t n = strlen(v);
     int64_t ns;
-    int rc = forms[i].parse(v, strlen(v), &ns);
+    int rc = forms[i].parse(v, n, &ns);
+    /* Plain milliseconds too long for the core's 18 digits are as far beyond int64 ns as an
+     * 18-digit value that overflows: both are well formed and mean no deadline. */
+    if (rc == LK_EPARSE && forms[i].hdr == LK_HDR_LINKD_DEADLINE && n > 18 &&
+        strspn(v, "0123456789") == n)
+      rc = LK_ERANGE;
     if (rc == LK_ERANGE)
       continue; /* well formed but beyond int64 ns: no deadline to speak of */
     if (rc != LK_OK) {
@@ -372,17 +381,16 @@ static bool key_required(const lk_server *s, const req *r) {
 }
 
 /* Caller identity, key and request id of a write; false (and early filled) on bad input. */
-static bool parse_identity(req *r) {
-  struct MHD_Connection *c = r->conn;
-  const char *api = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-API-Key");
-  const char *ten = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Tenant");
+static bool parse_identity(req *r, const lk_head *h) {
+  const char *api = h->v[LK_HDR_API_KEY];
+  const char *ten = h->v[LK_HDR_TENANT];
   if (idem_tenant(api, ten, r->tenant, sizeof r->tenant) != LK_OK) {
     resp_error(&r->early, 400, "bad_tenant",
                "X-Tenant must be 1-%d of [A-Za-z0-9._-]; X-API-Key must not be empty",
                IDEM_TENANT_MAX);
     return false;
   }
-  const char *rid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
+  const char *rid = h->v[LK_HDR_REQUEST_ID];
   if (rid) {
     if (!visible_ascii(rid, IDEM_KEY_LEN_MAX)) {
       resp_error(&r->early, 400, "bad_request_id", "X-Request-Id must be 1-%d visible ASCII",
@@ -393,7 +401,7 @@ static bool parse_identity(req *r) {
   }
   if (!r->write)
     return true;
-  const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
+  const char *key = h->v[LK_HDR_IDEMPOTENCY_KEY];
   if (key) {
     if (idem_key_parse(key, r->key, sizeof r->key) != LK_OK) {
       resp_error(&r->early, 400, "bad_idempotency_key",
@@ -412,39 +420,41 @@ static bool parse_identity(req *r) {
   return true;
 }
 
-static enum MHD_Result on_head(req *r, const char *url, const char *method) {
+static enum MHD_Result on_head(req *r, const char *url, const char *method, const char *version) {
   lk_server *s = r->srv;
   resp_init(&r->early, 500);
   snprintf(r->method, sizeof r->method, "%s", method);
+  lk_head h;
+  if (!lk_head_check(r->conn, method, url, version, &h, &r->early))
+    return send_resp(r, &r->early); /* before the route and the fault draw: no effect at all */
   if (strlen(url) >= sizeof r->path) {
+    lk_head_free(&h);
     resp_error(&r->early, 414, "uri_too_long", "the path exceeds %d bytes", LK_PATH_MAX - 1);
     return send_resp(r, &r->early);
   }
   snprintf(r->path, sizeof r->path, "%s", url);
-  const char *att = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Linkd-Attempt");
-  if (att)
-    snprintf(r->attempt, sizeof r->attempt, "%s", att);
+  if (h.v[LK_HDR_LINKD_ATTEMPT])
+    snprintf(r->attempt, sizeof r->attempt, "%s", h.v[LK_HDR_LINKD_ATTEMPT]);
   bool ok = route_parse(r, &r->early) && route_method_ok(r, &r->early);
   lk_faults_decide(s->faults, r->method, r->path, &r->plan);
   if (r->plan.act.kind != LK_FAULT_NONE || r->plan.delay_ns)
     atomic_fetch_add(&s->stats.faults_injected, 1);
-  if (r->plan.act.kind == LK_FAULT_RESET_BEFORE_READ)
+  if (r->plan.act.kind == LK_FAULT_RESET_BEFORE_READ) {
+    lk_head_free(&h);
     return do_reset(r);
-  ok = ok && parse_deadline(r);
+  }
+  ok = ok && parse_deadline(r, &h);
   if (ok && lk_deadline_expired(r->dl, r->t0)) {
     atomic_fetch_add(&s->stats.deadline_expired_on_arrival, 1);
     resp_error(&r->early, 504, "deadline_exceeded", "the request arrived after its deadline");
     ok = false;
   }
-  ok = ok && parse_identity(r);
-  if (ok) {
-    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
-    int64_t n;
-    if (cl && lk_parse_i64(cl, strlen(cl), false, &n) == LK_OK && (uint64_t)n > s->cfg.max_body) {
-      resp_error(&r->early, 413, "body_too_large", "the body exceeds %zu bytes", s->cfg.max_body);
-      ok = false;
-    }
+  ok = ok && parse_identity(r, &h);
+  if (ok && h.content_length >= 0 && (uint64_t)h.content_length > s->cfg.max_body) {
+    resp_error(&r->early, 413, "body_too_large", "the body exceeds %zu bytes", s->cfg.max_body);
+    ok = false;
   }
+  lk_head_free(&h);
   if (!ok) /* answered now: MHD skips (and closes after) any body still to come */
     return send_resp(r, &r->early);
   r->ph = PH_BODY;
@@ -478,7 +488,6 @@ static void append_body(req *r, const char *data, size_t n) {
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls) {
-  (void)version;
   lk_server *s = cls;
   req *r = *con_cls;
   tl_quiet_close = false;
@@ -494,7 +503,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     r->outcome = "ok";
     atomic_fetch_add(&s->active, 1);
     atomic_fetch_add(&s->stats.requests, 1);
-    return on_head(r, url, method);
+    return on_head(r, url, method, version);
   }
   if (*upload_size) {
     if (r->ph == PH_BODY)
@@ -680,7 +689,9 @@ int lk_server_start(const lk_server_config *cfg, lk_store *store, lk_server **ou
                           s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
                           on_completed, s, MHD_OPTION_THREAD_POOL_SIZE, s->cfg.threads,
                           MHD_OPTION_CONNECTION_LIMIT, s->cfg.connection_limit,
-                          MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.idle_timeout_s, MHD_OPTION_END);
+                          MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.idle_timeout_s,
+                          MHD_OPTION_NOTIFY_CONNECTION, lk_head_notify_connection, s,
+                          MHD_OPTION_URI_LOG_CALLBACK, lk_head_uri_log, s, MHD_OPTION_END);
   if (!s->d) {
     close(fd);
     snprintf(err, errcap, "libmicrohttpd failed to start");
