@@ -346,13 +346,16 @@ static bool parse_deadline(req *r, const lk_head *h) {
     if (!v)
       continue;
     size_t n = strlen(v);
+    /* The core's plain parser takes 1-18 digits. Longer runs of digits are well formed too:
+     * leading zeros are dropped, and a number still longer than 18 digits is, like an 18-digit
+     * one that overflows, beyond int64 ns, which means no deadline (docs/libraryd.md). */
+    bool long_ms = forms[i].hdr == LK_HDR_LINKD_DEADLINE && n > 18 && strspn(v, "0123456789") == n;
+    if (long_ms) {
+      while (n > 1 && *v == '0')
+        v++, n--;
+    }
     int64_t ns;
-    int rc = forms[i].parse(v, n, &ns);
-    /* Plain milliseconds too long for the core's 18 digits are as far beyond int64 ns as an
-     * 18-digit value that overflows: both are well formed and mean no deadline. */
-    if (rc == LK_EPARSE && forms[i].hdr == LK_HDR_LINKD_DEADLINE && n > 18 &&
-        strspn(v, "0123456789") == n)
-      rc = LK_ERANGE;
+    int rc = n > 18 && long_ms ? LK_ERANGE : forms[i].parse(v, n, &ns);
     if (rc == LK_ERANGE)
       continue; /* well formed but beyond int64 ns: no deadline to speak of */
     if (rc != LK_OK) {
