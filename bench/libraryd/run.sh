@@ -45,7 +45,7 @@ free_port() {
 start_libraryd() { # $1 = name, rest = extra flags; sets LPORT and LPID
   local name=$1; shift
   "$LIBRARYD" --port 0 --port-file "$WORK/$name.port" --db "$WORK/$name.db" --log off \
-    --threads "$SERVER_THREADS" --connection-limit 4096 "$@" 2>"$WORK/$name.log" &
+    --threads "$SERVER_THREADS" --connection-limit 4096 --per-client-limit 0 "$@" 2>"$WORK/$name.log" &
   LPID=$!
   PIDS+=("$LPID")
   wait_file "$WORK/$name.port" || { cat "$WORK/$name.log" >&2; exit 1; }

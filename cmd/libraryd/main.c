@@ -52,7 +52,11 @@ static const char usage[] =
     "  --admin-port-file FILE   write the admin port to FILE once listening\n"
     "  --threads N              server threads (default: number of CPUs)\n"
     "  --connection-limit N     concurrent connections (default 1024)\n"
+    "  --per-client-limit N     concurrent connections per client IP (default 64; 0: none)\n"
     "  --idle-timeout DUR       close idle keep-alive connections after DUR (default 60s)\n"
+    "  --head-timeout DUR       close a connection whose request head takes longer (10s; 0s: off)\n"
+    "  --body-timeout DUR       close a connection whose body takes longer after its head\n"
+    "                           (default 30s; 0s: off)\n"
     "  --max-body SIZE          largest accepted request body, e.g. 64k (default 64k)\n"
     "  --drain-timeout DUR      on SIGTERM/SIGINT, time left to in-flight requests (default 10s)\n"
     "\n"
@@ -102,6 +106,9 @@ enum {
   O_THREADS,
   O_CONN_LIMIT,
   O_IDLE,
+  O_PER_CLIENT,
+  O_HEAD_TIMEOUT,
+  O_BODY_TIMEOUT,
   O_MAX_BODY,
   O_DRAIN,
   O_DB,
@@ -129,6 +136,9 @@ static const struct option long_opts[] = {
     {"threads", required_argument, NULL, O_THREADS},
     {"connection-limit", required_argument, NULL, O_CONN_LIMIT},
     {"idle-timeout", required_argument, NULL, O_IDLE},
+    {"per-client-limit", required_argument, NULL, O_PER_CLIENT},
+    {"head-timeout", required_argument, NULL, O_HEAD_TIMEOUT},
+    {"body-timeout", required_argument, NULL, O_BODY_TIMEOUT},
     {"max-body", required_argument, NULL, O_MAX_BODY},
     {"drain-timeout", required_argument, NULL, O_DRAIN},
     {"db", required_argument, NULL, O_DB},
@@ -208,6 +218,13 @@ static int apply(opts *o, int id, const char *name, const char *v) {
       return -1;
     o->srv.idle_timeout_s = (unsigned)(n / LK_NS_PER_S > 86400 ? 86400 : n / LK_NS_PER_S);
     return 0;
+  case O_PER_CLIENT:
+    if (int_in(name, v, 0, 1000000, &n))
+      return -1;
+    o->srv.per_client_limit = (unsigned)n;
+    return 0;
+  case O_HEAD_TIMEOUT: return dur(name, v, &o->srv.head_timeout_ns);
+  case O_BODY_TIMEOUT: return dur(name, v, &o->srv.body_timeout_ns);
   case O_MAX_BODY:
     if (lk_parse_size(v, &u) != LK_OK || u == 0 || u > 64 * 1024 * 1024)
       return bad(name, v, "expected a size in (0, 64m], e.g. 65536 or 64k");

@@ -55,6 +55,9 @@ void lk_server_config_init_default(lk_server_config *cfg) {
   cfg->drain_timeout_ns = 10 * LK_NS_PER_S;
   cfg->idle_timeout_s = 60;
   cfg->connection_limit = 1024;
+  cfg->per_client_limit = 64;
+  cfg->head_timeout_ns = 10 * LK_NS_PER_S;
+  cfg->body_timeout_ns = 30 * LK_NS_PER_S;
   cfg->seed = 1;
   cfg->log = LK_LOG_TEXT;
   cfg->log_fd = 2;
@@ -515,7 +518,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return MHD_YES;
   }
   switch (r->ph) {
-  case PH_BODY: return after_body(r);
+  case PH_BODY: lk_head_body_done(conn); return after_body(r);
   case PH_DELAY: return run(r);
   case PH_HEAD:
   case PH_DONE:
@@ -531,6 +534,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   tl_quiet_close = false;
   if (!r)
     return;
+  lk_head_request_done(conn);
   release_claim(r);
   int64_t dur = lk_now_ns() - r->t0;
   access_log(r, toe);
@@ -679,6 +683,11 @@ int lk_server_start(const lk_server_config *cfg, lk_store *store, lk_server **ou
   }
   if (server_metrics_init(s) != LK_OK)
     return config_error(s, LK_ENOMEM);
+  s->guard = lk_guard_new(s->cfg.head_timeout_ns, s->cfg.body_timeout_ns,
+                          (int64_t)s->cfg.idle_timeout_s * LK_NS_PER_S,
+                          s->cfg.log == LK_LOG_OFF ? -1 : s->cfg.log_fd);
+  if (!s->guard)
+    return config_error(s, LK_ENOMEM);
 
   int fd = listen_on(cfg->addr ? cfg->addr : "127.0.0.1", cfg->port, &s->port, err, errcap);
   if (fd < 0)
@@ -693,7 +702,8 @@ int lk_server_start(const lk_server_config *cfg, lk_store *store, lk_server **ou
                           on_completed, s, MHD_OPTION_THREAD_POOL_SIZE, s->cfg.threads,
                           MHD_OPTION_CONNECTION_LIMIT, s->cfg.connection_limit,
                           MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.idle_timeout_s,
-                          MHD_OPTION_NOTIFY_CONNECTION, lk_head_notify_connection, s,
+                          MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->cfg.per_client_limit,
+                          MHD_OPTION_NOTIFY_CONNECTION, lk_head_notify_connection, s->guard,
                           MHD_OPTION_URI_LOG_CALLBACK, lk_head_uri_log, s, MHD_OPTION_END);
   if (!s->d) {
     close(fd);
@@ -786,6 +796,7 @@ void lk_server_free(lk_server *s) {
     pthread_mutex_unlock(&s->purge_mu);
     pthread_join(s->purge_thread, NULL);
   }
+  lk_guard_free(s->guard); /* after MHD stopped: no connection uses it */
   lk_waker_free(s->waker);
   lk_inflight_free(s->inflight);
   lk_faults_free(s->faults);

@@ -29,6 +29,9 @@ typedef struct lk_server_config {
   int64_t drain_timeout_ns;  /* graceful shutdown budget for in-flight requests (10 s) */
   unsigned idle_timeout_s;   /* idle keep-alive connections are closed after this (60) */
   unsigned connection_limit; /* concurrent connections (default 1024) */
+  unsigned per_client_limit; /* concurrent connections per client IP (default 64; 0 = off) */
+  int64_t head_timeout_ns;   /* a request head must arrive within this (10 s; 0 = off) */
+  int64_t body_timeout_ns;   /* a request body must arrive within this after its head (30 s) */
   uint64_t seed;             /* fault injection generator seed (default 1) */
   const char *const *faults; /* fault rule specs (see fault.h), n_faults of them */
   size_t n_faults;

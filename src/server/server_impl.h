@@ -61,6 +61,7 @@ struct lk_server {
   bool purge_stop;
   lk_server_stats stats;
   struct lk_server_metrics *metrics; /* NULL when built without the metrics registry */
+  struct lk_guard *guard;            /* read deadlines (strict.c) */
 };
 
 /* One request's state across the handler calls MHD makes for it. */

@@ -2,28 +2,191 @@
 #include "strict.h"
 #include "server_impl.h"
 
+#include <linkd/clock.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 /* What lk_head_uri_log saw of the current request's target. */
-typedef struct conn_note {
+typedef struct target_note {
   const char *uri; /* where the target starts in MHD's buffer */
   size_t uri_len;  /* its strlen before decoding: short of the version when it held a NUL */
   bool seen;       /* set for each request line, cleared by lk_head_check */
   bool pct_nul;    /* "%00": decodes to a NUL that would cut the path */
   bool bad_byte;   /* whitespace, a control byte or a non-ASCII byte */
+} target_note;
+
+/* Where a connection is in its current request, for the read deadlines. */
+enum { PHASE_HEAD, PHASE_BODY, PHASE_RUN, PHASE_IDLE, PHASE_CUT };
+
+/* One per connection (MHD's socket context), listed in its guard while open. */
+typedef struct conn_note {
+  target_note target;
+  lk_guard *guard;
+  int fd;
+  _Atomic int phase;
+  _Atomic int64_t since; /* CLOCK_MONOTONIC ns when the phase began */
+  struct conn_note *prev, *next;
 } conn_note;
+
+struct lk_guard {
+  int64_t head_ns, body_ns, idle_ns;
+  int log_fd; /* -1: no log */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  conn_note *head;
+  bool stop;
+  pthread_t thread;
+  _Atomic uint64_t cut_head, cut_body;
+};
+
+static void set_phase(conn_note *n, int ph) {
+  atomic_store(&n->since, lk_now_ns());
+  atomic_store(&n->phase, ph);
+}
+
+static void cut_log(lk_guard *g, const char *what, int64_t limit_ns) {
+  if (g->log_fd < 0)
+    return;
+  char buf[160];
+  int len =
+      snprintf(buf, sizeof buf, "libraryd: closed a connection: %s not received within %lld ms\n",
+               what, (long long)(limit_ns / LK_NS_PER_MS));
+  ssize_t w = write(g->log_fd, buf, (size_t)len);
+  (void)w;
+}
+
+/* Every tick: a connection whose head (or body) is not complete within its limit is shut down.
+ * MHD still owns the descriptor and closes it when it sees the EOF; the list lock is held
+ * across shutdown(2) and MHD's close notification takes it before closing the descriptor, so
+ * the number is never one that was reused. Each byte resets MHD's idle timer, which is why a
+ * client dribbling bytes is only stopped here. */
+static void *guard_main(void *arg) {
+  lk_guard *g = arg;
+  int64_t tick = g->head_ns < g->body_ns ? g->head_ns : g->body_ns;
+  tick /= 10;
+  tick = tick < 10 * LK_NS_PER_MS ? 10 * LK_NS_PER_MS : tick;
+  tick = tick > 250 * LK_NS_PER_MS ? 250 * LK_NS_PER_MS : tick;
+  pthread_mutex_lock(&g->mu);
+  while (!g->stop) {
+    int64_t due = lk_now_ns() + tick;
+    struct timespec ts = {(time_t)(due / LK_NS_PER_S), (long)(due % LK_NS_PER_S)};
+    pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+    int64_t now = lk_now_ns();
+    for (conn_note *n = g->head; n && !g->stop; n = n->next) {
+      int ph = atomic_load(&n->phase);
+      int64_t age = now - atomic_load(&n->since);
+      const char *what = NULL;
+      int64_t limit = 0;
+      if (ph == PHASE_HEAD && g->head_ns > 0 && age > g->head_ns) {
+        what = "the request head";
+        limit = g->head_ns;
+        atomic_fetch_add(&g->cut_head, 1);
+      } else if (ph == PHASE_BODY && g->body_ns > 0 && age > g->body_ns) {
+        what = "the request body";
+        limit = g->body_ns;
+        atomic_fetch_add(&g->cut_body, 1);
+      } else if (ph == PHASE_IDLE && g->idle_ns > 0 && age > g->idle_ns + g->head_ns) {
+        /* after a response: the next head, dribbled, must still end within idle + head */
+        what = "the next request head";
+        limit = g->idle_ns + g->head_ns;
+        atomic_fetch_add(&g->cut_head, 1);
+      }
+      if (what) {
+        atomic_store(&n->phase, PHASE_CUT);
+        shutdown(n->fd, SHUT_RDWR);
+        cut_log(g, what, limit);
+      }
+    }
+  }
+  pthread_mutex_unlock(&g->mu);
+  return NULL;
+}
+
+lk_guard *lk_guard_new(int64_t head_ns, int64_t body_ns, int64_t idle_ns, int log_fd) {
+  lk_guard *g = calloc(1, sizeof *g);
+  if (!g)
+    return NULL;
+  g->head_ns = head_ns;
+  g->body_ns = body_ns;
+  g->idle_ns = idle_ns;
+  g->log_fd = log_fd;
+  pthread_mutex_init(&g->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&g->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  if ((head_ns > 0 || body_ns > 0) && pthread_create(&g->thread, NULL, guard_main, g) != 0) {
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+    return NULL;
+  }
+  return g;
+}
+
+void lk_guard_free(lk_guard *g) {
+  if (!g)
+    return;
+  if (g->head_ns > 0 || g->body_ns > 0) {
+    pthread_mutex_lock(&g->mu);
+    g->stop = true;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    pthread_join(g->thread, NULL);
+  }
+  pthread_cond_destroy(&g->cv);
+  pthread_mutex_destroy(&g->mu);
+  free(g);
+}
+
+uint64_t lk_guard_cut(const lk_guard *g) {
+  return atomic_load(&((lk_guard *)g)->cut_head) + atomic_load(&((lk_guard *)g)->cut_body);
+}
 
 void lk_head_notify_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                                enum MHD_ConnectionNotificationCode code) {
-  (void)cls;
-  (void)c;
+  lk_guard *g = cls;
   if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-    *socket_context = calloc(1, sizeof(conn_note)); /* NULL: lk_head_check answers 503 */
+    conn_note *n = calloc(1, sizeof *n); /* NULL: lk_head_check answers 503 */
+    *socket_context = n;
+    if (!n)
+      return;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    n->fd = ci ? ci->connect_fd : -1;
+    n->guard = g;
+    set_phase(n, PHASE_HEAD); /* the first head is timed from the accept */
+    if (g && n->fd >= 0) {
+      pthread_mutex_lock(&g->mu);
+      n->next = g->head;
+      if (g->head)
+        g->head->prev = n;
+      g->head = n;
+      pthread_mutex_unlock(&g->mu);
+    }
   } else {
-    free(*socket_context);
+    conn_note *n = *socket_context;
+    if (n && n->guard && n->fd >= 0) {
+      lk_guard *ng = n->guard;
+      pthread_mutex_lock(&ng->mu);
+      if (n->prev)
+        n->prev->next = n->next;
+      else
+        ng->head = n->next;
+      if (n->next)
+        n->next->prev = n->prev;
+      pthread_mutex_unlock(&ng->mu);
+    }
+    free(n);
     *socket_context = NULL;
   }
 }
@@ -34,11 +197,26 @@ static conn_note *note_of(struct MHD_Connection *c) {
   return ci ? ci->socket_context : NULL;
 }
 
+void lk_head_body_done(struct MHD_Connection *c) {
+  conn_note *n = note_of(c);
+  if (n && atomic_load(&n->phase) == PHASE_BODY)
+    set_phase(n, PHASE_RUN);
+}
+
+void lk_head_request_done(struct MHD_Connection *c) {
+  conn_note *n = note_of(c);
+  if (n && atomic_load(&n->phase) != PHASE_CUT)
+    set_phase(n, PHASE_IDLE);
+}
+
 void *lk_head_uri_log(void *cls, const char *uri, struct MHD_Connection *c) {
   (void)cls;
-  conn_note *n = note_of(c);
-  if (!n)
+  conn_note *cn = note_of(c);
+  if (!cn)
     return NULL;
+  if (atomic_load(&cn->phase) == PHASE_IDLE) /* keep-alive: the next head is timed from here */
+    set_phase(cn, PHASE_HEAD);
+  target_note *n = &cn->target;
   memset(n, 0, sizeof *n);
   n->seen = true;
   if (!uri)
@@ -195,13 +373,15 @@ bool lk_head_check(struct MHD_Connection *c, const char *method, const char *url
   h->content_length = -1;
   walk w;
   memset(&w, 0, sizeof w);
-  conn_note *n = note_of(c);
-  if (!n) {
+  conn_note *cn = note_of(c);
+  if (!cn) {
     resp_error(out, 503, "out_of_memory", "no memory for the connection");
     return false;
   }
-  conn_note note = *n;
-  memset(n, 0, sizeof *n);
+  if (atomic_load(&cn->phase) != PHASE_CUT)
+    set_phase(cn, PHASE_BODY); /* the head is in: the body deadline starts */
+  target_note note = cn->target;
+  memset(&cn->target, 0, sizeof cn->target);
   /* The target ends right before the version (MHD put a NUL on the space between them); when
    * its strlen stops short, a NUL byte inside it would have cut the path. */
   if (!note.seen || note.uri != url || url + note.uri_len + 1 != version) {

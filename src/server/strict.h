@@ -46,7 +46,19 @@ typedef struct lk_head {
   char *arena;            /* owns the values */
 } lk_head;
 
-/* MHD_OPTION_NOTIFY_CONNECTION: a small per-connection record for lk_head_uri_log. */
+/* Read deadlines: a connection must deliver its request head within head_ns of its accept (or,
+ * on keep-alive, of the next request line; idle_ns + head_ns after the previous response at
+ * most) and its body within body_ns of the head, or it is shut down. MHD's own timeout is an
+ * idle timer that every byte resets, which a client sending one byte at a time never trips.
+ * 0 turns a limit off. A thread checks a few times per limit. log_fd < 0: no log lines. */
+typedef struct lk_guard lk_guard;
+lk_guard *lk_guard_new(int64_t head_ns, int64_t body_ns, int64_t idle_ns, int log_fd);
+/* After MHD stopped (no connection left). NULL is a no-op. */
+void lk_guard_free(lk_guard *g);
+/* Connections shut down so far. */
+uint64_t lk_guard_cut(const lk_guard *g);
+
+/* MHD_OPTION_NOTIFY_CONNECTION (cls: the lk_guard, may be NULL): the per-connection record. */
 void lk_head_notify_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                                enum MHD_ConnectionNotificationCode code);
 /* MHD_OPTION_URI_LOG_CALLBACK: notes the raw request target before MHD decodes it. Returns NULL
@@ -59,5 +71,9 @@ void *lk_head_uri_log(void *cls, const char *uri, struct MHD_Connection *c);
 bool lk_head_check(struct MHD_Connection *c, const char *method, const char *url,
                    const char *version, lk_head *h, struct lk_resp *out);
 void lk_head_free(lk_head *h);
+/* The body of the current request is complete (its handler runs now). */
+void lk_head_body_done(struct MHD_Connection *c);
+/* MHD finished the request (NOTIFY_COMPLETED): the connection idles until the next head. */
+void lk_head_request_done(struct MHD_Connection *c);
 
 #endif
