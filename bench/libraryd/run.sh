@@ -49,7 +49,7 @@ free_port() {
 start_libraryd() { # $1 = name, rest = extra flags; sets LPORT and LPID
   local name=$1; shift
   "$LIBRARYD" --port 0 --port-file "$WORK/$name.port" --db "$WORK/$name.db" --log off \
-    --threads "$SERVER_THREADS" --connection-limit 4096 --work none \
+    --threads "$SERVER_THREADS" --connection-limit 4096 --per-client-limit 0 --work none \
     --queue-discipline fifo "$@" 2>"$WORK/$name.log" &
   LPID=$!
   PIDS+=("$LPID")

@@ -12,6 +12,7 @@
 #include <linkd/version.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <ini.h>
 #include <pthread.h>
@@ -28,6 +29,11 @@ typedef struct opts {
   lk_server_config srv;
   lk_store_config store;
   const char *port_file, *admin_port_file;
+  const char *log_file;
+  /* The config file being read: where its current line is, for error messages. */
+  const char *cfg_path;
+  int cfg_lines, cfg_err_line;
+  bool cfg_partial; /* the last read did not end a line */
   const char *faults[MAX_LIST];
   const char *require_key[MAX_LIST];
   char *owned[2 * MAX_LIST + 64]; /* strings copied from the config file */
@@ -50,7 +56,11 @@ static const char usage[] =
     "  --threads N              server threads (default: number of CPUs)\n"
     "  --connection-limit N     concurrent connections (default 4096; keep it above --queue +\n"
     "                           --workers, since a queued request holds its connection)\n"
+    "  --per-client-limit N     concurrent connections per client IP (default 64; 0: none)\n"
     "  --idle-timeout DUR       close idle keep-alive connections after DUR (default 60s)\n"
+    "  --head-timeout DUR       close a connection whose request head takes longer (10s; 0s: off)\n"
+    "  --body-timeout DUR       close a connection whose body takes longer after its head\n"
+    "                           (default 30s; 0s: off)\n"
     "  --max-body SIZE          largest accepted request body, e.g. 64k (default 64k)\n"
     "  --drain-timeout DUR      on SIGTERM/SIGINT, time left to in-flight requests (default 10s)\n"
     "\n"
@@ -90,13 +100,17 @@ static const char usage[] =
     "\n"
     "Other:\n"
     "  --log text|json|off      access log on stderr, one line per request (default text)\n"
+    "  --log-file FILE          append stderr (access log, messages) to FILE; SIGHUP reopens it\n"
     "  --config FILE            INI file with the same option names (key = value, no dashes);\n"
     "                           command-line flags override it\n"
     "  --help                   this text\n"
     "  --version                print the version\n"
     "\n"
+    "Signals: SIGTERM/SIGINT drain and stop; SIGHUP reopens --log-file and reloads the fault\n"
+    "rules and seed from --config (a bad file keeps the running rules).\n"
+    "\n"
     "Durations take units: 250ms, 3s, 1m, 24h. Exit status: 0 after a clean shutdown, 1 on a\n"
-    "runtime failure, 2 on a usage error.\n";
+    "runtime failure, 2 on a usage error. See libraryd(8).\n";
 
 enum {
   O_ADDR = 256,
@@ -108,10 +122,13 @@ enum {
   O_THREADS,
   O_CONN_LIMIT,
   O_IDLE,
+  O_PER_CLIENT,
+  O_HEAD_TIMEOUT,
+  O_BODY_TIMEOUT,
   O_MAX_BODY,
   O_DRAIN,
   O_DB,
-  O_SYNC,
+  O_SYNC_MODE,
   O_NO_SEED,
   O_RETENTION,
   O_PURGE,
@@ -125,6 +142,7 @@ enum {
   O_QTARGET,
   O_QINTERVAL,
   O_LOG,
+  O_LOG_FILE,
   O_CONFIG,
   O_HELP,
   O_VERSION
@@ -140,10 +158,13 @@ static const struct option long_opts[] = {
     {"threads", required_argument, NULL, O_THREADS},
     {"connection-limit", required_argument, NULL, O_CONN_LIMIT},
     {"idle-timeout", required_argument, NULL, O_IDLE},
+    {"per-client-limit", required_argument, NULL, O_PER_CLIENT},
+    {"head-timeout", required_argument, NULL, O_HEAD_TIMEOUT},
+    {"body-timeout", required_argument, NULL, O_BODY_TIMEOUT},
     {"max-body", required_argument, NULL, O_MAX_BODY},
     {"drain-timeout", required_argument, NULL, O_DRAIN},
     {"db", required_argument, NULL, O_DB},
-    {"sync", required_argument, NULL, O_SYNC},
+    {"sync", required_argument, NULL, O_SYNC_MODE},
     {"no-seed-data", no_argument, NULL, O_NO_SEED},
     {"idem-retention", required_argument, NULL, O_RETENTION},
     {"purge-interval", required_argument, NULL, O_PURGE},
@@ -157,14 +178,21 @@ static const struct option long_opts[] = {
     {"queue-target", required_argument, NULL, O_QTARGET},
     {"queue-interval", required_argument, NULL, O_QINTERVAL},
     {"log", required_argument, NULL, O_LOG},
+    {"log-file", required_argument, NULL, O_LOG_FILE},
     {"config", required_argument, NULL, O_CONFIG},
     {"help", no_argument, NULL, O_HELP},
     {"version", no_argument, NULL, O_VERSION},
     {NULL, 0, NULL, 0},
 };
 
+/* "file:line" while a config file is applied, NULL for command-line flags. */
+static const char *cfg_where;
+
 static int bad(const char *name, const char *value, const char *why) {
-  fprintf(stderr, "libraryd: --%s '%s': %s\n", name, value ? value : "", why);
+  if (cfg_where)
+    fprintf(stderr, "libraryd: %s: %s = '%s': %s\n", cfg_where, name, value ? value : "", why);
+  else
+    fprintf(stderr, "libraryd: --%s '%s': %s\n", name, value ? value : "", why);
   return -1;
 }
 
@@ -218,6 +246,13 @@ static int apply(opts *o, int id, const char *name, const char *v) {
       return -1;
     o->srv.idle_timeout_s = (unsigned)(n / LK_NS_PER_S > 86400 ? 86400 : n / LK_NS_PER_S);
     return 0;
+  case O_PER_CLIENT:
+    if (int_in(name, v, 0, 1000000, &n))
+      return -1;
+    o->srv.per_client_limit = (unsigned)n;
+    return 0;
+  case O_HEAD_TIMEOUT: return dur(name, v, &o->srv.head_timeout_ns);
+  case O_BODY_TIMEOUT: return dur(name, v, &o->srv.body_timeout_ns);
   case O_MAX_BODY:
     if (lk_parse_size(v, &u) != LK_OK || u == 0 || u > 64 * 1024 * 1024)
       return bad(name, v, "expected a size in (0, 64m], e.g. 65536 or 64k");
@@ -225,7 +260,7 @@ static int apply(opts *o, int id, const char *name, const char *v) {
     return 0;
   case O_DRAIN: return dur(name, v, &o->srv.drain_timeout_ns);
   case O_DB: o->store.path = v; return 0;
-  case O_SYNC:
+  case O_SYNC_MODE:
     if (!strcmp(v, "full"))
       o->store.sync = LK_STORE_SYNC_FULL;
     else if (!strcmp(v, "normal"))
@@ -301,6 +336,7 @@ static int apply(opts *o, int id, const char *name, const char *v) {
     else
       return bad(name, v, "expected text, json or off");
     return 0;
+  case O_LOG_FILE: o->log_file = v; return 0;
   case O_CONFIG: return 0; /* read before the flags */
   case O_HELP: printf(usage, lk_qdisc_name(LK_QDISC_DEFAULT)); return 1;
   case O_VERSION: printf("libraryd %s\n", LK_VERSION_STRING); return 1;
@@ -308,8 +344,7 @@ static int apply(opts *o, int id, const char *name, const char *v) {
   }
 }
 
-static int ini_cb(void *user, const char *section, const char *key, const char *value) {
-  opts *o = user;
+static int ini_apply(opts *o, const char *section, const char *key, const char *value) {
   if (section && *section && strcmp(section, "libraryd"))
     return 1; /* other programs' sections */
   /* queue_discipline and queue-discipline are the same key: INI files often use underscores. */
@@ -326,18 +361,79 @@ static int ini_cb(void *user, const char *section, const char *key, const char *
     if (lo->has_arg == no_argument) {
       if (!strcmp(value, "true") || !strcmp(value, "1") || !strcmp(value, "yes"))
         return apply(o, lo->val, name, value) == 0;
-      return !strcmp(value, "false") || !strcmp(value, "0") || !strcmp(value, "no");
+      if (!strcmp(value, "false") || !strcmp(value, "0") || !strcmp(value, "no"))
+        return 1;
+      return bad(name, value, "expected true/yes/1 or false/no/0") == 0;
     }
     if (o->n_owned >= sizeof o->owned / sizeof o->owned[0])
-      return 0;
+      return bad(name, value, "too many values in the config file") == 0;
     char *copy = strdup(value);
     if (!copy)
-      return 0;
+      return bad(name, value, "out of memory") == 0;
     o->owned[o->n_owned++] = copy;
     return apply(o, lo->val, name, copy) == 0;
   }
-  fprintf(stderr, "libraryd: unknown option '%s'\n", key);
+  fprintf(stderr,
+          "libraryd: %s: unknown key '%s' (the keys are the long flags without '--'; "
+          "see --help)\n",
+          cfg_where, name);
   return 0;
+}
+
+static int ini_cb(void *user, const char *section, const char *name, const char *value) {
+  opts *o = user;
+  char where[4200];
+  int line = o->cfg_lines + (o->cfg_partial ? 1 : 0);
+  snprintf(where, sizeof where, "%s:%d", o->cfg_path, line);
+  cfg_where = where;
+  int ok = ini_apply(o, section, name, value);
+  cfg_where = NULL;
+  if (!ok && !o->cfg_err_line)
+    o->cfg_err_line = line;
+  return ok;
+}
+
+typedef struct cfg_stream {
+  FILE *f;
+  opts *o;
+} cfg_stream;
+
+/* fgets for inih, counting lines so that errors name theirs. */
+static char *cfg_read(char *str, int num, void *arg) {
+  cfg_stream *cs = arg;
+  char *r = fgets(str, num, cs->f);
+  if (r) {
+    size_t n = strlen(r);
+    bool ends = n > 0 && r[n - 1] == '\n';
+    cs->o->cfg_lines += ends;
+    cs->o->cfg_partial = !ends;
+  }
+  return r;
+}
+
+/* Reads one config file into o. 0, or -1 after a message naming the file, line and problem. */
+static int read_config(const char *path, opts *o) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "libraryd: cannot read config file %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  o->cfg_path = path;
+  o->cfg_lines = o->cfg_err_line = 0;
+  o->cfg_partial = false;
+  cfg_stream cs = {f, o};
+  int rc = ini_parse_stream(cfg_read, &cs, ini_cb, o);
+  fclose(f);
+  if (rc == 0)
+    return 0;
+  if (rc < 0)
+    fprintf(stderr, "libraryd: cannot read config file %s: out of memory\n", path);
+  else if (rc != o->cfg_err_line) /* not a value already reported by ini_cb */
+    fprintf(stderr,
+            "libraryd: %s:%d: expected 'name = value', a [section] header, or a comment "
+            "starting with ';' or '#'\n",
+            path, rc);
+  return -1;
 }
 
 static int write_port_file(const char *path, int port) {
@@ -364,17 +460,12 @@ static int parse_args(int argc, char **argv, opts *o) {
       path = argv[i] + 9;
     if (!path)
       continue;
-    int rc = ini_parse(path, ini_cb, o);
-    if (rc != 0) {
-      if (rc < 0)
-        fprintf(stderr, "libraryd: cannot read config file %s: %s\n", path, strerror(errno));
-      else
-        fprintf(stderr, "libraryd: %s:%d: bad line\n", path, rc);
+    if (read_config(path, o) != 0)
       return -1;
-    }
   }
   int c;
   opterr = 0;
+  optind = 0; /* glibc: a full re-initialisation, so a reload can parse again */
   while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
     if (c == 'h')
       c = O_HELP;
@@ -411,6 +502,50 @@ static void raise_fd_limit(unsigned connections) {
   }
 }
 
+/* Points stderr (access log, messages, MHD's log) at the end of `path`. The new descriptor
+ * replaces fd 2 in one dup2, so no writer ever sees it closed. 0 or -1 with errno. */
+static int open_log(const char *path) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return -1;
+  int rc = dup2(fd, 2) < 0 ? -1 : 0;
+  int e = errno;
+  close(fd);
+  errno = e;
+  return rc;
+}
+
+/* SIGHUP: reopen the log (after rotation), then re-read the flags and config file and replace
+ * the fault rules and seed; a bad file is reported and the running rules stay. */
+static void reload(int argc, char **argv, const opts *cur, lk_server *srv) {
+  if (cur->log_file && open_log(cur->log_file) != 0)
+    fprintf(stderr, "libraryd: SIGHUP: cannot reopen %s: %s (logging on)\n", cur->log_file,
+            strerror(errno));
+  opts *o = calloc(1, sizeof *o);
+  if (!o) {
+    fprintf(stderr, "libraryd: SIGHUP: out of memory; nothing reloaded\n");
+    return;
+  }
+  lk_server_config_init_default(&o->srv);
+  lk_store_config_init_default(&o->store);
+  if (parse_args(argc, argv, o) != 0) {
+    fprintf(stderr, "libraryd: SIGHUP: configuration not reloaded; the running fault rules "
+                    "stay\n");
+  } else {
+    char err[512];
+    int rc =
+        lk_server_replace_faults(srv, o->faults, o->srv.n_faults, o->srv.seed, err, sizeof err);
+    if (rc != LK_OK)
+      fprintf(stderr, "libraryd: SIGHUP: %s; the running fault rules stay\n", err);
+    else
+      fprintf(stderr, "libraryd: SIGHUP: reloaded %zu fault rule(s), seed %llu\n", o->srv.n_faults,
+              (unsigned long long)o->srv.seed);
+  }
+  for (size_t i = 0; i < o->n_owned; i++)
+    free(o->owned[i]);
+  free(o);
+}
+
 int main(int argc, char **argv) {
   static opts o;
   lk_server_config_init_default(&o.srv);
@@ -421,12 +556,17 @@ int main(int argc, char **argv) {
   o.srv.faults = o.faults;
   o.srv.require_key = o.require_key;
   raise_fd_limit(o.srv.connection_limit);
+  if (o.log_file && open_log(o.log_file) != 0) {
+    fprintf(stderr, "libraryd: cannot open the log file %s: %s\n", o.log_file, strerror(errno));
+    return 1;
+  }
 
   /* Signals are taken synchronously by this thread; every other thread inherits the mask. */
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, NULL);
   signal(SIGPIPE, SIG_IGN);
 
@@ -434,7 +574,10 @@ int main(int argc, char **argv) {
   lk_store *store;
   rc = lk_store_open(&o.store, &store, err, sizeof err);
   if (rc != LK_OK) {
-    fprintf(stderr, "libraryd: cannot open %s: %s (%s)\n", o.store.path, err, lk_strerror(rc));
+    /* err names the cause (a missing or unwritable directory, a read-only file, SQLite's
+     * reason); the generic code text only when there is none. */
+    fprintf(stderr, "libraryd: cannot open the database %s: %s\n", o.store.path,
+            err[0] ? err : lk_strerror(rc));
     return 1;
   }
   lk_server *srv;
@@ -463,7 +606,8 @@ int main(int argc, char **argv) {
             lk_qdisc_name(o.srv.queue_discipline));
 
   int sig = 0;
-  sigwait(&set, &sig);
+  while (sigwait(&set, &sig) == 0 && sig == SIGHUP)
+    reload(argc, argv, &o, srv);
   if (o.srv.log != LK_LOG_OFF)
     fprintf(stderr, "libraryd: %s: draining\n", strsignal(sig));
   int left = lk_server_shutdown(srv);

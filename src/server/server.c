@@ -16,6 +16,7 @@
  * resumes connections suspended by faults; a purge thread deletes expired keys.
  */
 #include "server_impl.h"
+#include "strict.h"
 #include "util.h"
 
 #include <linkd/error.h>
@@ -57,6 +58,9 @@ void lk_server_config_init_default(lk_server_config *cfg) {
   cfg->drain_timeout_ns = 10 * LK_NS_PER_S;
   cfg->idle_timeout_s = 60;
   cfg->connection_limit = 4096; /* above the default queue: a queued request holds its connection */
+  cfg->per_client_limit = 64;
+  cfg->head_timeout_ns = 10 * LK_NS_PER_S;
+  cfg->body_timeout_ns = 30 * LK_NS_PER_S;
   cfg->seed = 1;
   cfg->workers = 8;
   cfg->queue_limit = 1024;
@@ -377,17 +381,28 @@ static enum MHD_Result after_body(req *r) {
 }
 
 /* Parses the propagated deadline headers; false (and a 400 in early) on a malformed value. */
-static bool parse_deadline(req *r) {
+static bool parse_deadline(req *r, const lk_head *h) {
   static const struct {
+    lk_hdr hdr;
     const char *name;
     int (*parse)(const char *, size_t, int64_t *);
-  } forms[] = {{"Linkd-Deadline", lk_ms_timeout_parse}, {"grpc-timeout", lk_grpc_timeout_parse}};
+  } forms[] = {{LK_HDR_LINKD_DEADLINE, "Linkd-Deadline", lk_ms_timeout_parse},
+               {LK_HDR_GRPC_TIMEOUT, "grpc-timeout", lk_grpc_timeout_parse}};
   for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
-    const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, forms[i].name);
+    const char *v = h->v[forms[i].hdr];
     if (!v)
       continue;
+    size_t n = strlen(v);
+    /* The core's plain parser takes 1-18 digits. Longer runs of digits are well formed too:
+     * leading zeros are dropped, and a number still longer than 18 digits is, like an 18-digit
+     * one that overflows, beyond int64 ns, which means no deadline (docs/libraryd.md). */
+    bool long_ms = forms[i].hdr == LK_HDR_LINKD_DEADLINE && n > 18 && strspn(v, "0123456789") == n;
+    if (long_ms) {
+      while (n > 1 && *v == '0')
+        v++, n--;
+    }
     int64_t ns;
-    int rc = forms[i].parse(v, strlen(v), &ns);
+    int rc = n > 18 && long_ms ? LK_ERANGE : forms[i].parse(v, n, &ns);
     if (rc == LK_ERANGE)
       continue; /* well formed but beyond int64 ns: no deadline to speak of */
     if (rc != LK_OK) {
@@ -416,17 +431,16 @@ static bool key_required(const lk_server *s, const req *r) {
 }
 
 /* Caller identity, key and request id of a write; false (and early filled) on bad input. */
-static bool parse_identity(req *r) {
-  struct MHD_Connection *c = r->conn;
-  const char *api = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-API-Key");
-  const char *ten = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Tenant");
+static bool parse_identity(req *r, const lk_head *h) {
+  const char *api = h->v[LK_HDR_API_KEY];
+  const char *ten = h->v[LK_HDR_TENANT];
   if (idem_tenant(api, ten, r->tenant, sizeof r->tenant) != LK_OK) {
     resp_error(&r->early, 400, "bad_tenant",
                "X-Tenant must be 1-%d of [A-Za-z0-9._-]; X-API-Key must not be empty",
                IDEM_TENANT_MAX);
     return false;
   }
-  const char *rid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
+  const char *rid = h->v[LK_HDR_REQUEST_ID];
   if (rid) {
     if (!visible_ascii(rid, IDEM_KEY_LEN_MAX)) {
       resp_error(&r->early, 400, "bad_request_id", "X-Request-Id must be 1-%d visible ASCII",
@@ -437,7 +451,7 @@ static bool parse_identity(req *r) {
   }
   if (!r->write)
     return true;
-  const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
+  const char *key = h->v[LK_HDR_IDEMPOTENCY_KEY];
   if (key) {
     if (idem_key_parse(key, r->key, sizeof r->key) != LK_OK) {
       resp_error(&r->early, 400, "bad_idempotency_key",
@@ -456,39 +470,41 @@ static bool parse_identity(req *r) {
   return true;
 }
 
-static enum MHD_Result on_head(req *r, const char *url, const char *method) {
+static enum MHD_Result on_head(req *r, const char *url, const char *method, const char *version) {
   lk_server *s = r->srv;
   resp_init(&r->early, 500);
   snprintf(r->method, sizeof r->method, "%s", method);
+  lk_head h;
+  if (!lk_head_check(r->conn, method, url, version, &h, &r->early))
+    return send_resp(r, &r->early); /* before the route and the fault draw: no effect at all */
   if (strlen(url) >= sizeof r->path) {
+    lk_head_free(&h);
     resp_error(&r->early, 414, "uri_too_long", "the path exceeds %d bytes", LK_PATH_MAX - 1);
     return send_resp(r, &r->early);
   }
   snprintf(r->path, sizeof r->path, "%s", url);
-  const char *att = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Linkd-Attempt");
-  if (att)
-    snprintf(r->attempt, sizeof r->attempt, "%s", att);
+  if (h.v[LK_HDR_LINKD_ATTEMPT])
+    snprintf(r->attempt, sizeof r->attempt, "%s", h.v[LK_HDR_LINKD_ATTEMPT]);
   bool ok = route_parse(r, &r->early) && route_method_ok(r, &r->early);
   lk_faults_decide(s->faults, r->method, r->path, &r->plan);
   if (r->plan.act.kind != LK_FAULT_NONE || r->plan.delay_ns)
     atomic_fetch_add(&s->stats.faults_injected, 1);
-  if (r->plan.act.kind == LK_FAULT_RESET_BEFORE_READ)
+  if (r->plan.act.kind == LK_FAULT_RESET_BEFORE_READ) {
+    lk_head_free(&h);
     return do_reset(r);
-  ok = ok && parse_deadline(r);
+  }
+  ok = ok && parse_deadline(r, &h);
   if (ok && lk_deadline_expired(r->dl, r->t0)) {
     atomic_fetch_add(&s->stats.deadline_expired_on_arrival, 1);
     resp_error(&r->early, 504, "deadline_exceeded", "the request arrived after its deadline");
     ok = false;
   }
-  ok = ok && parse_identity(r);
-  if (ok) {
-    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
-    int64_t n;
-    if (cl && lk_parse_i64(cl, strlen(cl), false, &n) == LK_OK && (uint64_t)n > s->cfg.max_body) {
-      resp_error(&r->early, 413, "body_too_large", "the body exceeds %zu bytes", s->cfg.max_body);
-      ok = false;
-    }
+  ok = ok && parse_identity(r, &h);
+  if (ok && h.content_length >= 0 && (uint64_t)h.content_length > s->cfg.max_body) {
+    resp_error(&r->early, 413, "body_too_large", "the body exceeds %zu bytes", s->cfg.max_body);
+    ok = false;
   }
+  lk_head_free(&h);
   if (!ok) /* answered now: MHD skips (and closes after) any body still to come */
     return send_resp(r, &r->early);
   r->ph = PH_BODY;
@@ -522,7 +538,6 @@ static void append_body(req *r, const char *data, size_t n) {
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls) {
-  (void)version;
   lk_server *s = cls;
   req *r = *con_cls;
   tl_quiet_close = false;
@@ -540,7 +555,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     r->outcome = "ok";
     atomic_fetch_add(&s->active, 1);
     atomic_fetch_add(&s->stats.requests, 1);
-    return on_head(r, url, method);
+    return on_head(r, url, method, version);
   }
   if (*upload_size) {
     if (r->ph == PH_BODY)
@@ -549,7 +564,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return MHD_YES;
   }
   switch (r->ph) {
-  case PH_BODY: return after_body(r);
+  case PH_BODY: lk_head_body_done(conn); return after_body(r);
   case PH_DELAY: return run(r);
   case PH_WORKED: return finish(r);
   case PH_QUEUED:
@@ -567,6 +582,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   tl_quiet_close = false;
   if (!r)
     return;
+  lk_head_request_done(conn);
   release_claim(r);
   int64_t dur = lk_now_ns() - r->t0;
   access_log(r, toe);
@@ -723,6 +739,11 @@ int lk_server_start(const lk_server_config *cfg, lk_store *store, lk_server **ou
   int prc = pool_start(s, cfg->work, err, errcap);
   if (prc != LK_OK)
     return config_error(s, prc);
+  s->guard = lk_guard_new(s->cfg.head_timeout_ns, s->cfg.body_timeout_ns,
+                          (int64_t)s->cfg.idle_timeout_s * LK_NS_PER_S,
+                          s->cfg.log == LK_LOG_OFF ? -1 : s->cfg.log_fd);
+  if (!s->guard)
+    return config_error(s, LK_ENOMEM);
 
   int fd = listen_on(cfg->addr ? cfg->addr : "127.0.0.1", cfg->port, &s->port, err, errcap);
   if (fd < 0)
@@ -736,7 +757,10 @@ int lk_server_start(const lk_server_config *cfg, lk_store *store, lk_server **ou
                           s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
                           on_completed, s, MHD_OPTION_THREAD_POOL_SIZE, s->cfg.threads,
                           MHD_OPTION_CONNECTION_LIMIT, s->cfg.connection_limit,
-                          MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.idle_timeout_s, MHD_OPTION_END);
+                          MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.idle_timeout_s,
+                          MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->cfg.per_client_limit,
+                          MHD_OPTION_NOTIFY_CONNECTION, lk_head_notify_connection, s->guard,
+                          MHD_OPTION_URI_LOG_CALLBACK, lk_head_uri_log, s, MHD_OPTION_END);
   if (!s->d) {
     close(fd);
     snprintf(err, errcap, "libmicrohttpd failed to start");
@@ -832,6 +856,7 @@ void lk_server_free(lk_server *s) {
     pthread_join(s->purge_thread, NULL);
   }
   pool_stop(s);
+  lk_guard_free(s->guard); /* after MHD stopped: no connection uses it */
   lk_waker_free(s->waker);
   lk_inflight_free(s->inflight);
   lk_faults_free(s->faults);

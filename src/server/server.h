@@ -32,6 +32,9 @@ typedef struct lk_server_config {
   int64_t drain_timeout_ns;  /* graceful shutdown budget for in-flight requests (10 s) */
   unsigned idle_timeout_s;   /* idle keep-alive connections are closed after this (60) */
   unsigned connection_limit; /* concurrent connections (default 4096) */
+  unsigned per_client_limit; /* concurrent connections per client IP (default 64; 0 = off) */
+  int64_t head_timeout_ns;   /* a request head must arrive within this (10 s; 0 = off) */
+  int64_t body_timeout_ns;   /* a request body must arrive within this after its head (30 s) */
   uint64_t seed;             /* fault injection generator seed (default 1) */
   const char *const *faults; /* fault rule specs (see fault.h), n_faults of them */
   size_t n_faults;
@@ -59,6 +62,11 @@ int lk_server_start(const lk_server_config *cfg, lk_store *store, lk_server **ou
 /* The bound ports (useful with port 0); admin port -1 when there is no admin listener. */
 int lk_server_port(const lk_server *s);
 int lk_server_admin_port(const lk_server *s);
+/* Replaces every fault rule (as PUT /admin/faults does) and reseeds the generator. The specs are
+ * all parsed first: on LK_ECONFIG (message in err) the running rules are unchanged, unless a
+ * rule beyond the table's capacity was refused midway. LK_ENOMEM otherwise possible. */
+int lk_server_replace_faults(lk_server *s, const char *const *specs, size_t n, uint64_t seed,
+                             char *err, size_t errcap);
 /* Graceful shutdown: stops accepting, lets in-flight requests finish within the drain timeout,
  * then ends whatever is left (stalled faults, idle keep-alive connections) and stops the
  * threads. Returns how many requests were still in flight when the drain timeout hit. */

@@ -84,6 +84,7 @@ struct lk_server {
   lk_series series;
   int64_t started_ns;                /* CLOCK_MONOTONIC at start, for utilisation over the uptime */
   struct lk_server_metrics *metrics; /* NULL when built without the metrics registry */
+  struct lk_guard *guard;            /* read deadlines (strict.c) */
 };
 
 /* One request's state across the handler calls MHD makes for it. */

@@ -3,9 +3,12 @@
 
 #include <linkd/error.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const stmt_sql[ST_COUNT] = {
     [ST_BOOK_GET] = "SELECT id, title, author, year, isbn, stock FROM books WHERE id = ?1",
@@ -71,8 +74,51 @@ static int progress_cb(void *arg) {
 }
 
 static void set_err(char *errbuf, size_t errcap, const char *what, sqlite3 *db) {
-  if (errbuf && errcap)
+  if (!errbuf || !errcap)
+    return;
+  int sys = db ? sqlite3_system_errno(db) : 0;
+  if (sys) /* SQLite's own text ("unable to open database file") hides the OS's reason */
+    snprintf(errbuf, errcap, "%s: %s (%s)", what, sqlite3_errmsg(db), strerror(sys));
+  else
     snprintf(errbuf, errcap, "%s: %s", what, db ? sqlite3_errmsg(db) : "out of memory");
+}
+
+/* Names the real cause of what would otherwise surface as SQLite's "unable to open database
+ * file" or a disk I/O error at the first write: the directory must exist and be writable (WAL
+ * mode creates the -wal and -shm files next to the database), and an existing file must be
+ * writable. LK_OK or LK_ESYS with the reason in errbuf. */
+static int check_location(const char *path, char *errbuf, size_t errcap) {
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  if (!slash)
+    snprintf(dir, sizeof dir, ".");
+  else if (slash == path)
+    snprintf(dir, sizeof dir, "/");
+  else
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  struct stat st;
+  if (stat(dir, &st) != 0) {
+    snprintf(errbuf, errcap, "the database directory '%s' %s", dir,
+             errno == ENOENT ? "does not exist" : strerror(errno));
+    return LK_ESYS;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    snprintf(errbuf, errcap, "'%s' (the database's directory) is not a directory", dir);
+    return LK_ESYS;
+  }
+  if (access(dir, W_OK | X_OK) != 0) {
+    snprintf(errbuf, errcap,
+             "the database directory '%s' is not writable (%s); WAL mode creates the -wal and "
+             "-shm files there",
+             dir, strerror(errno));
+    return LK_ESYS;
+  }
+  if (access(path, F_OK) == 0 && access(path, R_OK | W_OK) != 0) {
+    snprintf(errbuf, errcap, "the database file is read-only (%s); libraryd needs to write it",
+             strerror(errno));
+    return LK_ESYS;
+  }
+  return LK_OK;
 }
 
 store_conn *store_conn_open(lk_store *s, bool writer, char *errbuf, size_t errcap) {
@@ -88,6 +134,16 @@ store_conn *store_conn_open(lk_store *s, bool writer, char *errbuf, size_t errca
   int rc = sqlite3_open_v2(s->path, &c->db, flags, NULL);
   if (rc != SQLITE_OK) {
     set_err(errbuf, errcap, s->path, c->db);
+    store_conn_close(c);
+    return NULL;
+  }
+  /* SQLite quietly falls back to read-only when it may not write the file; every write would
+   * then fail. Refuse at start instead. */
+  if (writer && sqlite3_db_readonly(c->db, "main") == 1) {
+    if (errbuf && errcap)
+      snprintf(errbuf, errcap,
+               "the database file is read-only (SQLite could open it for reading only: check "
+               "its permissions, owner and file system)");
     store_conn_close(c);
     return NULL;
   }
@@ -173,12 +229,19 @@ int lk_store_open(const lk_store_config *cfg, lk_store **out, char *errbuf, size
   s->cfg.path = s->path;
   pthread_mutex_init(&s->wmu, NULL);
   pthread_mutex_init(&s->pmu, NULL);
+  char scratch[256];
+  int rc = check_location(s->path, errbuf && errcap ? errbuf : scratch,
+                          errbuf && errcap ? errcap : sizeof scratch);
+  if (rc != LK_OK) {
+    lk_store_close(s);
+    return rc;
+  }
   s->writer = store_conn_open(s, true, errbuf, errcap);
   if (!s->writer) {
     lk_store_close(s);
-    return LK_EIO;
+    return LK_ESYS;
   }
-  int rc = store_migrate(s, s->writer, errbuf, errcap);
+  rc = store_migrate(s, s->writer, errbuf, errcap);
   if (rc != LK_OK) {
     lk_store_close(s);
     return rc;

@@ -76,9 +76,10 @@ typedef struct lk_idem_record {
 /* Sets every field of `cfg` to its default (path "libraryd.db"). */
 void lk_store_config_init_default(lk_store_config *cfg);
 
-/* Opens (creating and migrating when needed) the database. 0 or LK_EIO / LK_ENOMEM / LK_ESTATE
- * (a schema newer than this program). On failure *out is NULL and `errbuf` (may be NULL) holds
- * SQLite's message. */
+/* Opens (creating and migrating when needed) the database. 0 or LK_ESYS (a missing or unwritable
+ * directory, a read-only file, or SQLite cannot open it) / LK_EIO / LK_ENOMEM / LK_ESTATE (a
+ * schema newer than this program). On failure *out is NULL and `errbuf` (may be NULL) names the
+ * cause. */
 int lk_store_open(const lk_store_config *cfg, lk_store **out, char *errbuf, size_t errcap);
 /* Closes every connection (the last close checkpoints the WAL). NULL is a no-op. Callers must
  * have stopped using the store. */

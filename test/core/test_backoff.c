@@ -1,14 +1,18 @@
-/* Backoff: every mode's bounds over many seeds, saturation at the extremes, the seed's table. */
+/* Backoff: every mode's bounds over many seeds against an independent model, uniformity, saturation
+ * at the extremes, the seed's table. */
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
-#include <cmocka.h>
+
+#include <cmocka.h> /* needs the three above first */
 
 #include <linkd/linkd.h>
 
 #include "testutil.h"
 
 #include <limits.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static lk_backoff_config cfg(lk_backoff_kind k, lk_jitter_kind j, int64_t base, int64_t max) {
@@ -69,8 +73,26 @@ static void symmetric_matches_seed_table(void **state) {
   }
 }
 
-/* Property: for every mode, kind, seed and extreme input, 0 <= delay <= max, and the mode's own
- * distribution bounds hold. */
+/* The documented base delay (backoff.h), computed independently of the code under test in long
+ * double: FIXED base, LINEAR base * n, EXPONENTIAL base * multiplier^(n-1), capped at max. */
+static long double model_base(const lk_backoff_config *c, int n) {
+  if (n < 1)
+    n = 1;
+  long double e = (long double)c->base;
+  switch (c->kind) {
+  case LK_BACKOFF_FIXED: break;
+  case LK_BACKOFF_LINEAR: e *= (long double)n; break;
+  case LK_BACKOFF_EXPONENTIAL:
+    for (int i = 1; i < n && e < (long double)c->max; i++)
+      e *= (long double)c->multiplier;
+    break;
+  }
+  return e > (long double)c->max ? (long double)c->max : e;
+}
+
+/* Property: for every mode, kind, seed and extreme input, 0 <= delay <= max, and the delay lies
+ * in the documented range around the model's base delay (one resolution unit of slack for the
+ * whole-unit arithmetic, plus long double rounding). */
 static void every_mode_stays_in_bounds(void **state) {
   (void)state;
   uint64_t seed0 = lk_test_seed();
@@ -95,37 +117,88 @@ static void every_mode_stays_in_bounds(void **state) {
           assert_int_equal(lk_backoff_config_validate(&c, NULL), LK_OK);
           int64_t prev = 0;
           for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
-            int64_t e = lk_backoff_base_delay(&c, ns[ni]);
+            long double e = model_base(&c, ns[ni]);
+            long double tol = (long double)c.resolution + e * 1e-12L;
+            long double max = (long double)c.max;
+            int64_t got_e = lk_backoff_base_delay(&c, ns[ni]);
+            assert_true(fabsl((long double)got_e - e) <= tol);
             int64_t d = lk_backoff_delay(&c, ns[ni], prev, &r.base);
-            assert_true(e >= 0 && e <= c.max);
+            long double dl = (long double)d;
             assert_true(d >= 0 && d <= c.max);
-            int64_t unit = c.resolution;
+            long double lo = 0, hi = e;
             switch (c.jitter) {
-            case LK_JITTER_NONE: assert_int_equal(d, e); break;
-            case LK_JITTER_FULL: assert_true(d <= e); break;
-            case LK_JITTER_EQUAL: assert_true(d >= (e / unit / 2) * unit && d <= e); break;
-            case LK_JITTER_SYMMETRIC: {
-              int64_t eu = e / unit;
-              double sd = (double)eu * c.ratio;
-              int64_t spread = sd >= 9223372036854775807.0 ? INT64_MAX : (int64_t)sd;
-              if (spread > eu)
-                spread = eu;
-              assert_true(d >= (eu - spread) * unit);
+            case LK_JITTER_NONE: lo = e; break;
+            case LK_JITTER_FULL: break;
+            case LK_JITTER_EQUAL: lo = e / 2; break;
+            case LK_JITTER_SYMMETRIC:
+              lo = e - e * (long double)c.ratio;
+              hi = e + e * (long double)c.ratio;
               break;
-            }
             case LK_JITTER_DECORRELATED: {
-              assert_true(d >= (c.base / unit) * unit);
-              int64_t p = prev / unit < c.base / unit ? c.base / unit : prev / unit;
-              assert_true(p > INT64_MAX / 3 || d / unit <= 3 * p);
+              long double p = (long double)(prev < c.base ? c.base : prev);
+              lo = (long double)c.base;
+              hi = 3 * p;
               break;
             }
             }
+            if (hi > max)
+              hi = max;
+            if (lo > max)
+              lo = max;
+            if (dl < lo - tol || dl > hi + tol)
+              fail_msg("kind %d jitter %d base %lld max %lld n %d prev %lld: %lld outside "
+                       "[%.0Lf, %.0Lf]",
+                       k, j, (long long)c.base, (long long)c.max, ns[ni], (long long)prev,
+                       (long long)d, lo, hi);
             prev = d;
             checked++;
           }
         }
   }
   assert_int_equal(checked, 64 * 3 * 5 * 6 * 12);
+}
+
+/* Pearson's chi-square of `draws` delays (in ms) against the uniform distribution on [lo, hi]
+ * ms; every delay must fall in the range. */
+static double chi_square_uniform(const lk_backoff_config *c, int n, int64_t prev, int64_t lo,
+                                 int64_t hi, int per_bin, uint64_t seed) {
+  size_t bins = (size_t)(hi - lo + 1);
+  long *count = calloc(bins, sizeof *count);
+  assert_non_null(count);
+  lk_rand_fast r;
+  lk_rand_fast_seeded(&r, seed);
+  long draws = (long)bins * per_bin;
+  for (long i = 0; i < draws; i++) {
+    int64_t d = lk_backoff_delay(c, n, prev, &r.base);
+    assert_int_equal(d % LK_MS(1), 0);
+    int64_t ms = d / LK_MS(1);
+    assert_true(ms >= lo && ms <= hi);
+    count[ms - lo]++;
+  }
+  double chi = 0;
+  for (size_t b = 0; b < bins; b++) {
+    double diff = (double)count[b] - per_bin;
+    chi += diff * diff / per_bin;
+  }
+  free(count);
+  return chi;
+}
+
+/* Each jitter's distribution is uniform on its documented range: a chi-square over 2000 draws
+ * per value with a fixed seed stays below the p = 0.001 critical value of its degrees of
+ * freedom (a biased or truncated draw, e.g. one value short of the range, exceeds it). */
+static void distributions_are_uniform(void **state) {
+  (void)state;
+  const uint64_t seed = 0x6a09e667f3bcc908u;
+  lk_backoff_config full = cfg(LK_BACKOFF_EXPONENTIAL, LK_JITTER_FULL, LK_MS(10), LK_MS(80));
+  assert_true(chi_square_uniform(&full, 3, 0, 0, 40, 2000, seed) < 73.40); /* df 40 */
+  lk_backoff_config equal = cfg(LK_BACKOFF_EXPONENTIAL, LK_JITTER_EQUAL, LK_MS(10), LK_MS(80));
+  assert_true(chi_square_uniform(&equal, 3, 0, 20, 40, 2000, seed) < 45.31); /* df 20 */
+  lk_backoff_config sym = cfg(LK_BACKOFF_EXPONENTIAL, LK_JITTER_SYMMETRIC, LK_MS(200), LK_SEC(2));
+  assert_true(chi_square_uniform(&sym, 1, 0, 100, 300, 2000, seed) < 267.54); /* df 200 */
+  lk_backoff_config dec =
+      cfg(LK_BACKOFF_EXPONENTIAL, LK_JITTER_DECORRELATED, LK_MS(10), LK_SEC(10));
+  assert_true(chi_square_uniform(&dec, 4, LK_MS(20), 10, 60, 2000, seed) < 86.66); /* df 50 */
 }
 
 /* Full jitter covers [0, e]; equal covers [e/2, e]; decorrelated grows from base. */
@@ -149,7 +222,8 @@ static void distributions_cover_their_ranges(void **state) {
   assert_int_equal(emax, LK_MS(40));
   double mean = fsum / 50000 / LK_MS(1);
   assert_true(mean > 19 && mean < 21); /* uniform on 0..40 ms: mean 20 */
-  lk_backoff_config dec = cfg(LK_BACKOFF_EXPONENTIAL, LK_JITTER_DECORRELATED, LK_MS(10), LK_SEC(10));
+  lk_backoff_config dec =
+      cfg(LK_BACKOFF_EXPONENTIAL, LK_JITTER_DECORRELATED, LK_MS(10), LK_SEC(10));
   int64_t prev = 0, hi = 0;
   for (int i = 0; i < 200; i++) {
     prev = lk_backoff_delay(&dec, i + 1, prev, &r.base);
@@ -208,6 +282,7 @@ int main(void) {
       cmocka_unit_test(symmetric_matches_seed_table),
       cmocka_unit_test(every_mode_stays_in_bounds),
       cmocka_unit_test(distributions_cover_their_ranges),
+      cmocka_unit_test(distributions_are_uniform),
       cmocka_unit_test(draws_once_per_delay),
       cmocka_unit_test(names_round_trip),
   };

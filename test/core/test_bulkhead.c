@@ -209,9 +209,21 @@ static void start_in_order(waiter_arg *args, pthread_t *th, int n, lk_bulkhead *
   }
 }
 
-/* Waiters are served strictly in arrival order; one that times out leaves its place. */
-static void fifo_order_with_a_timeout_in_the_middle(void **state) {
-  (void)state;
+/* Waits until the queue holds `depth` waiters or `gone` finished; true in the first case. */
+static bool wait_depth_or_done(lk_bulkhead *b, int64_t depth, _Atomic int *gone) {
+  for (int i = 0; i < 10000; i++) {
+    if (lk_bulkhead_queue_depth(b) == depth)
+      return true;
+    if (atomic_load(gone))
+      return false;
+    sleep_ms(1);
+  }
+  return false;
+}
+
+/* One round: waiter 2 queues with `patience` and gives up; true when all N were seen queued at
+ * once (so 3 and 4 were behind 2 when it left), with the grant order checked either way. */
+static bool fifo_round(int64_t patience) {
   enum { N = 5 };
   lk_bulkhead *b = make(1, N);
   assert_int_equal(lk_bulkhead_try_acquire(b), LK_OK);
@@ -228,12 +240,19 @@ static void fifo_order_with_a_timeout_in_the_middle(void **state) {
                            .log = log,
                            .log_n = &log_n};
   }
-  /* Waiter 2 gives up after 1 s (ample time to queue the others behind it). */
-  args[2].deadline = lk_deadline_after(lk_now_ns(), LK_SEC(1));
-  start_in_order(args, th, N, b);
-  pthread_join(th[2], NULL);
+  bool all_queued = true;
+  for (int i = 0; i < N; i++) {
+    if (i == 2)
+      args[2].deadline = lk_deadline_after(lk_now_ns(), patience);
+    assert_int_equal(pthread_create(&th[i], NULL, waiter_main, &args[i]), 0);
+    if (i < 2)
+      assert_true(wait_depth(b, i + 1));
+    else
+      all_queued = all_queued && wait_depth_or_done(b, i + 1, &args[2].done);
+  }
+  pthread_join(th[2], NULL); /* the slot is held: waiter 2 can only time out */
   assert_int_equal(args[2].rc, LK_EDEADLINE);
-  assert_int_equal(lk_bulkhead_queue_depth(b), N - 1);
+  assert_true(wait_depth(b, N - 1));
   lk_bulkhead_release(b); /* each waiter releases after logging: a chain of hand-offs */
   for (int i = 0; i < N; i++)
     if (i != 2)
@@ -244,6 +263,20 @@ static void fifo_order_with_a_timeout_in_the_middle(void **state) {
     assert_int_equal(log[i], want[i]);
   assert_int_equal(lk_bulkhead_in_use(b), 0);
   lk_bulkhead_free(b);
+  return all_queued;
+}
+
+/* Waiters are served strictly in arrival order; one that times out leaves its place. The
+ * bulkhead waits on CLOCK_MONOTONIC, so no fake clock can end waiter 2's wait; instead the test
+ * observes whether 3 and 4 queued behind it before it left, and repeats with twice the patience
+ * when they did not (a slow machine), so it never passes without seeing the case. */
+static void fifo_order_with_a_timeout_in_the_middle(void **state) {
+  (void)state;
+  int64_t patience = LK_MS(100);
+  bool seen = false;
+  for (int round = 0; round < 7 && !seen; round++, patience *= 2)
+    seen = fifo_round(patience);
+  assert_true(seen);
 }
 
 static void queue_bound(void **state) {
@@ -301,7 +334,7 @@ static void set_max_lower_and_raise(void **state) {
   lk_bulkhead_free(b);
 }
 
-static _Atomic int go;
+static _Atomic int go, waiter_running;
 
 /* Non-blocking waiters share the FIFO: a release hands the slot to the first, notifies it once,
  * and a cancel before or after a grant says whether a slot is held. */
@@ -353,6 +386,7 @@ static void nonblocking_waiters(void **state) {
 
 static void *alloc_waiter(void *p) {
   waiter_arg *a = p;
+  atomic_store(&waiter_running, 1);
   while (!atomic_load(&go))
     sched_yield();
   return waiter_main(a);
@@ -366,7 +400,12 @@ static void no_allocation_per_call(void **state) {
       .b = b, .clock = lk_clock_system(), .deadline = lk_deadline_none(), .release_after = true};
   pthread_t th;
   atomic_store(&go, 0);
+  atomic_store(&waiter_running, 0);
   assert_int_equal(pthread_create(&th, NULL, alloc_waiter, &a), 0);
+  /* Count only once the thread runs: its start-up (a sanitizer's bookkeeping among it) is not
+   * the bulkhead's. */
+  while (!atomic_load(&waiter_running))
+    sched_yield();
   lk_test_alloc_count_start();
   int64_t sink = 0;
   for (int i = 0; i < 10000; i++) {

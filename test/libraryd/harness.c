@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,6 +169,54 @@ int lib_run_args(const char *const *args) {
   kill(pid, SIGKILL);
   waitpid(pid, &st, 0);
   return -1;
+}
+
+int lib_run_capture(const char *const *args, bool unprivileged, char *out, size_t cap) {
+  const char *tmp = getenv("TMPDIR");
+  char path[256];
+  snprintf(path, sizeof path, "%s/libraryd-capture-XXXXXX", tmp ? tmp : "/tmp");
+  int cfd = mkstemp(path);
+  if (cfd < 0)
+    return -1;
+  const char *argv[64];
+  int n = 0;
+  argv[n++] = LIBRARYD_BIN;
+  for (int i = 0; args && args[i] && n < 63; i++)
+    argv[n++] = args[i];
+  argv[n] = NULL;
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(cfd);
+    unlink(path);
+    return -1;
+  }
+  if (pid == 0) {
+    dup2(cfd, 2);
+    close(cfd);
+    if (unprivileged && getuid() == 0 &&
+        (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
+      _exit(126);
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  int code = -1, st;
+  double until = now_s() + 10.0;
+  while (now_s() < until) {
+    if (waitpid(pid, &st, WNOHANG) == pid) {
+      code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      break;
+    }
+    sleep_ms(5);
+  }
+  if (code < 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+  }
+  ssize_t got = pread(cfd, out, cap - 1, 0);
+  out[got > 0 ? got : 0] = '\0';
+  close(cfd);
+  unlink(path);
+  return code;
 }
 
 int lib_stop_sig(lib_proc *p, int sig, int timeout_ms) {

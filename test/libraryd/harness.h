@@ -27,6 +27,10 @@ int lib_restart(lib_proc *p, const char *const *extra);
 /* Starts the binary with exactly these args (no defaults) and returns its exit status, or -1 if
  * it ran longer than 10 s. */
 int lib_run_args(const char *const *args);
+/* Like lib_run_args, with the daemon's stderr copied into out (NUL-terminated). With
+ * `unprivileged` and when the tests run as root, the daemon runs as nobody (65534), so file
+ * permissions apply to it. */
+int lib_run_capture(const char *const *args, bool unprivileged, char *out, size_t cap);
 /* SIGTERM (or sig) and wait up to `timeout_ms`: the exit status, 128+signal, or -1 on timeout
  * (the process is then killed). */
 int lib_stop_sig(lib_proc *p, int sig, int timeout_ms);

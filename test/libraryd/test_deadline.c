@@ -138,11 +138,30 @@ static void test_malformed_deadlines(void **state) {
     assert_non_null(strstr(r.body, "bad_deadline"));
     http_res_free(&r);
   }
-  /* Well formed but beyond what int64 nanoseconds hold: no deadline at all. */
-  const char *huge[] = {"Linkd-Deadline: 999999999999999999", NULL};
+  /* Well formed but beyond what int64 nanoseconds hold: no deadline at all, whatever the number
+   * of digits (the core's plain parser stops at 18). */
+  const char *huge[] = {"Linkd-Deadline: 999999999999999999", "Linkd-Deadline: 9223372036854775808",
+                        "Linkd-Deadline: 99999999999999999999999999999999999999999999"};
+  for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+    const char *h[] = {huge[i], NULL};
+    http_res r;
+    http_send(P.port, "GET", "/books/1", h, NULL, &r);
+    if (r.status != 200)
+      fprintf(stderr, "%s: %ld %s\n", huge[i], r.status, r.body);
+    assert_int_equal(r.status, 200);
+    http_res_free(&r);
+  }
+  /* Leading zeros do not make a value huge: 23 zeros are an expired deadline. */
+  const char *zeros[] = {"Linkd-Deadline: 00000000000000000000000", NULL};
+  http_res z;
+  http_send(P.port, "GET", "/books/1", zeros, NULL, &z);
+  assert_int_equal(z.status, 504);
+  http_res_free(&z);
+  /* The earlier of two still wins when one is huge; grpc-timeout keeps gRPC's 8 digits. */
+  const char *mixed[] = {"Linkd-Deadline: 99999999999999999999", "grpc-timeout: 0n", NULL};
   http_res r;
-  http_send(P.port, "GET", "/books/1", huge, NULL, &r);
-  assert_int_equal(r.status, 200);
+  http_send(P.port, "GET", "/books/1", mixed, NULL, &r);
+  assert_int_equal(r.status, 504);
   http_res_free(&r);
 }
 

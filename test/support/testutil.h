@@ -5,9 +5,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* LK_TEST_ALLOC_COUNTING is 1 where allocations are really counted: sanitizer runtimes replace
- * malloc themselves, so there the hook is absent and counts stay 0. Guard "exactly N" asserts
- * with it; "zero allocations" asserts hold either way. */
+/* Allocations are counted in every build: by wrapping glibc's allocator, or under a sanitizer
+ * (whose runtime replaces malloc) through its malloc hook; lk_test_alloc_count_start aborts when
+ * the counter does not see a probe allocation, so a "zero allocations" assert always means
+ * something. LK_TEST_ALLOC_COUNTING is 1 where counts are glibc's own: guard "exactly N" asserts
+ * with it (a sanitizer's interceptors may allocate differently). */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define LK_TEST_SANITIZED 1
 #elif defined(__has_feature)
@@ -22,8 +24,8 @@
 #define LK_TEST_ALLOC_COUNTING 1
 #endif
 
-/* Counts heap allocations made through malloc/calloc/realloc while enabled, process-wide, by
- * wrapping the glibc allocator (__libc_malloc & co). Used to prove "zero allocations" claims. */
+/* Counts heap allocations made through malloc/calloc/realloc while enabled, process-wide. Used to
+ * prove "zero allocations" claims; aborts when the counter is not live. */
 void lk_test_alloc_count_start(void);
 /* Stops counting and returns the number of allocations since start. */
 uint64_t lk_test_alloc_count_stop(void);

@@ -1,0 +1,194 @@
+/* The daemon as operators meet it: SIGHUP reopens the log and reloads the fault rules, config
+ * errors name the line and what was expected, database problems name their real cause. */
+#include "harness.h"
+
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  assert_int_equal(fclose(f), 0);
+}
+
+static int count_in(const char *path, const char *needle) {
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return -1;
+  char line[2048];
+  int n = 0;
+  while (fgets(line, sizeof line, f))
+    n += strstr(line, needle) != NULL;
+  fclose(f);
+  return n;
+}
+
+/* Waits (bounded, 10 s) until `path` holds `want` lines containing needle. */
+static bool wait_lines(const char *path, const char *needle, int want) {
+  for (int i = 0; i < 2000; i++) {
+    if (count_in(path, needle) >= want)
+      return true;
+    sleep_ms(5);
+  }
+  return false;
+}
+
+static long get_status(int port, const char *path) {
+  http_res r;
+  http_get(port, path, &r);
+  long st = r.status;
+  http_res_free(&r);
+  return st;
+}
+
+static void test_sighup_reopens_log_and_reloads_faults(void **state) {
+  (void)state;
+  lib_proc p;
+  char cfg[400], logf[400], rotated[400];
+  /* The daemon's own directory comes from lib_start; the files are placed in it afterwards,
+   * so start once to get it, then restart with the config. */
+  assert_int_equal(lib_start(&p, NULL), 0);
+  assert_int_equal(lib_stop(&p), 0);
+  snprintf(cfg, sizeof cfg, "%s/libraryd.ini", p.dir);
+  snprintf(logf, sizeof logf, "%s/run.log", p.dir);
+  snprintf(rotated, sizeof rotated, "%s/run.log.1", p.dir);
+  write_file(cfg, "[libraryd]\nseed = 5\nfault = route=GET /books/1,kind=status,code=503\n");
+  const char *args[] = {"--config", cfg, "--log-file", logf, NULL};
+  assert_int_equal(lib_restart(&p, args), 0);
+  assert_int_equal(get_status(p.port, "/books/1"), 503);
+  assert_int_equal(get_status(p.port, "/books/2"), 200);
+  assert_true(wait_lines(logf, "/books/2", 1));
+
+  /* Rotate the log and change the rules, then SIGHUP. */
+  assert_int_equal(rename(logf, rotated), 0);
+  write_file(cfg, "[libraryd]\nseed = 9\nfault = route=GET /books/2,kind=status,code=502\n");
+  assert_int_equal(kill(p.pid, SIGHUP), 0);
+  assert_true(wait_lines(logf, "SIGHUP: reloaded 1 fault rule(s), seed 9", 1));
+  assert_int_equal(get_status(p.port, "/books/1"), 200);
+  assert_int_equal(get_status(p.port, "/books/2"), 502);
+  assert_true(wait_lines(logf, "/books/2", 1)); /* new lines go to the new file */
+  int old_lines = count_in(rotated, "/books/");
+  http_res r;
+  http_get(p.admin_port, "/admin/faults", &r);
+  json_t *j = http_json(&r);
+  assert_int_equal(json_integer_value(json_object_get(j, "seed")), 9);
+  assert_int_equal(json_array_size(json_object_get(j, "rules")), 1);
+  json_decref(j);
+  http_res_free(&r);
+
+  /* A broken file on reload: reported, and the running rules stay. */
+  write_file(cfg, "[libraryd]\nfault = route=GET /books/3,kind=nonsense\n");
+  assert_int_equal(kill(p.pid, SIGHUP), 0);
+  assert_true(wait_lines(logf, "configuration not reloaded", 1));
+  assert_int_equal(count_in(logf, "libraryd.ini:2: fault ="), 1);
+  assert_int_equal(get_status(p.port, "/books/2"), 502);
+  assert_int_equal(get_status(p.port, "/books/3"), 200);
+  assert_int_equal(count_in(rotated, "/books/"), old_lines); /* the old file is left alone */
+
+  assert_int_equal(lib_stop(&p), 0); /* still a clean drain after the reloads */
+  struct stat st;
+  char wal[400];
+  snprintf(wal, sizeof wal, "%s-wal", p.db);
+  assert_int_not_equal(stat(wal, &st), 0);
+  unlink(cfg);
+  unlink(logf);
+  unlink(rotated);
+  lib_cleanup(&p);
+}
+
+/* Each bad file: exit 2 and a message with file:line and what was expected. */
+static void test_config_errors_name_the_line(void **state) {
+  (void)state;
+  static const struct {
+    const char *text, *want;
+  } cases[] = {
+      {"[libraryd]\nseed = 3\nport = abc\n", ":3: port = 'abc': expected an integer in [0, 65535]"},
+      {"seed = 3\ngarbage here\n", ":2: expected 'name = value', a [section] header"},
+      {"seed = 3\n\ncolour = red\n", ":3: unknown key 'colour'"},
+      {"; comment\nno-seed-data = maybe\n", ":2: no-seed-data = 'maybe': expected true/yes/1"},
+      {"idle-timeout = 5\n", ":1: idle-timeout = '5': "},
+      {"fault = kind=latency\nfault = route=x,kind=status\n", ":2: fault = 'route=x,kind=status'"},
+  };
+  char path[] = "/tmp/libraryd-cfg-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    write_file(path, cases[i].text);
+    const char *args[] = {"--config", path, "--port", "0", NULL};
+    char out[4096];
+    int rc = lib_run_capture(args, false, out, sizeof out);
+    char want[600];
+    snprintf(want, sizeof want, "libraryd: %s%s", path, cases[i].want);
+    if (rc != 2 || !strstr(out, want))
+      fprintf(stderr, "case %zu: rc %d, got: %s\nwanted: %s\n", i, rc, out, want);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(out, want));
+    assert_null(strstr(out, "bad line"));
+  }
+  unlink(path);
+}
+
+static void test_database_errors_name_the_cause(void **state) {
+  (void)state;
+  char dir[] = "/tmp/libraryd-dbdir-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char db[300], sub[200], out[4096];
+  /* A missing directory. */
+  snprintf(db, sizeof db, "%s/missing/library.db", dir);
+  const char *a1[] = {"--db", db, "--port", "0", NULL};
+  assert_int_equal(lib_run_capture(a1, false, out, sizeof out), 1);
+  assert_non_null(strstr(out, "does not exist"));
+  assert_null(strstr(out, "input/output error"));
+  /* A directory the daemon may not write (it runs as nobody when the tests run as root). */
+  snprintf(sub, sizeof sub, "%s/ro", dir);
+  assert_int_equal(mkdir(sub, 0555), 0);
+  assert_int_equal(chmod(sub, 0555), 0);
+  assert_int_equal(chmod(dir, 0755), 0);
+  snprintf(db, sizeof db, "%s/library.db", sub);
+  const char *a2[] = {"--db", db, "--port", "0", NULL};
+  assert_int_equal(lib_run_capture(a2, true, out, sizeof out), 1);
+  if (!strstr(out, "is not writable"))
+    fprintf(stderr, "got: %s\n", out);
+  assert_non_null(strstr(out, "is not writable"));
+  /* A read-only database file in a writable directory: refused at start. */
+  assert_int_equal(chmod(sub, 0777), 0);
+  lib_proc p; /* create the file with a real start */
+  memset(&p, 0, sizeof p);
+  snprintf(p.dir, sizeof p.dir, "%s", sub);
+  snprintf(p.db, sizeof p.db, "%s", db);
+  snprintf(p.log, sizeof p.log, "%s/libraryd.log", sub);
+  assert_int_equal(lib_restart(&p, NULL), 0);
+  assert_int_equal(lib_stop(&p), 0);
+  assert_int_equal(chmod(db, 0444), 0);
+  const char *a4[] = {"--db", db, "--port", "0", NULL};
+  assert_int_equal(lib_run_capture(a4, true, out, sizeof out), 1);
+  if (!strstr(out, "read-only"))
+    fprintf(stderr, "got: %s\n", out);
+  assert_non_null(strstr(out, "the database file is read-only"));
+  chmod(db, 0644);
+  lib_cleanup(&p); /* removes the files and sub */
+  rmdir(dir);
+}
+
+int main(void) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sighup_reopens_log_and_reloads_faults),
+      cmocka_unit_test(test_config_errors_name_the_line),
+      cmocka_unit_test(test_database_errors_name_the_cause),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  curl_global_cleanup();
+  return rc;
+}
