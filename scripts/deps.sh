@@ -12,7 +12,7 @@ PKGS=(
   libcmocka-dev                                                # unit tests
   prometheus                                                   # promtool: validates /metrics output
   cppcheck                                                     # static analysis of the core
-  curl python3                                                 # test drivers
+  curl python3 openssl                                         # test drivers (openssl: a TLS cert)
 )
 OPTIONAL=(wrk nginx hyperfine)                                 # benchmarks only
 

@@ -71,10 +71,10 @@ static const char usage[] =
     "\n"
     "Options:\n"
     "  --scenario S       faults, storm or all (default all)\n"
-    "  --ops N            logical operations per client in the faults scenario (default 1500)\n"
+    "  --ops N            logical operations per client in the faults scenario (default 1200)\n"
     "  --rate N           faults: operations started per second (default 250)\n"
     "  --concurrency N    faults: operations in flight at most (default 64)\n"
-    "  --storm-seconds N  length of the storm schedule (default 10, at least 5)\n"
+    "  --storm-seconds N  seconds of the storm schedule (default 8, at least 5)\n"
     "  --seed N           seed of the workload, the faults and the jitter (default 1)\n"
     "  --report PATH      where to write the HTML report (default ./linkd-demo-report.html)\n"
     "  --json             print the results as JSON on stdout instead of the tables\n"
@@ -118,11 +118,11 @@ static int parse_scenario(const char *v, demo_opts *o) {
 
 /* 0 to run, 1 when --help was printed, -1 on a usage error (message printed). */
 static int parse_args(int argc, char **argv, demo_opts *o) {
-  o->ops = 1500;
+  o->ops = 1200;
   o->seed = 1;
   o->concurrency = 64;
   o->rate = 250;
-  o->storm_seconds = 10;
+  o->storm_seconds = 8;
   o->run[DEMO_SC_FAULTS] = o->run[DEMO_SC_STORM] = true;
   o->report = "linkd-demo-report.html";
   o->libraryd = NULL;

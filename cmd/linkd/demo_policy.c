@@ -1,9 +1,6 @@
 /* demo_policy.c: the naive, fixed-interval and linkd policies of `linkd demo`. */
 #include "demo_policy.h"
 
-#include <linkd/breaker.h>
-#include <linkd/budget.h>
-
 #include <stdio.h>
 #include <string.h>
 
@@ -73,53 +70,23 @@ static int fixed(lk_http_policy *pol, char *err, size_t cap) {
   return retry_init(pol, &rc, err, cap);
 }
 
+/* linkd's policy: the library's defaults (800 ms per attempt, 4 attempts, exponential backoff
+ * 200 ms..2 s with symmetric jitter, the client's per-origin retry budget and breaker, waiting
+ * for the breaker's probe) plus what only the application knows: its writes carry an
+ * Idempotency-Key, and libraryd's 409 "key in use" is a refusal to wait on. No attempt starts
+ * with less than 50 ms left. Earlier versions tuned a budget, a breaker and a 300 ms attempt
+ * timeout for the faults scenario; they lost to these defaults in the storm (docs/demo.md). */
 static int linkd(lk_http_policy *pol, int64_t deadline, uint64_t seed, demo_protect *prot,
                  char *err, size_t cap) {
   pol->deadline = deadline;
-  pol->attempt_timeout = LK_MS(300);
-  pol->connect_timeout = LK_MS(100);
   pol->idem_mode = LK_IDEM_AUTO; /* one key per POST, the same on every attempt */
   pol->classify = classify_key_in_use;
   lk_rand_fast_seeded(&prot->jitter, seed ^ UINT64_C(0x6c696e6b64));
-  pol->rng = &prot->jitter.base;
+  pol->rng = &prot->jitter.base; /* the run is reproducible from --seed */
   lk_retry_config rc;
   lk_retry_config_init_default(&rc);
-  rc.max_attempts = 4;
-  rc.backoff.base = LK_MS(50);
-  rc.backoff.max = LK_SEC(1);
   rc.min_attempt = LK_MS(50); /* never start an attempt with almost nothing left */
-  if (retry_init(pol, &rc, err, cap) != 0)
-    return -1;
-
-  /* At most 20 % extra load from retries over a 2 s window, plus a floor of 10 retries/s. */
-  lk_budget_ratio_config bc;
-  lk_budget_ratio_config_init_default(&bc);
-  bc.percent = 20;
-  bc.ttl = LK_SEC(2);
-  bc.min_retries_per_sec = 10;
-  const char *why = NULL;
-  if (lk_budget_new_ratio(&bc, &prot->budget, &why) != LK_OK) {
-    snprintf(err, cap, "retry budget: %s", why ? why : "invalid");
-    return -1;
-  }
-  /* Opens when half of the last 100 attempts failed (50 at least): the background faults never
-   * trip it, an outage does; probes with 5 calls after 100 ms, so it recovers quickly. */
-  lk_breaker_config kc;
-  lk_breaker_config_init_default(&kc);
-  kc.window_size = 100;
-  kc.minimum_calls = 50;
-  kc.failure_rate_threshold = 50;
-  kc.wait_open = LK_MS(100);
-  kc.permitted_half_open = 5;
-  lk_rand_fast_seeded(&prot->breaker_rng, seed ^ UINT64_C(0x627265616b));
-  kc.rng = &prot->breaker_rng.base;
-  if (lk_breaker_new(&kc, &prot->breaker, &why) != LK_OK) {
-    snprintf(err, cap, "circuit breaker: %s", why ? why : "invalid");
-    return -1;
-  }
-  pol->budget = prot->budget;
-  pol->breaker = prot->breaker;
-  return 0;
+  return retry_init(pol, &rc, err, cap);
 }
 
 /* What a user who sets nothing but the deadline gets: the per-origin retry budget and breaker
@@ -150,10 +117,7 @@ int demo_policy_make(int which, int64_t deadline, uint64_t seed, demo_protect *p
 }
 
 void demo_protect_free(demo_protect *prot) {
-  lk_budget_free(prot->budget);
-  lk_breaker_free(prot->breaker);
-  prot->budget = NULL;
-  prot->breaker = NULL;
+  memset(prot, 0, sizeof *prot); /* nothing is allocated: the generator lives in the struct */
 }
 
 void demo_client_describe(int which, demo_client_stats *st) {
@@ -180,10 +144,11 @@ void demo_client_describe(int which, demo_client_stats *st) {
        "once it may have been processed), the client's per-origin ratio budget 20%/10s and "
        "breaker 50% of 50, waiting for the breaker's probe within the deadline"},
       {"linkd", "linkd policy",
-       "deadline, 300 ms per attempt, phase-aware retries, jittered exponential backoff, "
-       "Idempotency-Keys, Retry-After, retry budget, circuit breaker",
-       "lk_http with deadline, attempt timeout 300ms, exponential 50ms..1s symmetric jitter "
-       "0.5 (seeded), idempotency auto, ratio budget 20%/2s, breaker 50% of 100"},
+       "linkd's defaults plus Idempotency-Keys on writes: deadline, 800 ms per attempt, "
+       "phase-aware retries, jittered backoff, Retry-After, retry budget and breaker per origin",
+       "lk_http_policy_init_default() with deadline 2s, idempotency auto (a POST is retried "
+       "safely after it may have been processed), the 409 key-in-use answer classified as a "
+       "refusal, min_attempt 50ms, seeded jitter; the client's per-origin budget and breaker"},
   };
   if (which < 0 || which >= DEMO_NCLIENTS)
     return;

@@ -8,11 +8,9 @@
  *          key, no overall deadline, Retry-After ignored.
  *   defaults  lk_http_policy_init_default() with the demo's deadline, nothing else: what a user
  *          who configures nothing gets (the client's per-origin budget and breaker included).
- *   linkd  linkd's policy: one deadline for the whole call (the demo's deadline), 300 ms per
- *          attempt, phase-aware retry rules (a POST is retried after it may have been processed
- *          only because it carries an Idempotency-Key), exponential backoff with seeded
- *          symmetric jitter, Retry-After honoured, a retry budget and a circuit breaker shared by
- *          all its calls.
+ *   linkd  linkd's policy: the defaults plus an Idempotency-Key on every POST (the same on all its
+ *          attempts), libraryd's 409 "key in use" classified as a refusal, no attempt started
+ *          with less than 50 ms left, seeded jitter.
  *
  * Thread-safety: a demo_protect and the policies built on it belong to the demo's thread (the
  * jitter generators are not shared across threads).
@@ -25,16 +23,13 @@
 #include <linkd/http.h>
 #include <linkd/rand.h>
 
-/* The shared protection objects of one client (only linkd's uses them). */
+/* What a client's policy points to (only linkd's uses it). */
 typedef struct demo_protect {
-  lk_budget *budget;
-  lk_breaker *breaker;
   lk_rand_fast jitter; /* retry delays, seeded from --seed */
-  lk_rand_fast breaker_rng;
 } demo_protect;
 
 /* Fills *pol for client `which` (DEMO_NAIVE, DEMO_FIXED, DEMO_DEFAULTS, DEMO_LINKD); `deadline` is the
- * demo's deadline (used by defaults and linkd). Creates the budget and breaker in *prot when needed.
+ * demo's deadline (used by defaults and linkd). Fills *prot when needed.
  * 0, or -1 with a message in err. Free *prot with demo_protect_free() in every case. */
 int demo_policy_make(int which, int64_t deadline, uint64_t seed, demo_protect *prot,
                      lk_http_policy *pol, char *err, size_t errcap);

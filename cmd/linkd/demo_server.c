@@ -211,6 +211,8 @@ int demo_server_start(demo_server *s, const char *bin, const char *dir, const ch
       seed_s,
       "--drain-timeout",
       "2s",
+      "--per-client-limit", /* every demo client connects from 127.0.0.1 */
+      "0",
       NULL,
   };
   size_t na = 0;
