@@ -91,11 +91,9 @@ void cli_print_policy(FILE *f, const cli_call_info *ci) {
     fprintf(f, "* %-16s %s: %s\n", "header", s->headers[i].name, s->headers[i].value);
 }
 
-void cli_print_timeline(FILE *f, const lk_http_result *r) {
-  size_t n = 0;
-  const lk_http_attempt_info *a = lk_http_result_attempts(r, &n);
+void cli_print_attempt(FILE *f, const lk_http_attempt_info *a) {
   char t1[32], t2[32], t3[32];
-  for (size_t i = 0; i < n; i++, a++) {
+  {
     fprintf(f, "* attempt %d at +%s: took %s, timeout %s", a->number,
             lk_duration_format(a->start, t1, sizeof t1),
             lk_duration_format(a->duration, t2, sizeof t2),
@@ -125,6 +123,13 @@ void cli_print_timeline(FILE *f, const lk_http_result *r) {
     else
       fprintf(f, "*   decision %s: %s\n", lk_reason_name(a->decision.reason), a->reason);
   }
+}
+
+void cli_print_timeline(FILE *f, const lk_http_result *r) {
+  size_t n = 0;
+  const lk_http_attempt_info *a = lk_http_result_attempts(r, &n);
+  for (size_t i = 0; i < n; i++)
+    cli_print_attempt(f, &a[i]);
   if (n == 0)
     fprintf(f, "* no attempt was made\n");
 }

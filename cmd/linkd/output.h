@@ -24,7 +24,9 @@ typedef struct cli_call_info {
 
 /* -v, before the call: the effective policy, one setting per line with where it came from. */
 void cli_print_policy(FILE *f, const cli_call_info *ci);
-/* -v, after the call: every attempt's timing, phase, outcome, decision, delay and reason. */
+/* -v: one attempt's timing, phase, outcome, decision, delay and reason (printed as it happens,
+ * from the per-attempt hook), and the same for every attempt of a finished call. */
+void cli_print_attempt(FILE *f, const lk_http_attempt_info *a);
 void cli_print_timeline(FILE *f, const lk_http_result *r);
 /* One line saying how the call ended ("linkd: GET URL: retries exhausted ..."). */
 void cli_print_summary(FILE *f, const cli_call_info *ci, const lk_http_result *r, int code);

@@ -282,7 +282,7 @@ static int exit_code_of(const cli_opts *o, const lk_http_result *res) {
 }
 
 /* Writes the response (-i head, body) and the chosen report; returns the exit code. The -v
- * timeline was printed as each call ended. */
+ * timeline was printed attempt by attempt, as they happened. */
 static int report(const cli_opts *o, const cli_call_info *ci, const lk_http_result *res,
                   out_file *out, int attempts, int64_t started) {
   int code = exit_code_of(o, res);
@@ -320,6 +320,12 @@ static int report(const cli_opts *o, const cli_call_info *ci, const lk_http_resu
 }
 
 /* Whether a response sends -L on: 301, 302, 303, 307 and 308 with a Location. */
+/* -v: the per-attempt hook prints each attempt as soon as its decision is made. */
+static void verbose_attempt(void *ctx, const lk_http_attempt_info *a) {
+  cli_print_attempt(ctx, a);
+  fflush(ctx);
+}
+
 static const char *redirect_target(const lk_http_result *res) {
   const lk_http_response *resp = lk_http_result_response(res);
   if (lk_http_result_err(res) != LK_OK || !resp)
@@ -452,6 +458,10 @@ int cli_cmd_request(int argc, char **argv) {
   /* One deadline for the whole command: the redirects -L follows share it. */
   int64_t started = lk_now_ns();
   pol.deadline_at = lk_deadline_after(started, pol.deadline);
+  if (o.verbose) { /* each attempt as it happens, not after the call */
+    pol.on_attempt = verbose_attempt;
+    pol.on_attempt_ctx = stderr;
+  }
 
   if (o.data && (code = load_body(o.data, &body, &body_len)) != 0)
     goto done;
@@ -479,11 +489,8 @@ int cli_cmd_request(int argc, char **argv) {
     size_t n = 0;
     lk_http_result_attempts(res, &n);
     attempts += (int)n;
-    /* The timeline of each call as it ends (a per-attempt hook would let it stream). */
-    if (o.verbose) {
-      cli_print_timeline(stderr, res);
-      fflush(stderr);
-    }
+    if (o.verbose && n == 0)
+      fprintf(stderr, "* no attempt was made\n");
     const char *loc = o.follow ? redirect_target(res) : NULL;
     if (!loc)
       break;

@@ -158,6 +158,16 @@ LK_EXPORT const char *lk_http_response_header(const lk_http_response *resp, cons
 typedef lk_failure (*lk_http_classify_fn)(void *ctx, const lk_http_response *resp,
                                           lk_failure kind);
 
+/* One attempt of a call's timeline (defined with the results below). */
+typedef struct lk_http_attempt_info lk_http_attempt_info;
+
+/* Per-attempt hook: called once for every attempt of a call, refusals by a protection included,
+ * as soon as the attempt's outcome and the decision after it are known (before any retry delay),
+ * with the same entry the result's timeline will hold. For progress output (`linkd -v`) and
+ * logs. Runs on the driver's thread; must not call into the same client; `a` is valid during the
+ * call only. */
+typedef void (*lk_http_attempt_fn)(void *ctx, const lk_http_attempt_info *a);
+
 /* How a non-idempotent request without an Idempotency-Key is protected from libcurl's silent
  * re-send on a reused connection (see the top of this file). Idempotent or keyed requests may
  * always be re-sent by libcurl; every re-send is counted. */
@@ -237,6 +247,8 @@ typedef struct lk_http_policy {
   /* --- classification ---------------------------------------------------------------------- */
   lk_http_classify_fn classify; /* optional hook; default NULL */
   void *classify_ctx;
+  lk_http_attempt_fn on_attempt; /* optional per-attempt hook (above); default NULL */
+  void *on_attempt_ctx;
 
   /* --- deadline propagation ---------------------------------------------------------------- */
   bool send_deadline;       /* send "Linkd-Deadline: <ms>": this attempt's timeout (which is
@@ -303,7 +315,7 @@ typedef enum lk_http_phase {
 } lk_http_phase;
 
 /* One attempt of the timeline. */
-typedef struct lk_http_attempt_info {
+struct lk_http_attempt_info {
   int number;              /* 1-based */
   int64_t start;           /* ns from the start of the logical call */
   int64_t duration;        /* ns */
@@ -322,7 +334,7 @@ typedef struct lk_http_attempt_info {
   int64_t retry_after;     /* ns from the reply's Retry-After, -1 if none/unparseable */
   lk_decision decision;    /* what happened next: retry + delay, or why the call stopped */
   char reason[80];         /* lk_decision_format() text (or "success", "cancelled", ...) */
-} lk_http_attempt_info;
+};
 
 /* The outcome of one logical call. Opaque; owned by its receiver; not thread-safe. */
 typedef struct lk_http_result lk_http_result;

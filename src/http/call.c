@@ -17,6 +17,12 @@ static void set_stop(lk_http_result *r, const char *s) {
   r->stop[n] = '\0';
 }
 
+/* The caller's per-attempt hook: the attempt as soon as its decision is made. */
+static void notify_attempt(const lk_call *k, const lk_http_attempt_info *a) {
+  if (k->pol.on_attempt && a)
+    k->pol.on_attempt(k->pol.on_attempt_ctx, a);
+}
+
 static void release_slot(lk_call *k) {
   if (k->bulkhead_queued) {
     k->bulkhead_queued = false;
@@ -97,6 +103,7 @@ static void refuse(lk_call *k, int64_t now, lk_failure kind, int err) {
     a->decision.failure = kind;
     a->decision.remaining = lk_sat_sub(k->deadline, now);
     lk_decision_format(&a->decision, a->reason, sizeof a->reason);
+    notify_attempt(k, a);
   }
   lk__call_finish(k, err, kind, a ? a->reason : lk_strerror(err));
 }
@@ -438,12 +445,14 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
   if (kind == LK_F_NONE) {
     d->reason = LK_REASON_SUCCESS;
     memcpy(info->reason, "success", 8);
+    notify_attempt(k, info);
     finish_at(k, now, a->oom ? LK_ENOMEM : LK_OK, LK_F_NONE, "success");
     return;
   }
   if (cancelled) {
     d->reason = LK_REASON_NOT_RETRYABLE;
     snprintf(info->reason, sizeof info->reason, "cancelled");
+    notify_attempt(k, info);
     finish_at(k, now, LK_ECANCELED, LK_F_CANCELLED, "cancelled");
     return;
   }
@@ -454,6 +463,7 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
              a->too_big ? "response body too big"
              : a->oom   ? "out of memory"
                         : "response head too large");
+    notify_attempt(k, info);
     finish_at(k, now, a->oom ? LK_ENOMEM : LK_ETOOBIG, kind, info->reason);
     return;
   }
@@ -475,6 +485,7 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
     d->reason = LK_REASON_BUDGET;
   }
   lk_decision_format(d, info->reason, sizeof info->reason);
+  notify_attempt(k, info);
   if (d->retry) {
     k->prev_delay = d->delay;
     k->timer_at = lk_sat_add(now, d->delay);

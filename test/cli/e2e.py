@@ -860,6 +860,28 @@ def verbose(ctx):
             check(needle in e, "-v output lacks %r" % needle, r)
         check(e.index("* attempt 1") < e.index("* attempt 2") < e.index("* attempt 3"),
               "attempts in order", r)
+    # -v streams: attempt 1 is on stderr while the call still waits out a 2 s Retry-After
+    with Faultd(ctx, "status", "--script", "429:ra=2,200") as fd:
+        p = subprocess.Popen([ctx.linkd, "get", "-v", "--jitter", "none", fd.url()],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=base_env(ctx))
+        try:
+            seen, t0 = b"", time.monotonic()
+            while b"*   decision RETRY" not in seen and time.monotonic() - t0 < 10:
+                line = p.stderr.readline()
+                if not line:
+                    break
+                seen += line
+            running = p.poll() is None
+            check(b"*   decision RETRY, delay 2s (from Retry-After)" in seen,
+                  "attempt 1 and its decision printed", seen)
+            check(running and time.monotonic() - t0 < 1.5,
+                  "printed while the call was still waiting, not after it", seen)
+            out, err = p.communicate(timeout=20)
+            check(p.returncode == 0 and b"* attempt 2 at +" in err, "then attempt 2", err)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     with Faultd(ctx, "refuse") as fd:
         r = linkd(ctx, "post", "--verbose", "--max-attempts", "2", *FAST, fd.url())
         check(r.rc == 4, "exhausted", r)

@@ -706,6 +706,54 @@ static void test_bulkhead_fifo_with_blocking_waiter(void **s) {
 
 /* A limiter of 20/s with burst 1 spaces 5 calls ~50 ms apart; one that would wait past its
  * deadline is refused at once. */
+
+/* The per-attempt hook runs once per attempt, as soon as its decision is made: before the retry
+ * delay, with the entry the timeline will hold. */
+typedef struct seen_attempts {
+  int n;
+  int number[8];
+  int64_t at[8];
+  bool retry[8];
+} seen_attempts;
+
+static void record_attempt(void *ctx, const lk_http_attempt_info *a) {
+  seen_attempts *s = ctx;
+  if (s->n < 8) {
+    s->number[s->n] = a->number;
+    s->retry[s->n] = a->decision.retry;
+    s->at[s->n++] = lk_now_ns();
+  }
+}
+
+static void test_attempt_hook(void **s) {
+  (void)s;
+  ht_start(&FP, "status", "--script", "503,200", NULL);
+  lk_http_policy pol;
+  ht_policy(&pol);
+  ht_backoff(&pol, LK_MS(300), LK_MS(300));
+  seen_attempts seen = {0};
+  pol.on_attempt = record_attempt;
+  pol.on_attempt_ctx = &seen;
+  lk_http_client *c = lk_http_client_new(NULL);
+  lk_http_request *req = req_for("GET", "/hook");
+  lk_http_result *res = NULL;
+  int64_t t0 = lk_now_ns();
+  assert_int_equal(lk_http_call(c, req, &pol, NULL, &res), LK_OK);
+  size_t n;
+  const lk_http_attempt_info *a = lk_http_result_attempts(res, &n);
+  assert_int_equal(n, 2);
+  assert_int_equal(seen.n, 2);
+  assert_int_equal(seen.number[0], 1);
+  assert_int_equal(seen.number[1], 2);
+  assert_true(seen.retry[0]);
+  assert_false(seen.retry[1]);
+  /* attempt 1 was reported before its 300 ms delay, not when the call ended */
+  assert_true(seen.at[0] - t0 < a[1].start - LK_MS(100));
+  lk_http_result_free(res);
+  lk_http_request_free(req);
+  lk_http_client_free(c);
+}
+
 static void test_limiter(void **s) {
   (void)s;
   const char *args[] = {"--max-seconds", "60", NULL};
@@ -765,6 +813,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_bulkhead, teardown),
       cmocka_unit_test_teardown(test_bulkhead_fifo_with_blocking_waiter, teardown),
       cmocka_unit_test_teardown(test_limiter, teardown),
+      cmocka_unit_test_teardown(test_attempt_hook, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
