@@ -80,7 +80,7 @@ typedef enum lk_breaker_window {
  * it returns. So a transition made inside the callback is never delivered inside it, and when a
  * function that transitioned returns, its callback may not have run yet (another thread may be
  * delivering it). The state change is made at once whatever happens to the callback: when the
- * callback falls more than 4096 transitions behind (or the queue of pending transitions cannot
+ * callback falls more than 65536 transitions behind (or the queue of pending transitions cannot
  * grow for lack of memory), the callbacks of the transitions beyond are dropped and counted in
  * lk_breaker_metrics.transitions_undelivered (the next delivered `from` then differs from the
  * previous `to`). `now` is the time of the call that caused the transition. */

@@ -35,9 +35,9 @@ typedef struct lk_bk_event {
 
 /* Pending callbacks: the queue starts with LK_BK_QUEUE_INIT slots (allocated with the breaker, so
  * the call path never allocates while callbacks keep up) and doubles up to LK_BK_QUEUE_MAX, which
- * bounds the memory a stalled callback can make the breaker hold. */
+ * bounds the memory a stalled callback can make the breaker hold (1 MiB). */
 #define LK_BK_QUEUE_INIT 16u
-#define LK_BK_QUEUE_MAX 4096u
+#define LK_BK_QUEUE_MAX 65536u
 
 typedef struct lk_bk_tally {
   int64_t calls, failed, slow;

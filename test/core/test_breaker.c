@@ -1365,7 +1365,7 @@ static void slow_callback_blocks_no_other_thread(void **state) {
 }
 
 /* The documented bound on pending callbacks (lk_breaker_transition_fn). */
-#define QUEUE_MAX 4096
+#define QUEUE_MAX 65536
 #define OVERFLOW 10
 
 typedef struct flood_ctx {
