@@ -133,14 +133,15 @@ int lk_breaker_new(const lk_breaker_config *c, lk_breaker **out, const char **wh
     b->slots = calloc((size_t)b->n, sizeof *b->slots);
   else
     b->buckets = calloc((size_t)b->n, sizeof *b->buckets);
-  if (b->on_transition) {
+  if (b->on_transition) { /* the first slots of the callback queue: transitions never allocate
+                            while callbacks keep up */
     b->queue = calloc(LK_BK_QUEUE_INIT, sizeof *b->queue);
     b->qcap = LK_BK_QUEUE_INIT;
   }
   bool ok = (b->slots || b->buckets) && (b->queue || !b->on_transition);
-  bool mu = ok && pthread_mutex_init(&b->mu, NULL) == 0;
-  if (!mu || pthread_mutex_init(&b->dispatch_mu, NULL) != 0) {
-    if (mu)
+  bool mu_ok = ok && pthread_mutex_init(&b->mu, NULL) == 0;
+  if (!mu_ok || pthread_mutex_init(&b->dispatch_mu, NULL) != 0) {
+    if (mu_ok)
       pthread_mutex_destroy(&b->mu);
     free(b->queue);
     free(b->slots);
