@@ -36,9 +36,10 @@
  * Concurrency: the breaker may be shared by any number of threads. acquire / record / release
  * are lock-free in CLOSED, OPEN, DISABLED, FORCED_OPEN and METRICS_ONLY (a few atomic operations,
  * no allocation); a small internal lock is taken for state transitions, for recording outcomes
- * in HALF_OPEN and when a time window moves to a new second. Rates are evaluated on the atomic
- * counters, so under contention a decision may see a call a moment early or late; an outcome that
- * races with a state transition counts in the state it lands in (Resilience4j's rule) or is lost.
+ * in HALF_OPEN and when a time window moves to a new second; it is never held while user code
+ * (the transition callback) runs. Rates are evaluated on the atomic counters, so under contention
+ * a decision may see a call a moment early or late; an outcome that races with a state transition
+ * counts in the state it lands in (Resilience4j's rule) or is lost.
  * The half-open admission limit is exact: use the permit functions to also make releases and
  * records exact across transitions (see lk_breaker_acquire_permit).
  */
@@ -68,10 +69,21 @@ typedef enum lk_breaker_window {
   LK_BREAKER_WINDOW_TIME   /* the calls recorded in the last window_size seconds (1 s buckets) */
 } lk_breaker_window;
 
-/* Called once per state transition, in transition order, with the breaker's internal lock held:
- * it must be quick and must not call lk_breaker_acquire*, _record*, _release*, _transition or
- * _reset on the same breaker (the queries are fine). `now` is the time of the call that caused
- * the transition. */
+/* Called once per state transition, in transition order (the order of the period counter,
+ * lk_breaker_metrics.transitions), across all threads. It is never called with a breaker lock
+ * held: the transition is queued under the lock and delivered after it is released, so a slow
+ * callback delays no other thread's acquire / record / release, and the callback may call any
+ * function on the same breaker, lk_breaker_transition and lk_breaker_reset included (not
+ * lk_breaker_free). Callbacks run one at a time, on any thread that uses the breaker: usually
+ * the one whose call made the transition; while a callback runs, transitions made meanwhile (by
+ * other threads, or by the callback itself) are delivered by the thread running it, right after
+ * it returns. So a transition made inside the callback is never delivered inside it, and when a
+ * function that transitioned returns, its callback may not have run yet (another thread may be
+ * delivering it). The state change is made at once whatever happens to the callback: when the
+ * callback falls more than 65536 transitions behind (or the queue of pending transitions cannot
+ * grow for lack of memory), the callbacks of the transitions beyond are dropped and counted in
+ * lk_breaker_metrics.transitions_undelivered (the next delivered `from` then differs from the
+ * previous `to`). `now` is the time of the call that caused the transition. */
 typedef void (*lk_breaker_transition_fn)(void *ctx, lk_breaker_state from, lk_breaker_state to,
                                          int64_t now);
 
@@ -186,9 +198,11 @@ typedef struct lk_breaker_metrics {
   double slow_call_rate;  /* percent; -1 likewise */
   uint64_t not_permitted; /* acquires refused since creation or the last reset */
   uint64_t transitions;   /* state transitions since creation */
-  int openings;           /* consecutive openings (the n of the backoff) */
-  int64_t open_until;     /* OPEN: when the next acquire may move to HALF_OPEN; else 0 */
-  int half_open_left;     /* HALF_OPEN: permissions not taken; else 0 */
+  uint64_t transitions_undelivered; /* transitions whose callback was dropped (see
+                                       lk_breaker_transition_fn); 0 while callbacks keep up */
+  int openings;                     /* consecutive openings (the n of the backoff) */
+  int64_t open_until;               /* OPEN: when the next acquire may move to HALF_OPEN; else 0 */
+  int half_open_left;               /* HALF_OPEN: permissions not taken; else 0 */
 } lk_breaker_metrics;
 
 /* When an acquire could next be admitted, as of `now` (lock-free, read-only):

@@ -1,6 +1,7 @@
 /* Circuit breaker: configuration, the state machine, acquire / record / release, queries.
  * The sliding windows live in breaker_window.c. */
 #include "breaker_internal.h"
+#include "sat.h"
 
 #include <linkd/error.h>
 
@@ -132,7 +133,17 @@ int lk_breaker_new(const lk_breaker_config *c, lk_breaker **out, const char **wh
     b->slots = calloc((size_t)b->n, sizeof *b->slots);
   else
     b->buckets = calloc((size_t)b->n, sizeof *b->buckets);
-  if ((!b->slots && !b->buckets) || pthread_mutex_init(&b->mu, NULL) != 0) {
+  if (b->on_transition) { /* the first slots of the callback queue: transitions never allocate
+                            while callbacks keep up */
+    b->queue = calloc(LK_BK_QUEUE_INIT, sizeof *b->queue);
+    b->qcap = LK_BK_QUEUE_INIT;
+  }
+  bool ok = (b->slots || b->buckets) && (b->queue || !b->on_transition);
+  bool mu_ok = ok && pthread_mutex_init(&b->mu, NULL) == 0;
+  if (!mu_ok || pthread_mutex_init(&b->dispatch_mu, NULL) != 0) {
+    if (mu_ok)
+      pthread_mutex_destroy(&b->mu);
+    free(b->queue);
     free(b->slots);
     free(b->buckets);
     free(b);
@@ -145,17 +156,15 @@ int lk_breaker_new(const lk_breaker_config *c, lk_breaker **out, const char **wh
 void lk_breaker_free(lk_breaker *b) {
   if (!b)
     return;
+  pthread_mutex_destroy(&b->dispatch_mu);
   pthread_mutex_destroy(&b->mu);
+  free(b->queue);
   free(b->slots);
   free(b->buckets);
   free(b);
 }
 
 /* --- helpers ----------------------------------------------------------------------------------- */
-
-static int64_t sat_add(int64_t a, int64_t b) { /* b >= 0 */
-  return a > INT64_MAX - b ? INT64_MAX : a + b;
-}
 
 /* now - since >= d, without overflow (d > 0). */
 static bool elapsed(int64_t now, int64_t since, int64_t d) {
@@ -181,7 +190,85 @@ static int64_t open_wait(lk_breaker *b, int n) {
   return d;
 }
 
-/* Performs the transition from the state word `from` (current, caller holds mu). */
+/* --- transition callbacks ---------------------------------------------------------------------- */
+
+/* The callback never runs under mu: user code that is slow would stall every thread that needs
+ * the lock, and user code that calls back into the breaker would deadlock on it. Instead, the
+ * transition is queued under mu (so the queue order is the period order) and delivered after the
+ * lock is released by dispatch(). */
+
+/* Makes room for one more event (caller holds mu). False when the queue is at LK_BK_QUEUE_MAX or
+ * cannot grow: the transition itself still happens, only its callback is dropped (counted). */
+static bool queue_room(lk_breaker *b) {
+  if (b->qlen < b->qcap)
+    return true;
+  if (b->qcap >= LK_BK_QUEUE_MAX)
+    return false;
+  uint32_t cap = b->qcap * 2;
+  lk_bk_event *q = malloc(cap * sizeof *q);
+  if (!q)
+    return false;
+  for (uint32_t i = 0; i < b->qlen; i++)
+    q[i] = b->queue[(b->qhead + i) % b->qcap];
+  free(b->queue);
+  b->queue = q;
+  b->qcap = cap;
+  b->qhead = 0;
+  return true;
+}
+
+static void enqueue_locked(lk_breaker *b, lk_breaker_state from, lk_breaker_state to, int64_t now) {
+  if (!queue_room(b)) {
+    atomic_fetch_add_explicit(&b->undelivered, 1, RELAXED);
+    return;
+  }
+  b->queue[(b->qhead + b->qlen) % b->qcap] = (lk_bk_event){now, from, to};
+  b->qlen++;
+}
+
+static bool dequeue(lk_breaker *b, lk_bk_event *e) {
+  pthread_mutex_lock(&b->mu);
+  bool got = b->qlen > 0;
+  if (got) {
+    *e = b->queue[b->qhead];
+    b->qhead = (b->qhead + 1) % b->qcap;
+    b->qlen--;
+  }
+  pthread_mutex_unlock(&b->mu);
+  return got;
+}
+
+static bool queue_empty(lk_breaker *b) {
+  pthread_mutex_lock(&b->mu);
+  bool empty = b->qlen == 0;
+  pthread_mutex_unlock(&b->mu);
+  return empty;
+}
+
+/* Delivers the queued callbacks; called after every transition, without mu. One thread at a time
+ * delivers (dispatch_mu), so callbacks run one after another in queue order. A thread that finds
+ * dispatch_mu taken leaves its event to the holder: that is another thread, whose loop will
+ * reach it, or this same thread inside a callback (a re-entrant transition), whose outer loop
+ * delivers it as soon as the callback returns. The holder looks at the queue again after
+ * releasing dispatch_mu, so an event queued between its last dequeue and the release, whose
+ * thread then failed the trylock, is not stranded. */
+static void dispatch(lk_breaker *b) {
+  if (!b->on_transition)
+    return;
+  do {
+    if (pthread_mutex_trylock(&b->dispatch_mu) != 0)
+      return;
+    lk_bk_event e;
+    while (dequeue(b, &e))
+      b->on_transition(b->on_transition_ctx, e.from, e.to, e.now);
+    pthread_mutex_unlock(&b->dispatch_mu);
+  } while (!queue_empty(b));
+}
+
+/* --- transitions ------------------------------------------------------------------------------- */
+
+/* Performs the transition from the state word `from` (current, caller holds mu); the callback is
+ * queued, the caller runs dispatch() after releasing mu. */
 static void transition_locked(lk_breaker *b, uint64_t from, lk_breaker_state to, int64_t now) {
   uint64_t period = LK_BK_PERIOD(from) + 1;
   int openings = atomic_load_explicit(&b->openings, RELAXED);
@@ -189,7 +276,7 @@ static void transition_locked(lk_breaker *b, uint64_t from, lk_breaker_state to,
   case LK_BREAKER_OPEN: {
     openings = openings < INT32_MAX ? openings + 1 : openings;
     int64_t wait = open_wait(b, openings);
-    atomic_store_explicit(&b->open_until, sat_add(now, wait < 0 ? 0 : wait), RELAXED);
+    atomic_store_explicit(&b->open_until, lk_sat_add(now, wait < 0 ? 0 : wait), RELAXED);
     break;
   }
   case LK_BREAKER_HALF_OPEN:
@@ -216,7 +303,7 @@ static void transition_locked(lk_breaker *b, uint64_t from, lk_breaker_state to,
   /* Publishing the state last makes everything above visible to whoever sees the new state. */
   atomic_store_explicit(&b->state, LK_BK_WORD(period, to), memory_order_release);
   if (b->on_transition)
-    b->on_transition(b->on_transition_ctx, LK_BK_STATE(from), to, now);
+    enqueue_locked(b, LK_BK_STATE(from), to, now);
 }
 
 /* Transitions only if the state is still `from`: of all threads racing on one observation,
@@ -226,6 +313,7 @@ static void try_transition(lk_breaker *b, uint64_t from, lk_breaker_state to, in
   if (atomic_load_explicit(&b->state, RELAXED) == from)
     transition_locked(b, from, to, now);
   pthread_mutex_unlock(&b->mu);
+  dispatch(b);
 }
 
 static int reject(lk_breaker *b) {
@@ -296,7 +384,9 @@ int lk_breaker_acquire_permit(lk_breaker *b, int64_t now, lk_breaker_permit *p) 
   }
 }
 
-int lk_breaker_acquire(lk_breaker *b, int64_t now) { return lk_breaker_acquire_permit(b, now, NULL); }
+int lk_breaker_acquire(lk_breaker *b, int64_t now) {
+  return lk_breaker_acquire_permit(b, now, NULL);
+}
 
 void lk_breaker_release_permit(lk_breaker *b, const lk_breaker_permit *p) {
   if (p->state == LK_BREAKER_HALF_OPEN)
@@ -341,6 +431,7 @@ static bool half_open_record(lk_breaker *b, uint64_t w, int64_t now, unsigned ou
       elapsed(now, atomic_load_explicit(&b->ho_since, RELAXED), b->max_wait_ho)) {
     transition_locked(b, w, LK_BREAKER_OPEN, now); /* as if its timer had fired first */
     pthread_mutex_unlock(&b->mu);
+    dispatch(b);
     return true;
   }
   lk_bk_tally t;
@@ -354,6 +445,7 @@ static bool half_open_record(lk_breaker *b, uint64_t w, int64_t now, unsigned ou
   if (verdict != LK_BREAKER_HALF_OPEN)
     transition_locked(b, w, (lk_breaker_state)verdict, now);
   pthread_mutex_unlock(&b->mu);
+  dispatch(b);
   return true;
 }
 
@@ -379,8 +471,8 @@ static void record(lk_breaker *b, const lk_breaker_permit *p, int64_t now, int64
       if (p && p->period != LK_BK_PERIOD(w))
         return; /* admitted before a transition: not an outcome of this window */
       lk_bk_tally t;
-      if (lk__bk_window_record(b, LK_BK_PERIOD(w), now, outcome, &t) &&
-          st == LK_BREAKER_CLOSED && exceeded(b, &t, b->min_calls))
+      if (lk__bk_window_record(b, LK_BK_PERIOD(w), now, outcome, &t) && st == LK_BREAKER_CLOSED &&
+          exceeded(b, &t, b->min_calls))
         try_transition(b, w, LK_BREAKER_OPEN, now);
       return;
     }
@@ -410,6 +502,7 @@ int lk_breaker_transition(lk_breaker *b, lk_breaker_state to, int64_t now) {
   pthread_mutex_lock(&b->mu);
   transition_locked(b, atomic_load_explicit(&b->state, RELAXED), to, now);
   pthread_mutex_unlock(&b->mu);
+  dispatch(b);
   return LK_OK;
 }
 
@@ -420,6 +513,7 @@ void lk_breaker_reset(lk_breaker *b, int64_t now) {
   atomic_store_explicit(&b->not_permitted, 0, RELAXED);
   transition_locked(b, atomic_load_explicit(&b->state, RELAXED), LK_BREAKER_CLOSED, now);
   pthread_mutex_unlock(&b->mu);
+  dispatch(b);
 }
 
 /* --- queries ----------------------------------------------------------------------------------- */
@@ -438,7 +532,7 @@ int64_t lk_breaker_retry_at(const lk_breaker *cb, int64_t now) {
     if (same && (v & LK_BK_LEFT_MASK) == 0) {
       if (b->max_wait_ho <= 0)
         return LK_BREAKER_RETRY_UNKNOWN; /* when a probe's outcome is recorded */
-      int64_t end = sat_add(atomic_load_explicit(&b->ho_since, RELAXED), b->max_wait_ho);
+      int64_t end = lk_sat_add(atomic_load_explicit(&b->ho_since, RELAXED), b->max_wait_ho);
       return end > now ? end : now;
     }
     return now;
@@ -465,6 +559,7 @@ int lk_breaker_metrics_get(const lk_breaker *cb, int64_t now, lk_breaker_metrics
   uint64_t w = atomic_load_explicit(&b->state, memory_order_acquire);
   out->state = LK_BK_STATE(w);
   out->transitions = LK_BK_PERIOD(w);
+  out->transitions_undelivered = atomic_load_explicit(&b->undelivered, RELAXED);
   out->not_permitted = atomic_load_explicit(&b->not_permitted, RELAXED);
   out->openings = atomic_load_explicit(&b->openings, RELAXED);
   lk_bk_tally t;

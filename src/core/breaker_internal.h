@@ -27,6 +27,18 @@
 
 #define LK_BK_EMPTY INT64_MIN /* time window: no head second yet */
 
+/* A transition waiting for its callback. */
+typedef struct lk_bk_event {
+  int64_t now;
+  lk_breaker_state from, to;
+} lk_bk_event;
+
+/* Pending callbacks: the queue starts with LK_BK_QUEUE_INIT slots (allocated with the breaker, so
+ * the call path never allocates while callbacks keep up) and doubles up to LK_BK_QUEUE_MAX, which
+ * bounds the memory a stalled callback can make the breaker hold (1 MiB). */
+#define LK_BK_QUEUE_INIT 16u
+#define LK_BK_QUEUE_MAX 65536u
+
 typedef struct lk_bk_tally {
   int64_t calls, failed, slow;
 } lk_bk_tally;
@@ -82,6 +94,13 @@ struct lk_breaker {
   _Alignas(LK_BK_LINE) pthread_mutex_t mu;
   _Atomic int openings; /* written under mu */
   int64_t last_wait;    /* under mu: the previous backoff delay */
+  /* Transitions whose callback is pending, in transition order (a ring, under mu). */
+  lk_bk_event *queue;
+  uint32_t qcap, qhead, qlen;
+  _Atomic uint64_t undelivered; /* callbacks dropped: the queue was full or could not grow */
+
+  /* Held by the one thread that delivers queued callbacks; never held together with mu. */
+  _Alignas(LK_BK_LINE) pthread_mutex_t dispatch_mu;
 };
 
 /* Starts an empty window for `period` (caller holds mu). */

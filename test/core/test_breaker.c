@@ -37,7 +37,10 @@
  *  R18 for COUNT_BASED, minimumNumberOfCalls above slidingWindowSize is capped at it
  *        min_calls_capped_for_count_window
  * Beyond Resilience4j: permits tied to their half-open period (permit_exactness), no allocation
- * per call (no_allocation_per_call), configuration errors (config_rejected). */
+ * per call (no_allocation_per_call), configuration errors (config_rejected), transition callbacks
+ * that run outside the lock: re-entrant (callback_may_reenter), slow without stalling other
+ * threads (slow_callback_blocks_no_other_thread), stalled past the queue bound
+ * (stalled_callback_drops_and_counts). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -52,7 +55,11 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* --- fixtures --------------------------------------------------------------------------------- */
 
@@ -1189,6 +1196,233 @@ static void demo_refusal_pattern_fixed(void **state) {
   assert_true(after <= outage / 10);
 }
 
+/* --- transition callbacks outside the lock ---------------------------------------------------- */
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Waits (bounded: ~5 s) until *flag reaches `want`. */
+static bool wait_flag(_Atomic int *flag, int want) {
+  for (int i = 0; i < 5000; i++) {
+    if (atomic_load(flag) >= want)
+      return true;
+    sleep_ms(1);
+  }
+  return false;
+}
+
+/* A callback that re-enters its breaker: event k runs step k of a script. Checked on the main
+ * thread afterwards (cmocka's asserts must not run on another thread). */
+typedef struct reenter_ctx {
+  lk_breaker *b;
+  events r;
+  int depth, max_depth;
+  lk_breaker_state state_after[8]; /* the state right after step k's re-entrant calls */
+  int delivered_after[8];          /* callbacks delivered by then */
+  int bad_calls;                   /* re-entrant calls that did not return LK_OK */
+  _Atomic int done;
+} reenter_ctx;
+
+static void reenter_transition(void *ctx, lk_breaker_state from, lk_breaker_state to, int64_t now) {
+  reenter_ctx *c = ctx;
+  int k = c->r.n;
+  if (++c->depth > c->max_depth)
+    c->max_depth = c->depth;
+  on_transition(&c->r, from, to, now);
+  switch (k) {
+  case 0: /* CLOSED -> OPEN, made by the test */
+    c->bad_calls += lk_breaker_transition(c->b, LK_BREAKER_HALF_OPEN, now + 1) != LK_OK;
+    break;
+  case 1: /* OPEN -> HALF_OPEN */ lk_breaker_reset(c->b, now + 1); break;
+  case 2: /* HALF_OPEN -> CLOSED: two transitions from one callback, one by recording */
+    for (int i = 0; i < 10; i++) {
+      c->bad_calls += lk_breaker_acquire(c->b, now + 1) != LK_OK;
+      lk_breaker_record(c->b, now + 1, 0, LK_F_HTTP_500);
+    }
+    c->bad_calls += lk_breaker_transition(c->b, LK_BREAKER_FORCED_OPEN, now + 2) != LK_OK;
+    break;
+  case 4: /* OPEN -> FORCED_OPEN (case 3, CLOSED -> OPEN, does nothing) */
+    c->bad_calls += lk_breaker_transition(c->b, LK_BREAKER_CLOSED, now + 1) != LK_OK;
+    break;
+  default: break;
+  }
+  if (k < 8) {
+    c->state_after[k] = lk_breaker_get_state(c->b);
+    c->delivered_after[k] = c->r.n;
+  }
+  c->depth--;
+}
+
+static void *reenter_worker(void *arg) {
+  reenter_ctx *c = arg;
+  lk_breaker_transition(c->b, LK_BREAKER_OPEN, LK_SEC(1000));
+  atomic_store(&c->done, 1);
+  return NULL;
+}
+
+static void callback_may_reenter(void **state) {
+  (void)state;
+  reenter_ctx *c = calloc(1, sizeof *c);
+  assert_non_null(c);
+  lk_breaker_config cfg = small(&c->r);
+  cfg.on_transition = reenter_transition;
+  cfg.on_transition_ctx = c;
+  c->b = make(&cfg);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, reenter_worker, c), 0);
+  /* Under the lock, the first re-entrant call deadlocked: fail instead of hanging. */
+  if (!wait_flag(&c->done, 1))
+    fail_msg("a callback re-entering the breaker deadlocked");
+  assert_int_equal(pthread_join(t, NULL), 0);
+  int64_t t0 = LK_SEC(1000);
+  /* Every transition exactly once, in order, all delivered before the outer call returned. */
+  assert_int_equal(c->r.n, 6);
+  expect_event(&c->r, 0, LK_BREAKER_CLOSED, LK_BREAKER_OPEN, t0);
+  expect_event(&c->r, 1, LK_BREAKER_OPEN, LK_BREAKER_HALF_OPEN, t0 + 1);
+  expect_event(&c->r, 2, LK_BREAKER_HALF_OPEN, LK_BREAKER_CLOSED, t0 + 2);
+  expect_event(&c->r, 3, LK_BREAKER_CLOSED, LK_BREAKER_OPEN, t0 + 3);
+  expect_event(&c->r, 4, LK_BREAKER_OPEN, LK_BREAKER_FORCED_OPEN, t0 + 4);
+  expect_event(&c->r, 5, LK_BREAKER_FORCED_OPEN, LK_BREAKER_CLOSED, t0 + 5);
+  assert_int_equal(c->bad_calls, 0);
+  /* Never nested: a transition made inside the callback is delivered after it returns... */
+  assert_int_equal(c->max_depth, 1);
+  for (int k = 0; k < 6; k++)
+    assert_int_equal(c->delivered_after[k], k + 1);
+  /* ...but the state changed at once. */
+  assert_int_equal(c->state_after[0], LK_BREAKER_HALF_OPEN);
+  assert_int_equal(c->state_after[1], LK_BREAKER_CLOSED);
+  assert_int_equal(c->state_after[2], LK_BREAKER_FORCED_OPEN);
+  assert_int_equal(c->state_after[3], LK_BREAKER_FORCED_OPEN);
+  assert_int_equal(c->state_after[4], LK_BREAKER_CLOSED);
+  lk_breaker_metrics m = metrics(c->b);
+  assert_int_equal(m.transitions, 6);
+  assert_int_equal(m.transitions_undelivered, 0);
+  assert_int_equal(m.state, LK_BREAKER_CLOSED);
+  lk_breaker_free(c->b);
+  free(c);
+}
+
+/* A callback that sleeps 50 ms on one thread while another thread records half-open outcomes
+ * (each taking the breaker's lock). */
+#define SLOW_RECORDS 200
+
+typedef struct slow_ctx {
+  lk_breaker *b;
+  _Atomic int sleeping; /* 1 while the callback sleeps, 2 after */
+  _Atomic int records;  /* recorded by the other thread */
+  int during;           /* of which while the callback slept */
+  int callbacks;
+} slow_ctx;
+
+static void slow_transition(void *ctx, lk_breaker_state from, lk_breaker_state to, int64_t now) {
+  (void)from, (void)now;
+  slow_ctx *c = ctx;
+  c->callbacks++;
+  if (to != LK_BREAKER_HALF_OPEN)
+    return;
+  int before = atomic_load(&c->records);
+  atomic_store(&c->sleeping, 1);
+  sleep_ms(50);
+  c->during = atomic_load(&c->records) - before;
+  atomic_store(&c->sleeping, 2);
+}
+
+static void *slow_worker(void *arg) {
+  slow_ctx *c = arg;
+  if (!wait_flag(&c->sleeping, 1))
+    return NULL;
+  int64_t now = LK_SEC(1000);
+  for (int i = 0; i < 500000 && atomic_load(&c->sleeping) == 1; i++) {
+    if (lk_breaker_acquire(c->b, now) != LK_OK)
+      break;
+    lk_breaker_record(c->b, now, 0, LK_F_NONE);
+    atomic_fetch_add(&c->records, 1);
+  }
+  return NULL;
+}
+
+static void slow_callback_blocks_no_other_thread(void **state) {
+  (void)state;
+  slow_ctx c = {0};
+  lk_breaker_config cfg;
+  lk_breaker_config_init_default(&cfg);
+  cfg.permitted_half_open = 1000000; /* the probes never reach a verdict */
+  cfg.half_open_decide_early = false;
+  cfg.on_transition = slow_transition;
+  cfg.on_transition_ctx = &c;
+  c.b = make(&cfg);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, slow_worker, &c), 0);
+  assert_int_equal(lk_breaker_transition(c.b, LK_BREAKER_HALF_OPEN, LK_SEC(1000)), LK_OK);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  print_message("records on another thread while the callback slept 50 ms: %d\n", c.during);
+  assert_int_equal(c.callbacks, 1);
+  assert_true(c.during >= SLOW_RECORDS);
+  assert_int_equal(lk_breaker_get_state(c.b), LK_BREAKER_HALF_OPEN);
+  lk_breaker_free(c.b);
+}
+
+/* The documented bound on pending callbacks (lk_breaker_transition_fn). */
+#define QUEUE_MAX 65536
+#define OVERFLOW 10
+
+typedef struct flood_ctx {
+  lk_breaker *b;
+  _Atomic int blocked; /* 1: the first callback waits for the flood */
+  _Atomic int flooded; /* 1: the other thread made its transitions */
+  int64_t *nows;
+  int n;
+} flood_ctx;
+
+static void flood_transition(void *ctx, lk_breaker_state from, lk_breaker_state to, int64_t now) {
+  (void)from, (void)to;
+  flood_ctx *c = ctx;
+  if (c->n < QUEUE_MAX + OVERFLOW + 1)
+    c->nows[c->n] = now;
+  if (c->n++ == 0) {
+    atomic_store(&c->blocked, 1);
+    wait_flag(&c->flooded, 1);
+  }
+}
+
+static void *flood_worker(void *arg) {
+  flood_ctx *c = arg;
+  if (wait_flag(&c->blocked, 1))
+    for (int i = 1; i <= QUEUE_MAX + OVERFLOW; i++)
+      lk_breaker_transition(c->b, i % 2 ? LK_BREAKER_CLOSED : LK_BREAKER_OPEN, i);
+  atomic_store(&c->flooded, 1);
+  return NULL;
+}
+
+static void stalled_callback_drops_and_counts(void **state) {
+  (void)state;
+  flood_ctx c = {0};
+  c.nows = calloc(QUEUE_MAX + OVERFLOW + 1, sizeof *c.nows);
+  assert_non_null(c.nows);
+  lk_breaker_config cfg;
+  lk_breaker_config_init_default(&cfg);
+  cfg.on_transition = flood_transition;
+  cfg.on_transition_ctx = &c;
+  c.b = make(&cfg);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, flood_worker, &c), 0);
+  lk_breaker_transition(c.b, LK_BREAKER_OPEN, 0);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  /* The stalled callback held no lock: every transition happened. The queue kept the first
+   * QUEUE_MAX (delivered in order once the callback returned) and counted the rest. */
+  lk_breaker_metrics m = metrics(c.b);
+  assert_int_equal(m.transitions, 1 + QUEUE_MAX + OVERFLOW);
+  assert_int_equal(m.state, LK_BREAKER_OPEN);
+  assert_int_equal(m.transitions_undelivered, OVERFLOW);
+  assert_int_equal(c.n, 1 + QUEUE_MAX);
+  for (int i = 0; i < c.n; i++)
+    assert_int_equal(c.nows[i], i);
+  lk_breaker_free(c.b);
+  free(c.nows);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(defaults_match_resilience4j, setup),
@@ -1224,6 +1458,9 @@ int main(void) {
       cmocka_unit_test_setup(retry_at_tells_when, setup),
       cmocka_unit_test_setup(too_many_requests_ignored_by_default, setup),
       cmocka_unit_test_setup(demo_refusal_pattern_fixed, setup),
+      cmocka_unit_test_setup(callback_may_reenter, setup),
+      cmocka_unit_test_setup(slow_callback_blocks_no_other_thread, setup),
+      cmocka_unit_test_setup(stalled_callback_drops_and_counts, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,8 @@
  * never the wall clock. Invariants:
  *   breaker  a half-open period never has more calls admitted (minus permissions given back)
  *            than permitted, even with manual transitions racing; transitions form one chain;
+ *            callbacks, delivered outside the lock by whichever thread, run one at a time, in
+ *            the order of the period counter, exactly once each, even when they re-enter;
  *            windows never drift (after the storm, n successes read 0 failures and n failures
  *            read n)
  *   RATIO    retries never exceed percent of the requests of the window plus the floor, checked
@@ -57,7 +59,7 @@ typedef struct ho_ctx {
   _Atomic int probes;       /* half-open admissions in all */
   _Atomic int over_periods; /* periods beyond the table (would make the check vacuous) */
   _Atomic int next_id;
-  /* Written by the callback only, which runs under the breaker's lock. */
+  /* Written by the callback only; callbacks run one at a time. */
   lk_breaker_state last_to;
   int chain_breaks;
   uint64_t callbacks;
@@ -164,6 +166,145 @@ static void half_open_never_admits_more_than_permitted(void **state) {
   assert_int_equal(c->callbacks, m.transitions);
   assert_int_equal(c->last_to, m.state);
   lk_breaker_free(c->b);
+  free(c);
+}
+
+/* --- breaker: callbacks in period order --------------------------------------------------------- */
+
+#define ORDER_EVENTS (1 << 17)
+#define ORDER_OBS 4096
+/* Far below the breaker's bound on pending callbacks (65536), so none may be dropped whatever
+ * the scheduling. */
+#define ORDER_MAX_TRANSITIONS 40000
+
+typedef struct order_obs {
+  uint64_t period;
+  lk_breaker_state state;
+} order_obs;
+
+typedef struct order_ctx {
+  lk_breaker *b;
+  _Atomic int64_t clock;
+  _Atomic int next_id;
+  int64_t start;
+  _Atomic int inside;   /* callbacks running right now */
+  _Atomic int overlaps; /* a callback started while another ran */
+  /* Written by the callback only; callbacks run one at a time, on whichever thread. */
+  lk_breaker_state *to; /* the delivered `to`s, in delivery order */
+  uint64_t delivered;
+  uint64_t beyond;  /* delivered past the table (would make the check vacuous) */
+  int chain_breaks; /* `from` differs from the previous `to` */
+  int early;        /* delivered before the breaker had made that many transitions */
+  uint64_t reentered;
+  lk_breaker_state last_to;
+  /* What the workers saw: a permit names the state of its period. */
+  order_obs obs[THREADS][ORDER_OBS];
+  int n_obs[THREADS];
+} order_ctx;
+
+static void order_transition(void *ctx, lk_breaker_state from, lk_breaker_state to, int64_t now) {
+  order_ctx *c = ctx;
+  if (atomic_fetch_add(&c->inside, 1) != 0)
+    atomic_fetch_add(&c->overlaps, 1);
+  uint64_t k = c->delivered++; /* the k-th callback must be the transition into period k + 1 */
+  if (from != c->last_to)
+    c->chain_breaks++;
+  c->last_to = to;
+  if (k < ORDER_EVENTS)
+    c->to[k] = to;
+  else
+    c->beyond++;
+  lk_breaker_metrics m;
+  lk_breaker_metrics_get(c->b, now, &m);
+  if (m.transitions < k + 1)
+    c->early++;
+  if (k % 64 == 63) { /* re-entry from whichever thread is delivering, racing with the others */
+    lk_breaker_transition(c->b, LK_BREAKER_CLOSED, now);
+    c->reentered++;
+  }
+  atomic_fetch_sub(&c->inside, 1);
+}
+
+static void *order_worker(void *arg) {
+  order_ctx *c = arg;
+  int id = atomic_fetch_add(&c->next_id, 1);
+  lk_rand_fast rng;
+  lk_rand_fast_seeded(&rng, base_seed + 100 + (uint64_t)id);
+  for (int i = 0; i < 20000 && !out_of_time(c->start); i++) {
+    int64_t now = atomic_fetch_add(&c->clock, 20 * LK_NS_PER_US) + 20 * LK_NS_PER_US;
+    lk_breaker_metrics m;
+    if (i % 64 == 0 && lk_breaker_metrics_get(c->b, now, &m) == LK_OK &&
+        m.transitions > ORDER_MAX_TRANSITIONS)
+      break;
+    uint64_t pick = lk_rand_below(&rng.base, 32);
+    if (pick == 0) {
+      lk_breaker_state to = (lk_breaker_state)lk_rand_below(&rng.base, 8);
+      lk_breaker_transition(c->b, (unsigned)to > LK_BREAKER_METRICS_ONLY ? LK_BREAKER_CLOSED : to,
+                            now);
+      continue;
+    }
+    if (pick == 1) {
+      lk_breaker_reset(c->b, now);
+      continue;
+    }
+    lk_breaker_permit p;
+    if (lk_breaker_acquire_permit(c->b, now, &p) != LK_OK)
+      continue;
+    if (c->n_obs[id] < ORDER_OBS && i % 2 == 0)
+      c->obs[id][c->n_obs[id]++] = (order_obs){p.period, p.state};
+    lk_failure k = lk_rand_below(&rng.base, 100) < 60 ? LK_F_HTTP_503 : LK_F_NONE;
+    lk_breaker_record_permit(c->b, &p, now, 0, k);
+  }
+  return NULL;
+}
+
+static void callbacks_arrive_in_period_order(void **state) {
+  (void)state;
+  order_ctx *c = calloc(1, sizeof *c);
+  assert_non_null(c);
+  c->to = calloc(ORDER_EVENTS, sizeof *c->to);
+  assert_non_null(c->to);
+  lk_breaker_config cfg;
+  lk_breaker_config_init_default(&cfg);
+  cfg.window_size = 8;
+  cfg.minimum_calls = 4;
+  cfg.wait_open = 200 * LK_NS_PER_US;
+  cfg.permitted_half_open = PERMITTED;
+  cfg.on_transition = order_transition;
+  cfg.on_transition_ctx = c;
+  assert_int_equal(lk_breaker_new(&cfg, &c->b, NULL), LK_OK);
+  c->last_to = LK_BREAKER_CLOSED;
+  c->start = lk_now_ns();
+  run_threads(order_worker, c);
+  lk_breaker_metrics m;
+  lk_breaker_metrics_get(c->b, atomic_load(&c->clock), &m);
+  /* Each permit saw period P in state S: the P-th callback must have been "-> S". */
+  int checked = 0, misplaced = 0;
+  for (int t = 0; t < THREADS; t++)
+    for (int i = 0; i < c->n_obs[t]; i++) {
+      uint64_t period = c->obs[t][i].period;
+      if (period == 0 || period > ORDER_EVENTS)
+        continue;
+      checked++;
+      misplaced += c->to[period - 1] != c->obs[t][i].state;
+    }
+  print_message("callbacks: %llu delivered, %llu transitions, %d permits checked, %llu re-entrant\n",
+                (unsigned long long)c->delivered, (unsigned long long)m.transitions, checked,
+                (unsigned long long)c->reentered);
+  assert_int_equal(atomic_load(&c->overlaps), 0);
+  assert_int_equal(c->beyond, 0);
+  assert_int_equal(m.transitions_undelivered, 0);
+  /* Once every thread has returned, nothing is left in the queue: exactly once each. */
+  assert_int_equal(c->delivered, m.transitions);
+  assert_int_equal(c->chain_breaks, 0);
+  assert_int_equal(c->early, 0);
+  assert_int_equal(misplaced, 0);
+  assert_int_equal(c->last_to, m.state);
+  assert_true(m.transitions > 500); /* the storm really went through many transitions */
+  assert_true(checked > 1000);
+  assert_true(c->reentered > 0);
+  lk_breaker_free(c->b);
+  free(c->to);
   free(c);
 }
 
@@ -530,6 +671,7 @@ int main(void) {
   base_seed = lk_test_seed();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(half_open_never_admits_more_than_permitted),
+      cmocka_unit_test(callbacks_arrive_in_period_order),
       cmocka_unit_test(breaker_windows_do_not_drift),
       cmocka_unit_test(ratio_exact_at_fixed_time),
       cmocka_unit_test(ratio_never_exceeds_ratio_plus_floor),
