@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Micro-benchmark harness: median ns/op over repeated runs, reported as a ratio against a baseline
  * measured in the same process (these machines are noisy; ratios travel, absolute ns less so). */
 #ifndef LINKD_BENCHUTIL_H

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Install rules: headers, both libraries, pkg-config files and a component-aware CMake package.
 #   find_package(linkd COMPONENTS core)  linkd::core, linkd::core_static; never looks for curl
 #   find_package(linkd COMPONENTS http)  also linkd::linkd, linkd::linkd_static (finds CURL)

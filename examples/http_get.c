@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* http_get: one logical GET through liblinkd, with a deadline, per-attempt timeouts, jittered
  * retries and the attempt timeline.
  *

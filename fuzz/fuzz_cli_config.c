@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer: the linkd CLI's config file (INI through libinih, then every setting's parser)
  * through its public entry points, cli_config_load_stream() and cli_config_apply(): no crash, no
  * leak (ASan's leak check runs at exit), and an error always comes with a message. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer: lk_duration_parse is total (no crash, no overflow: UBSan aborts on signed overflow),
  * accepts only non-negative values, always leaves a NUL-terminated message on failure, and what
  * lk_duration_format prints for an accepted value parses back to at most that value, within the

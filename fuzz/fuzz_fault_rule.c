@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer: libraryd's fault rule parser (--fault and the admin endpoint). Accepted rules are in
  * range and parse again, from the text they keep, to the same rule; refused ones carry a message.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer: the grpc-timeout parser never reads past len, never crashes, and whatever it accepts
  * is well formed and re-encodes to a value at least as large. */
 #include <linkd/deadline.h>

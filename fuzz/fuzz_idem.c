@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer: libraryd's Idempotency-Key rules. The input is split at its first NUL: the first
  * part is an Idempotency-Key header value, and, for the caller identity, an X-API-Key; the second
  * part an X-Tenant. Accepted keys are 1-255 visible ASCII characters (space allowed only when

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer: libraryd's request bodies (JSON through jansson, then the strict field checks of
  * input_parse) for the three routes that take one. The first byte picks the route; the rest is
  * the body. Accepted input is in range; refused input gets a 400 whose body is a JSON object with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer: the plain milliseconds parser is strict and total. */
 #include <linkd/deadline.h>
 #include <linkd/error.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer: Retry-After and HTTP-date parsing (the three date forms, delay-seconds, blanks) never
  * read past len and never crash; an accepted delay is never negative, an accepted date is in the
  * range the parser promises, and a date that parses gives a Retry-After no longer than the time

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs the Debian 12 packages linkd needs to build, test and benchmark.
 # As root it runs apt-get; otherwise it prints the exact command to run.
 set -euo pipefail

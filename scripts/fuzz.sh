@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds the libFuzzer targets with clang, the library code instrumented too (-DLINKD_FUZZ=ON), and
 # runs each for FUZZ_SECONDS (default 8) from its seed corpus in fuzz/corpus/<target>/. New inputs
 # go to build-fuzz/corpus/<target>/, so the checked-in seeds stay as they are. Prints libFuzzer's

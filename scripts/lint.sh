@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Static analysis of the dependency-free core (cppcheck). Exits non-zero on any finding.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds linkd and runs the whole test suite. The README's second command; .ci/run calls it.
 #   LINKD_BUILD       build directory (default: build)
 #   LINKD_CMAKE_ARGS  extra CMake arguments (e.g. -DLINKD_SANITIZE=address,undefined)

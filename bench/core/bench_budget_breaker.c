@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Breaker and retry budgets: ns per operation, one thread and two threads on one shared object.
  *
  * One "op" is what a call costs the primitive on its hot path:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ns per decide() (with its random draw), per backoff computation, per deadline check, against a
  * baseline measured in the same run (one xoshiro draw, the cheapest thing decide() must do). */
 #include <linkd/linkd.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Histogram and counter recording cost, single-threaded and with 2 threads on one shared object.
  * Baseline: one relaxed atomic add on a private counter (the floor of any lock-free record).
  * Usage: bench_hist [reps]   (default 11) */

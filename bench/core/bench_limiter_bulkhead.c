@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ns per op for the rate limiter and the bulkhead, single-threaded and with 2 threads hammering
  * one shared object, against baselines measured in the same run: one atomic fetch_add on a
  * private counter (single thread) and on one shared counter (2 threads), the floor for any

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The asynchronous driver against raw curl multi: N requests with C in flight at once (default
  * 20 000 with 256 concurrent) on one thread against a loopback responder. Reports requests/s and
  * per-request latency percentiles for both, measured in the same run (alternating rounds).

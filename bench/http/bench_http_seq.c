@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* 10 000 sequential keep-alive GETs on loopback per variant: liblinkd's lk_http_call (deadline,
  * per-attempt timers, phase evidence, result object and timeline) against raw libcurl (one reused
  * easy handle) in the same run, interleaved in rounds so machine noise hits all alike.

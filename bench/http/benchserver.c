@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "benchserver.h"
 
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A minimal keep-alive HTTP/1.1 responder in a forked child process, for benchmarks only: it
  * answers every request head with a fixed 200 (body "ok"). One epoll thread; exits when the
  * parent closes its end of the control pipe (or dies). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* overload.c: an open-loop HTTP/1.1 load generator for libraryd's overload experiment.
  *
  *   bench_overload PORT RATE SECONDS TIMEOUT_MS [PATH] [EXTRA_HEADER]

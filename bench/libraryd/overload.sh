@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # bench/libraryd/overload.sh: goodput of libraryd at twice its capacity, per queue discipline.
 #
 #   bench/libraryd/overload.sh [BUILD_DIR]     (default BUILD_DIR: build)

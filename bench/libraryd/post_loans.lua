@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- wrk script: POST /books/{BOOK}/loans with a fresh Idempotency-Key per request (every request
 -- is a new logical operation, so every one commits a loan and its key record).
 counter = 0

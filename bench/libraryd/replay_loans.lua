@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- wrk script: POST /books/{BOOK}/loans always with the same Idempotency-Key: after the first
 -- request, every one is a replay read from the key store (no new loan).
 function init(args)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # bench/libraryd/run.sh: libraryd against nginx on the same machine, in the same run.
 #
 #   bench/libraryd/run.sh [BUILD_DIR]     (default BUILD_DIR: build)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libraryd: the reference book service. Flags (and an optional INI file with the same names),
  * signal handling, port files; everything else lives in src/server and src/store. */
 #include "admq.h"

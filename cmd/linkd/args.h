@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Command-line flags of the request commands (linkd get|head|put|post|patch|delete URL). */
 #ifndef LINKD_CLI_ARGS_H
 #define LINKD_CLI_ARGS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "budget_spec.h"
 
 #include <linkd/duration.h>

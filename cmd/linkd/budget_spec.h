@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* --budget: a retry budget for the call, from a one-line spec.
  *
  *   none                                  no budget (the default)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The config file: default policies and per-host overrides, in INI syntax parsed by libinih.
  *
  *   [defaults]                  ; applies to every call

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* demo.c: `linkd demo`: options, the scenarios and their runs, the tables, the report, the
  * clean-up. */
 #include "demo.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* demo.h: `linkd demo`, the one command that shows why retry policies matter.
  *
  * It starts libraryd (found as demo_server.h says) on free loopback ports with a temporary

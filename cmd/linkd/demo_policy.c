@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* demo_policy.c: the naive, fixed-interval and linkd policies of `linkd demo`. */
 #include "demo_policy.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* demo_policy.h: the four clients of `linkd demo`, all on the same lk_http layer.
  *
  *   naive  "catch everything, retry 3 times at once": every failure kind retried (404 too), every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* demo_progress.c: the progress bar (terminal) or progress lines (anything else). */
 #include "demo_progress.h"
 

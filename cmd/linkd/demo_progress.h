@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* demo_progress.h: progress of `linkd demo` on stderr. On a terminal, one bar redrawn in place
  * (at most every 100 ms); otherwise plain lines at each quarter, so logs stay readable.
  *

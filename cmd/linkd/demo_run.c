@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* demo_run.c: the workload, the event loop that runs it for one client, and what is computed
  * from the time series afterwards. */
 #include "demo_run.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* demo_run.h: the workload of `linkd demo` and one client's run against one libraryd.
  *
  * The workload is a seeded list of logical operations, the same for every client:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* demo_server.c: libraryd processes for `linkd demo`, and the admin calls made to them. */
 #include "demo_server.h"
 

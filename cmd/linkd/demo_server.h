@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* demo_server.h: the libraryd instances `linkd demo` runs: finding the binary, a private
  * temporary directory, starting a daemon on free loopback ports, and talking to it (books,
  * fault rules, statistics) over HTTP with the lk_http layer.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* demo_table.c: the comparison table as text, rows and JSON. */
 #include "demo_table.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* demo_table.h: the comparison table of `linkd demo`, as text (terminal), as rows (for the HTML
  * report) and as JSON (--json, for tests). One source for all three, so they never disagree.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* demo_types.h: what `linkd demo` measures, shared by the runner, the table and the report.
  *
  * The demo runs scenarios (faults, storm); one demo_summary holds one scenario's settings and one

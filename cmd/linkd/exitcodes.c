@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "exitcodes.h"
 
 #include <linkd/error.h>

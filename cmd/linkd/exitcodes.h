@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The exit codes of the linkd command line (documented in docs/cli.md and docs/linkd.1). */
 #ifndef LINKD_CLI_EXITCODES_H
 #define LINKD_CLI_EXITCODES_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Help texts: `linkd --help` and `linkd COMMAND --help`. */
 #ifndef LINKD_CLI_HELP_H
 #define LINKD_CLI_HELP_H

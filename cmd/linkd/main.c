@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd: the command-line client. Subcommands are dispatched from here; each lives in its own
  * file (request.c for get/head/put/post/patch/delete, and for `linkd [options] URL`). */
 #include "args.h"

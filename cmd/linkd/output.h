@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What linkd prints: the response (-i, body), the -v timeline, the summary line, --json. */
 #ifndef LINKD_CLI_OUTPUT_H
 #define LINKD_CLI_OUTPUT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "policy.h"
 
 #include <linkd/duration.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* From merged settings to the lk_http_policy of one call. */
 #ifndef LINKD_CLI_POLICY_H
 #define LINKD_CLI_POLICY_H

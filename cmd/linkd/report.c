@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* report.c: the self-contained HTML report of `linkd demo`, with hand-made SVG charts. */
 #include "report.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* report.h: the HTML report of `linkd demo`: one self-contained file (inline CSS and SVG, no
  * script, nothing fetched) with, per scenario, the comparison table, time series, a latency CDF of the clients, the
  * distribution of attempts per operation, the fault profile and the policies.

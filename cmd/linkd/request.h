@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The request commands: linkd get|head|put|post|patch|delete URL [flags]. */
 #ifndef LINKD_CLI_REQUEST_H
 #define LINKD_CLI_REQUEST_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "retry_on.h"
 
 #include <linkd/failure.h>

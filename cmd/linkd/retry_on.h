@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* --retry-on: which failure kinds a call may retry, as an edit of the inherited set.
  *
  * A spec is a comma-separated list of items, applied left to right. An item is a token, or a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Policy settings as layers: built-in defaults < config [defaults] < config [host ...] < flags.
  *
  * Every setting has one name, used both as the long flag (--deadline) and as the config key

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "writeout.h"
 
 #include <inttypes.h>

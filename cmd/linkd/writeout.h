@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* -w/--write-out: curl's format of variables printed after the call. */
 #ifndef LINKD_CLI_WRITEOUT_H
 #define LINKD_CLI_WRITEOUT_H

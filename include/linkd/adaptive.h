@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/adaptive.h: an adaptive concurrency limit that follows observed latency and errors.
  *
  * Feed it one sample per finished call (now, round-trip time, outcome); it keeps a limit within

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/advisor.h: recommends a per-attempt timeout from observed latency.
  *
  * Seed 001 and the AWS Builders' Library ("Timeouts, retries and backoff with jitter") advise

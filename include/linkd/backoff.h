@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/backoff.h: delays between attempts.
  *
  * Base delay for retry number n (n = the number of the attempt that just failed, 1-based):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/breaker.h: circuit breaker (Resilience4j's state machine).
  *
  * States and automatic transitions:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/budget.h: retry budgets, three forms behind one handle.
  *
  * A retry budget caps the retries of *all* calls sharing it, so that when a downstream fails as a

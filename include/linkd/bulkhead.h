@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/bulkhead.h: a bulkhead (bounded concurrency) with a bounded FIFO wait queue.
  *
  * At most `max_concurrent` slots are in use at once. A caller that finds no free slot either gives

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/callmetrics.h: the metrics seed 001 says to watch once timeouts and retries are live,
  * as one bundle of registry series per client that the call path records into.
  *

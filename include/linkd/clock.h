@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/clock.h: the clock interface.
  *
  * Policy code never reads a clock: functions take `now` (int64_t ns on CLOCK_MONOTONIC) as a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/common.h: export macro and small shared definitions.
  *
  * Every public symbol is declared with LK_EXPORT; the library is built with -fvisibility=hidden,

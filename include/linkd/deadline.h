@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/deadline.h: one deadline per logical operation, and its wire forms.
  *
  * A deadline is an absolute instant (ns, CLOCK_MONOTONIC) fixed once when the logical operation

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/duration.h: durations as people write them, for flags and configuration files.
  *
  * One syntax for every linkd program and file: "250ms", "3s", "1m30s", "1.5s", "24h". The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/error.h: error codes.
  *
  * Every fallible function returns 0 (LK_OK) or a negative LK_E* code; failures are values and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/failure.h: how an attempt ended.
  *
  * Every attempt ends in exactly one lk_failure kind. The first eight after LK_F_NONE are the seed's

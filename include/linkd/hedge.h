@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/hedge.h: when to send a hedged attempt.
  *
  * Hedging sends a copy of a slow call before the first one has answered, and keeps whichever

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/hist.h: log-linear histogram of int64 values (latencies in ns, typically).
  *
  * HdrHistogram's layout: values are split into power-of-two ranges, each cut into 128 equal

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/http.h: logical HTTP calls on libcurl, every attempt classified, all under one deadline.
  *
  * A *logical call* is one request (method, URL, headers, replayable body) run under one policy

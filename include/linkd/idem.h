@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/idem.h: Idempotency-Key generation and validation.
  *
  * One key per logical operation: it is generated (or taken from the caller) once, before the first

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/limiter.h: a rate limiter (token bucket with burst, as GCRA).
  *
  * The Generic Cell Rate Algorithm keeps one number, the theoretical arrival time (TAT): the instant

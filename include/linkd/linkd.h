@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/linkd.h: umbrella header for liblinkd. Each concept has its own header; include only the
  * ones you use, or this one for all of them. */
 #ifndef LINKD_LINKD_H

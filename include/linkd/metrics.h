@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/metrics.h: a registry of counters, gauges and histograms, rendered as Prometheus text
  * exposition format 0.0.4.
  *

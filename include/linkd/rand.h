@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/rand.h: random generators behind one small interface.
  *
  * The primitive is below(bound): a uniform integer in [0, bound), bound >= 1, the contract of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/retry.h: the retry decision.
  *
  * lk_retry_decide() answers two questions for a failed attempt: may it be retried, and how long to

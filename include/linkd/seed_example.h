@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linkd/seed_example.h: the seed document's printed RetryPolicy example, reproduced.
  *
  * With L64X128MixRandom(42), maxAttempts=4, base=200ms, max=2000ms and jitter 0.5, the seed's

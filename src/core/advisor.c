@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Timeout advisor: per-attempt timeout = latency percentile matching the false-timeout rate. */
 #include <linkd/advisor.h>
 #include <linkd/error.h>

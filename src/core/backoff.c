@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include <linkd/backoff.h>
 #include <linkd/error.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Circuit breaker: configuration, the state machine, acquire / record / release, queries.
  * The sliding windows live in breaker_window.c. */
 #include "breaker_internal.h"

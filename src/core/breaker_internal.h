@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal layout of lk_breaker, shared by breaker.c (state machine) and breaker_window.c (the
  * sliding windows of the CLOSED / METRICS_ONLY states). */
 #ifndef LINKD_BREAKER_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The breaker's sliding windows (Resilience4j's two kinds, subtract-on-evict, O(1) snapshots).
  *
  * COUNT: a ring of the last n outcomes. A record takes a sequence number (slot = seq % n),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Retry budgets: configuration, construction, and the interface dispatched over the three forms.
  * The RATIO window lives in budget_ratio.c. */
 #include "budget_internal.h"

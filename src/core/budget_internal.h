@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal layout of lk_budget, shared by budget.c (all forms) and budget_ratio.c (the window). */
 #ifndef LINKD_BUDGET_INTERNAL_H
 #define LINKD_BUDGET_INTERNAL_H

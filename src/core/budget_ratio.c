@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The RATIO budget's sliding window: a ring of time buckets. Deposits (requests) and withdrawals
  * (retries) go to the bucket of their time and into the shared balance; when a bucket leaves the
  * window, its contents are taken back out of the balance (subtract on evict), so the balance

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include <linkd/bulkhead.h>
 #include <linkd/error.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Seed 001's observation table as one bundle of registry series per client. */
 #include <linkd/callmetrics.h>
 #include <linkd/error.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include <linkd/clock.h>
 
 #include <time.h>

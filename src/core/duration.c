@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include <linkd/duration.h>
 #include <linkd/error.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Log-linear histogram (HdrHistogram's bucket layout, 128 sub-buckets per power of two). */
 #include <linkd/error.h>
 #include <linkd/hist.h>

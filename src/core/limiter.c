@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include <linkd/error.h>
 #include <linkd/limiter.h>
 

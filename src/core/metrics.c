@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Metrics registry: families of counters, gauges and histograms; Prometheus text 0.0.4 output. */
 #include <linkd/error.h>
 #include <linkd/metrics.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Saturating int64 arithmetic on instants and durations (ns), shared by the core and the HTTP
  * layer; not installed. A sum or difference that would overflow sticks at INT64_MAX ("never",
  * LK_DEADLINE_NONE) or INT64_MIN ("long ago") instead of wrapping: a huge timeout stays huge and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The seed's printed example (000: RetryPolicy with L64X128MixRandom(42), maxAttempts=4,
  * base=200ms, max=2000ms, jitter 0.5), reproduced through the public API. Shared by the golden
  * test and `linkd seed-example`, so the two can never drift apart. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One attempt on libcurl: easy-handle options, the evidence callbacks and the per-attempt
  * headers (Idempotency-Key, Linkd-Deadline, grpc-timeout, Linkd-Attempt). */
 #include "call_internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The logical call: protections around each attempt, classification, the retry decision and the
  * result. Order per attempt (DESIGN.md section 2): deadline, bulkhead, limiter, breaker, attempt;
  * then record, decide, wait (a timer). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The driver's private state: clients, calls and attempts (shared by client.c, call.c, attempt.c). */
 #ifndef LINKD_HTTP_CALL_INTERNAL_H
 #define LINKD_HTTP_CALL_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Cancellation tokens: an atomic flag plus an eventfd that loops watch (never drained, so one
  * firing wakes every loop that has a call using the token, now or later). */
 #include "http_internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Attempt classification from evidence. libcurl's code alone is not enough: error 28 covers every
  * phase, 56 means "not sent" or "maybe processed" depending on how far the write got. */
 #include "http_internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lk_http_client: a libcurl multi handle running many logical calls on one thread, with its own
  * poll loop or embedded in an external event loop. Retry delays and phase timeouts are timers
  * checked at every wake-up, never sleeps. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal declarations shared by the files of the HTTP layer (not installed). */
 #ifndef LINKD_HTTP_INTERNAL_H
 #define LINKD_HTTP_INTERNAL_H

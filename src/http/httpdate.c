@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* HTTP-date (RFC 9110 5.6.7) and Retry-After (RFC 9110 10.2.3) parsing. Strict, bounded by len.
  *
  * Why not libcurl's curl_getdate(): it parses free-form dates (any order of fields, missing

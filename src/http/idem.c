@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Idempotency-Key generation (UUIDv4 from getrandom) and validation. */
 #include <linkd/error.h>
 #include <linkd/idem.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Default protection per origin: the retry budget and circuit breaker a client keeps for each
  * origin (scheme, host, port) its calls go to, used when a policy names none of its own. Finagle
  * gives every client a RetryBudget and the AWS SDKs a retry quota per client, switched on by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Policy defaults and validation. */
 #include "http_internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Glue to the shared protection objects that need per-call state or a NULL check on the driver's
  * path (budget, breaker; their gauges in the call metrics). Each is optional: NULL means "not
  * used". The limiter, bulkhead and call metrics are called directly where they are used. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lk_http_request: method, URL, headers and a replayable body; reference-counted. */
 #include "http_internal.h"
 

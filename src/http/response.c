@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Response accumulation: header lines and body bytes as libcurl delivers them. */
 #include "http_internal.h"
 

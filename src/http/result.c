@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lk_http_result: the final response, the typed error and the attempt timeline (+ JSON). */
 #include "http_internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* admin.c: the admin listener (a separate port): fault rules at run time and loan statistics
  * that make duplicate applications visible. Never subject to fault injection. */
 #include "server_impl.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* admq.c: a ring buffer that can be taken from either end. */
 #include "admq.h"
 

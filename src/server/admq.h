@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* admq.h: libraryd's bounded admission queue and its disciplines, sans I/O: the caller passes the
  * time (CLOCK_MONOTONIC ns) and holds whatever lock protects the queue.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* api.c: the JSON shapes of books and loans, and strict decoding of request bodies. */
 #include "server_impl.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fault.c: fault rule parsing and the per-request decision. */
 #include "fault.h"
 #include "util.h"

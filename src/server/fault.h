@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fault.h: seeded, reproducible fault injection for libraryd.
  *
  * A rule is one line of `key=value` pairs separated by commas, the same text for the --fault flag

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* idem_rules.c: key syntax, caller identity, fingerprints and the in-flight table. */
 #include "idem_rules.h"
 

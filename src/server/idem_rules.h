@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* idem_rules.h: Idempotency-Key rules (draft-ietf-httpapi-idempotency-key-header) that do not touch
  * the store: key syntax, caller identity, request fingerprints, and the table of keys whose first
  * request is still executing.

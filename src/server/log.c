@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* log.c: one access-log line per request, written with a single write(2) so lines from many
  * threads never interleave. */
 #include "server_impl.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* metrics_glue.c: libraryd's series in the core's metrics registry (GET /metrics).
  *
  * Per-request series (requests by route, method and status; latency by route) are registered

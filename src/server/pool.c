@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool.c: the worker threads and the admission queue in front of them.
  *
  * run() (server.c) takes a queue slot, suspends the connection and pushes the request; a worker

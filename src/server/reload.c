@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* reload.c: replacing the fault rules of a running server (SIGHUP re-reads the config file). */
 #include "server_impl.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* resp.c: building handler responses (status, header lines, JSON body). */
 #include "server_impl.h"
 

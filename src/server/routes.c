@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* routes.c: the book API's routes and their handlers. */
 #include "server_impl.h"
 #include "util.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* series.c: a ring of 100 ms buckets, each tagged with the bucket number it holds so that stale
  * slots read as zero without a sweeper. */
 #include "series.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* series.h: per-100 ms counts of the last 120 s (arrivals, completed work, abandoned work, queue
  * drops) for GET /admin/series, so a load experiment can plot what the server saw over time.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* server.c: libmicrohttpd glue. One request goes through these steps (see docs/libraryd.md):
  *
  *   head      route, fault decision, reset_before_read, deadline (504 when already expired),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* server.h: libraryd's HTTP server (libmicrohttpd): the book API, Idempotency-Key handling,
  * deadline honouring, fault injection and the admin listener. Handlers run on a fixed set of
  * worker threads behind a bounded admission queue, each spending a configured service cost, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* server_impl.h: internals shared by the server's source files. */
 #ifndef LINKD_SERVER_IMPL_H
 #define LINKD_SERVER_IMPL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* strict.c: request-head checks on top of libmicrohttpd 0.9.75 (see strict.h). */
 #include "strict.h"
 #include "server_impl.h"

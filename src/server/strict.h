@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* strict.h: the request-head checks libmicrohttpd 0.9.75 leaves to the application.
  *
  * MHD accepts a field name followed by whitespace ("Idempotency-Key : k" becomes a field named

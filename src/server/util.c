@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* util.c: durations, sizes, integers, route patterns, HTTP dates. */
 #include "util.h"
 

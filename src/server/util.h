@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* util.h: small parsers shared by libraryd's server and command line.
  * Thread-safety: pure functions. */
 #ifndef LINKD_SERVER_UTIL_H

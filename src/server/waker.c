@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* waker.c: a binary min-heap of deadlines under one mutex, and a thread sleeping on a condvar
  * bound to CLOCK_MONOTONIC. */
 #include "waker.h"

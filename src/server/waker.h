@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* waker.h: runs callbacks at given CLOCK_MONOTONIC instants on one background thread. libraryd
  * uses it to resume suspended connections (injected latency, stalls, slow bodies) without
  * holding a server thread while a request waits.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* work.c: parsing and lookup of service costs. */
 #include "work.h"
 #include "util.h"

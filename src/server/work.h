@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* work.h: the service cost of a request, which a worker spends before running the handler so that
  * libraryd has a real, configurable capacity (workers / cost requests per second).
  *

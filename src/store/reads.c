@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* reads.c: queries on reader connections (WAL snapshots; never block the writer). */
 #include "store_impl.h"
 

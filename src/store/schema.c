@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* schema.c: schema creation, migrations (PRAGMA user_version) and the sample books. */
 #include "store_impl.h"
 

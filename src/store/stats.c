@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stats.c: aggregate queries for /admin/stats (how many loans, and how many were duplicates). */
 #include "store_impl.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* store.c: opening the database, the connection pool and prepared statements. */
 #include "store_impl.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* store.h: libraryd's SQLite store (books, loans, idempotency records).
  *
  * One SQLite file in WAL mode. Reads go through a pool of reader connections (WAL readers never

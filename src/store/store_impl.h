@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* store_impl.h: internals shared by the store's source files. */
 #ifndef LINKD_STORE_IMPL_H
 #define LINKD_STORE_IMPL_H

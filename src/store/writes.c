@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* writes.c: write transactions on the single writer connection. */
 #include "store_impl.h"
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Fails unless `e2e.py --list` prints exactly the cases in ${WANT} (a CMake list), in order.
 execute_process(COMMAND ${PYTHON} ${SCRIPT} --list OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)

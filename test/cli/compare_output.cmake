@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Runs ${LINKD} seed-example and compares its stdout with ${GOLDEN}, byte for byte.
 execute_process(COMMAND ${LINKD} seed-example OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """End-to-end tests of the linkd command line: the real binary, run as a process against faultd
 (test/support) and a small recording HTTP server, all on 127.0.0.1 with ephemeral ports.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A small JSON Schema (draft 2020-12) validator: just the keywords docs/linkd-result.schema.json
 uses, standard library only (python3-jsonschema is not a dependency). A keyword it does not know
 is an error, so the schema can never rely on a check that silently does nothing."""

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Flag parsing of the request commands: every flag, both spellings, and the usage errors. */
 /* cmocka.h needs these three first. */
 /* clang-format off */

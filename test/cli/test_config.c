@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The config file: sections, per-host overrides, and errors that name the line. */
 /* cmocka.h needs these three first. */
 /* clang-format off */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* JSON string output: always valid JSON, whatever bytes a server sends in a header. */
 /* cmocka.h needs these three first. */
 /* clang-format off */

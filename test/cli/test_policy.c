@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* From merged settings to the lk_http_policy a call runs with. */
 /* cmocka.h needs these three first. */
 /* clang-format off */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* --retry-on: whole lists, edits of the inherited set, composition across layers, formatting. */
 /* cmocka.h needs these three first. */
 /* clang-format off */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Adaptive concurrency limit on a fake time line: AIMD and gradient shrink under rising latency
  * and grow back, bounds, cooldown, unused-limit rule, min-RTT window, bulkhead driving, bad
  * config, zero allocation. */

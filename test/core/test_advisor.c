@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Timeout advisor: refuses until enough samples, recommends the percentile matching the accepted
  * false-timeout rate (checked against the sample itself), headroom, floor and cap, bad options. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Backoff: every mode's bounds over many seeds against an independent model, uniformity, saturation
  * at the extremes, the seed's table. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Errors, version, failure kinds, methods and random generators. */
 #include <stdarg.h>
 #include <stddef.h>

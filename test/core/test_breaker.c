@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Circuit breaker, driven by a fake clock (time is always a parameter).
  *
  * Behavioural reference: Resilience4j's documented CircuitBreaker state machine

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Retry budgets, one test per behaviour, all with time passed in (a fake clock is just a number).
  *   RATIO  Finagle's RetryBudget shape: floor, percentage, sliding window, bucket boundaries
  *   TOKEN  gRFC A6 retry throttling: the worked example (10 tokens, ratio 0.1), clamps, milli units

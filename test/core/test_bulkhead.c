@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Bulkhead: limits, FIFO hand-off, deadlines on a fake clock, queue bound, run-time limit
  * changes, wait statistics, bad config, zero allocation. */
 #include <stdarg.h>

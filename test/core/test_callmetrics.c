@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Call metrics: every row of seed 001's observation table is fed and read back, both through the
  * snapshot and through the rendered exposition; shared series across bundles; breaker state set;
  * zero allocations on the recording path once a failure kind has been seen. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Deadlines, per-attempt timeouts, child deadlines and the wire forms. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Durations (linkd and libraryd flags, config files, fault rules): units, fractions, sums, and
  * clear errors for everything else. */
 /* cmocka.h needs these three first. */

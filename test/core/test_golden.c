@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The seed's printed example output is a golden test: reproduced byte for byte. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Hedging policy: fixed and percentile delays, the schedule's boundaries, max hedges, the retry
  * budget hook, saturation, bad config, zero allocation. */
 #include <stdarg.h>

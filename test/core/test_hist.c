@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Histogram: the 1 % bound over random values and ranges, percentiles against a sorted reference,
  * clamping, merge, reset, cumulative counts, in-place init, zero allocations when recording. */
 #include <setjmp.h>

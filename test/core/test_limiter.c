@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Rate limiter (GCRA) on a fake time line: burst, refill boundaries, reserve and deadlines,
  * run-time changes, bad config, saturation, the rate*t+burst bound, zero allocation. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Metrics registry: name rules, dedupe, conflicts, exact exposition text (escaping, units,
  * histogram and summary series), concurrent registration and updates, zero-allocation updates. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Validates the registry's exposition with the reference parser and linter: `promtool check
  * metrics` (Debian package prometheus) must accept it with no complaint. Covers every metric type,
  * escaping in help and label values, non-ASCII label values, scaled gauges, empty and full

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The retry decision: equal to the seed's RetryPolicy.decide for every input, configurable beyond
  * it, rejecting bad configuration, allocation-free. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Stress: several threads on one shared budget or breaker, bounded in iterations and in time,
  * with invariants checked during and after the run. Meant to run under TSan as well
  * (-DLINKD_SANITIZE=thread). Time is a shared counter the threads advance (or lockstep rounds),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Histogram under concurrency: several threads record into one histogram (and merge into another)
  * while a reader polls; afterwards every count, the sum, min, max and each bucket add up to what a
  * single-threaded replay of the same values gives. Bounded in count; run under TSan in CI. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Stress: several threads on one shared limiter, bulkhead and adaptive limit, bounded in
  * iterations, with invariants checked after the run (cmocka's asserts are not thread-safe, so
  * threads only count violations). Meant to run under TSan as well (-DLINKD_SANITIZE=thread):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration tests of `linkd demo`: the real linkd and libraryd binaries, real sockets on
  * 127.0.0.1, real SQLite files. A small workload's numbers are checked for the outcome the demo
  * exists to show (docs/demo.md), in both scenarios:

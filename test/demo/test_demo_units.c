@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of `linkd demo`'s pieces that need no daemon: the workload, the three policies and
  * the decisions they make, the table, the JSON, the HTML/SVG report, finding libraryd, the
  * temporary directory, and the option parser's exit codes. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # cmake -DCOMPILER=... -DEXT=c|cpp -DFLAGS="..." -DINCLUDE_DIR=... -DGENERATED_INCLUDE_DIR=...
 #       -DWORK_DIR=... -P check_headers.cmake
 # Compiles one translation unit per public header, then one with <linkd/linkd.h> and a use of it,

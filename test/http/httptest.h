@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared helpers of the HTTP integration tests: faultd per scenario, one logical call, checks
  * on what the server received. */
 #ifndef LINKD_HTTPTEST_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The asynchronous driver: hundreds of concurrent calls on one thread, retry delays as timers,
  * embedding in an external epoll loop, cancellation from another thread, and the shared
  * protections (bulkhead, limiter) around attempts. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The protection a user gets without configuring any: the client's per-origin retry budget and
  * circuit breaker (lk_http_policy.default_protection), and waiting for the breaker's next probe
  * (lk_http_policy.breaker_wait). Real calls through libcurl against faultd on 127.0.0.1. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Name resolution against a resolver the test controls. The test process moves itself into a new
  * network and mount namespace (it runs as root, like the rest of the suite in CI), brings up its
  * own loopback, bind-mounts a private /etc/resolv.conf naming 127.0.0.1 and answers DNS on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Extreme time values through the whole driver, against a real server: every duration at the
  * edges of what lk_http_policy_validate() accepts, clocks whose time line sits near INT64_MAX or
  * INT64_MIN, and absolute deadlines anywhere on it. Built with -fsanitize=undefined (CI), any

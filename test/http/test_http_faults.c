@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Real calls through libcurl against faultd, one fault mode at a time: for each, the failure kind,
  * the number of attempts, which methods are retried (POST without a key never once the request may
  * have been sent; POST with a key and GET are), one Idempotency-Key on every attempt as the server

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Response framing a server gets wrong, from a raw socket server (faultd only sends well-formed
  * replies): a body shorter than its Content-Length, a length that does not parse or overflows,
  * conflicting lengths, a head too large for libcurl. None of them is a complete response; the

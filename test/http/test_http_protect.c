@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The shared protections around real attempts, in DESIGN.md's order: a retry always asks the
  * budget, an open breaker refuses before any I/O and is never retried, and the call metrics see
  * every attempt. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libcurl's silent re-send: when a reused keep-alive connection dies before any reply, libcurl
  * writes the request again on a new connection within the same transfer. faultd's
  * keepalive_close mode (before_response) reads request 2 on a connection and closes it unanswered.

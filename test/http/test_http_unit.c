@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of the HTTP layer's pure parts: classification from evidence, Retry-After and
  * HTTP-date parsing, Idempotency-Key generation, request validation, policy validation, response
  * header parsing and the JSON timeline. No network. */

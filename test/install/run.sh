@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs the build tree into a temporary prefix, then builds and runs a small program against the
 # installed copy both ways: pkg-config (shared and static) and CMake find_package(linkd). Then the
 # same from a second, libraries-only build installed with Debian's multiarch libdir

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* harness.c: process control for the libraryd binary and a small libcurl client. */
 #include "harness.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* harness.h: runs the real libraryd binary on 127.0.0.1 (ephemeral ports) and talks to it with
  * libcurl. Every wait is bounded. */
 #ifndef LINKD_TEST_LIBRARYD_HARNESS_H

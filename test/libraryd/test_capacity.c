@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Capacity, queueing and overload of the real daemon: throughput = workers / cost, a full queue
  * answers 503 at once, the dequeue drops expired and too-short deadlines without applying the
  * effect, the slowdown fault, codel and lifo order, abandoned work, the stats, /admin/series and

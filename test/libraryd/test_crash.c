@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Crash safety: kill -9 libraryd in the middle of a stream of keyed loan requests, restart it on
  * the same file, retry every request with its key. Each key must be applied exactly once, the
  * stock must match, and every acknowledged write must be present (its replay returns the loan

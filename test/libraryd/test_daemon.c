@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The daemon as operators meet it: SIGHUP reopens the log and reloads the fault rules, config
  * errors name the line and what was expected, database problems name their real cause. */
 #include "harness.h"

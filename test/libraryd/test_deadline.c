@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Deadline propagation: an expired request gets 504 without doing any work; work in progress
  * stops when the deadline passes; both wire forms are understood; malformed values are 400. */
 #include "harness.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Every fault mode of libraryd, observed from a real libcurl client, plus the admin endpoint,
  * the flags, scripted counts and seeded reproducibility. */
 #include "harness.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Idempotency-Key rules, observed from a real client: replay, 422, 409, 400, the retention
  * window, tenant isolation, and keys surviving restarts (clean and kill -9). */
 #include "harness.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of libraryd's capacity pieces that need no daemon: the admission queue and its
  * disciplines (time passed in), service-cost specs, the slowdown fault and the per-100 ms series.
  */

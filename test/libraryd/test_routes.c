@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Every route of libraryd and its handling of bad input, against the real daemon. */
 #include "harness.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Graceful shutdown on SIGTERM / SIGINT: stop accepting, drain in-flight requests within the
  * drain timeout, close the database cleanly. */
 #include "harness.h"

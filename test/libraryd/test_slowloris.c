@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Slow clients cannot lock others out: 80 connections from one address dribble a request head
  * (and 10 from another a body) one byte at a time for 3 s, against a daemon with room for 60
  * connections. The per-client cap keeps most of them out, the head and body deadlines close the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of libraryd's SQLite store on real files: schema creation and migration, seeding,
  * write transactions (loans, idempotency records, rollback, deadlines), purge, statistics and
  * concurrent loans. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Hostile request heads on raw sockets: each is refused before it reaches a route, so nothing is
  * applied, and the daemon keeps serving. Checks src/server/strict.c. */
 #include "harness.h"

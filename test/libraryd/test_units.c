@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of libraryd's server pieces that need no daemon: key syntax, caller
  * identity, fingerprints, parsers, route patterns, fault rules and their seeded decisions, the
  * in-flight key table and the waker. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A test double for lk_clock: a clock that moves only when told to.
  *
  * It lives with the tests, not in the public API: it holds a C11 atomic, which C++ and C99

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* faultd: an HTTP/1.1 server on 127.0.0.1 that fails on command, byte by byte, so tests can make
  * a real libcurl client meet every network fault. See faultd_client.h for the modes and options. */
 #include "faultd_internal.h"

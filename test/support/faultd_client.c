@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Spawns faultd and reads its JSON-lines logs (see faultd_client.h). */
 #include "faultd_client.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Test helper: start, query and stop faultd, the fault-injecting HTTP/1.1 server.
  *
  * faultd (CMake target `faultd`, built at ${CMAKE_BINARY_DIR}/test/support/faultd):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Declarations shared by faultd's source files. faultd is a test program, not a library: it keeps
  * its configuration in one global that is written once in main() before any thread starts. */
 #ifndef LINKD_FAULTD_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* faultd's byte level: stop-aware socket I/O, a tolerant HTTP/1.1 request reader, responses and
  * the JSON-lines logs. Every blocking step polls in short slices so SIGTERM ends it promptly. */
 #include "faultd_internal.h"

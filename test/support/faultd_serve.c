@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* faultd's behaviours: what each mode (or --script entry) does with a connection. */
 #include "faultd_internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* faultd tested from the outside with raw sockets (and libcurl where the fault is about libcurl's
  * behaviour): every mode produces its fault, and the log records what arrived. */
 /* cmocka.h needs these three first. */

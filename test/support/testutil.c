@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "testutil.h"
 
 #include <stdatomic.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared helpers for linkd's tests. */
 #ifndef LINKD_TESTUTIL_H
 #define LINKD_TESTUTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Built against an installed liblinkd: prints the seed example through the public API. */
 #include <linkd/linkd.h>
 #include <linkd/seed_example.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Built against liblinkd-core alone: prints the seed example through the public API. */
 #include <linkd/seed_example.h>
 #include <linkd/version.h>
