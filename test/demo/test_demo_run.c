@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Integration tests of `linkd demo`: the real linkd and libraryd binaries, real sockets on
  * 127.0.0.1, real SQLite files. A small workload's numbers are checked for the outcome the demo
- * exists to show (docs/demo.md), in both scenarios:
+ * exists to show (docs/demo.md), at the default lengths, in both scenarios:
  *   - linkd's policy: no loan applied twice (libraryd's own records), no call longer than the
  *     deadline + 50 ms, less load on libraryd than the naive and fixed-interval clients;
  *   - faults: linkd's policy at least as successful as the best other client;
@@ -33,8 +33,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define OPS "400"
-#define STORM_SECONDS "8" /* the default: the 2x row needs the run after the slowdown */
 
 typedef struct run {
   char tmp[128];    /* private TMPDIR given to linkd demo */
@@ -251,8 +249,7 @@ static void test_demo_outcome(void **state) {
   (void)state;
   char seed[32];
   snprintf(seed, sizeof seed, "%llu", (unsigned long long)lk_test_seed());
-  const char *const args[] = {"--ops", OPS, "--storm-seconds", STORM_SECONDS, "--seed", seed,
-                              "--json", NULL};
+  const char *const args[] = {"--seed", seed, "--json", NULL}; /* the defaults, as users run it */
   run r;
   start(&r, args);
   int code = finish(&r, 280);
@@ -272,7 +269,7 @@ static void test_demo_outcome(void **state) {
   /* faults: keys make retried loans replays, the deadline bounds every call, and linkd's policy
    * is at least as successful as the best of the others (2 points of slack for a small run) */
   json_t *f = scenario(root, "faults");
-  common_rows(f, atoi(OPS));
+  common_rows(f, (int)num(f, "ops"));
   json_t *naive = client(f, "naive"), *fixed = client(f, "fixed"), *linkd = client(f, "linkd");
   assert_true(num(json_object_get(linkd, "server"), "replays") >= 1);
   assert_true(num(naive, "duplicate_loans") >= 1);
