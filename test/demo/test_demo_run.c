@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Integration tests of `linkd demo`: the real linkd and libraryd binaries, real sockets on
- * 127.0.0.1, real SQLite files. A small workload's numbers are checked for the outcome the demo
- * exists to show (docs/demo.md), at the default lengths, in both scenarios:
+ * 127.0.0.1, real SQLite files. A run at the default lengths is checked for the outcome the demo
+ * exists to show (docs/demo.md), in both scenarios:
  *   - linkd's policy: no loan applied twice (libraryd's own records), no call longer than the
  *     deadline + 50 ms, less load on libraryd than the naive and fixed-interval clients;
  *   - faults: linkd's policy at least as successful as the best other client;
