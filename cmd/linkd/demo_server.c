@@ -445,17 +445,32 @@ static int64_t opt_at(json_t *o, const char *name) {
   return json_is_integer(v) ? (int64_t)json_integer_value(v) : -1;
 }
 
-int demo_server_stats_get(const demo_server *s, lk_http_client *c, demo_server_stats *out,
-                          char *err, size_t errcap) {
+/* GET `path` on the admin listener: 200 and a JSON document in *root (the caller decrefs it),
+ * or -1 with a message in err. */
+static int admin_get_json(const demo_server *s, lk_http_client *c, const char *path,
+                          json_t **root, char *err, size_t errcap) {
   char url[128];
-  snprintf(url, sizeof url, "%s/admin/stats", s->admin_url);
+  snprintf(url, sizeof url, "%s%s", s->admin_url, path);
   int status;
   char *reply = NULL;
+  *root = NULL;
   if (call(c, "GET", url, NULL, &status, &reply, NULL, 0, err, errcap) != 0)
     return -1;
-  int rc = expect(status, 200, "GET /admin/stats", err, errcap);
-  json_error_t je;
-  json_t *root = rc == 0 ? json_loads(reply, 0, &je) : NULL;
+  char what[64];
+  snprintf(what, sizeof what, "GET %s", path);
+  int rc = expect(status, 200, what, err, errcap);
+  if (rc == 0 && !(*root = json_loads(reply, 0, NULL))) {
+    snprintf(err, errcap, "%s: not JSON", what);
+    rc = -1;
+  }
+  free(reply);
+  return rc;
+}
+
+int demo_server_stats_get(const demo_server *s, lk_http_client *c, demo_server_stats *out,
+                          char *err, size_t errcap) {
+  json_t *root;
+  int rc = admin_get_json(s, c, "/admin/stats", &root, err, errcap);
   json_t *server = json_object_get(root, "server");
   json_t *tenants = json_object_get(root, "tenants");
   if (rc == 0 && (!json_is_object(server) || !json_is_object(tenants))) {
@@ -478,20 +493,13 @@ int demo_server_stats_get(const demo_server *s, lk_http_client *c, demo_server_s
     }
   }
   json_decref(root);
-  free(reply);
   return rc;
 }
 
 int demo_server_series_get(const demo_server *s, lk_http_client *c, int64_t start,
                            demo_series *out, char *err, size_t errcap) {
-  char url[128];
-  snprintf(url, sizeof url, "%s/admin/series", s->admin_url);
-  int status;
-  char *reply = NULL;
-  if (call(c, "GET", url, NULL, &status, &reply, NULL, 0, err, errcap) != 0)
-    return -1;
-  int rc = expect(status, 200, "GET /admin/series", err, errcap);
-  json_t *root = rc == 0 ? json_loads(reply, 0, NULL) : NULL;
+  json_t *root;
+  int rc = admin_get_json(s, c, "/admin/series", &root, err, errcap);
   json_t *buckets = json_object_get(root, "buckets");
   int64_t width = int_at(root, "window_ns");
   if (rc == 0 && (!json_is_array(buckets) || width <= 0)) {
@@ -516,6 +524,5 @@ int demo_server_series_get(const demo_server *s, lk_http_client *c, int64_t star
     out->have_server = true;
   }
   json_decref(root);
-  free(reply);
   return rc;
 }

@@ -38,16 +38,6 @@ const char *lk_fault_kind_name(lk_fault_kind k) {
   return kind_names[k];
 }
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t cap, const char *fmt, ...) {
-  if (err && cap) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-  }
-  return LK_EPARSE;
-}
-
 static int parse_count(const char *v, int64_t *out) {
   return lk_parse_i64(v, strlen(v), false, out);
 }
@@ -104,7 +94,8 @@ int lk_fault_rule_parse(const char *spec, lk_fault_rule *out, char *err, size_t 
   out->act.interval_ns = 100 * INT64_C(1000000);
   out->act.for_ns = -1;
   if (!spec || strlen(spec) >= sizeof out->spec)
-    return fail(err, errcap, "rule is empty or longer than %d bytes", LK_FAULT_SPEC_MAX - 1);
+    return lk_parse_fail(err, errcap, "rule is empty or longer than %d bytes",
+                         LK_FAULT_SPEC_MAX - 1);
   snprintf(out->spec, sizeof out->spec, "%s", spec);
   char buf[LK_FAULT_SPEC_MAX];
   snprintf(buf, sizeof buf, "%s", spec);
@@ -115,47 +106,48 @@ int lk_fault_rule_parse(const char *spec, lk_fault_rule *out, char *err, size_t 
       tok++;
     char *eq = strchr(tok, '=');
     if (!eq)
-      return fail(err, errcap, "'%s' is not key=value", tok);
+      return lk_parse_fail(err, errcap, "'%s' is not key=value", tok);
     *eq = '\0';
     const char *k = tok, *v = eq + 1;
     int64_t n;
     if (!strcmp(k, "route")) {
       if (lk_route_pattern_check(v) || strlen(v) >= sizeof out->route)
-        return fail(err, errcap, "bad route pattern '%s' (want 'METHOD /path/*' or '*')", v);
+        return lk_parse_fail(err, errcap, "bad route pattern '%s' (want 'METHOD /path/*' or '*')",
+                             v);
       snprintf(out->route, sizeof out->route, "%s", v);
     } else if (!strcmp(k, "kind")) {
       if (set_kind(v, &out->act))
-        return fail(err, errcap, "unknown kind '%s'", v);
+        return lk_parse_fail(err, errcap, "unknown kind '%s'", v);
       have_kind = true;
     } else if (!strcmp(k, "p")) {
       char *end;
       double p = strtod(v, &end);
       if (end == v || *end || !(p >= 0.0 && p <= 1.0))
-        return fail(err, errcap, "p must be a number in [0, 1], not '%s'", v);
+        return lk_parse_fail(err, errcap, "p must be a number in [0, 1], not '%s'", v);
       out->p = p;
       have_pcs = true;
     } else if (!strcmp(k, "count")) {
       if (parse_count(v, &out->count))
-        return fail(err, errcap, "bad count '%s'", v);
+        return lk_parse_fail(err, errcap, "bad count '%s'", v);
       have_pcs = true;
     } else if (!strcmp(k, "skip")) {
       if (parse_count(v, &out->skip))
-        return fail(err, errcap, "bad skip '%s'", v);
+        return lk_parse_fail(err, errcap, "bad skip '%s'", v);
       have_pcs = true;
     } else if (!strcmp(k, "factor")) {
       char *end;
       double f = strtod(v, &end);
       if (end == v || *end || !(f >= 1.0 && f <= 1e6))
-        return fail(err, errcap, "factor must be a number in [1, 1e6], not '%s'", v);
+        return lk_parse_fail(err, errcap, "factor must be a number in [1, 1e6], not '%s'", v);
       out->act.factor = f;
       have_factor = true;
     } else if (!strcmp(k, "for")) {
       if (lk_duration_parse(v, &out->act.for_ns, NULL, 0))
-        return fail(err, errcap, "bad for duration '%s'", v);
+        return lk_parse_fail(err, errcap, "bad for duration '%s'", v);
       have_for = true;
     } else if (!strcmp(k, "code")) {
       if (parse_count(v, &n) || n < 400 || n > 599)
-        return fail(err, errcap, "code must be 400-599, not '%s'", v);
+        return lk_parse_fail(err, errcap, "code must be 400-599, not '%s'", v);
       out->act.status = (int)n;
     } else if (!strcmp(k, "retry_after")) {
       const char *num = v;
@@ -164,46 +156,48 @@ int lk_fault_rule_parse(const char *spec, lk_fault_rule *out, char *err, size_t 
         num = v + 5;
       }
       if (parse_count(num, &out->act.retry_after) || out->act.retry_after > 86400 * 365)
-        return fail(err, errcap, "retry_after must be SECONDS or date:SECONDS, not '%s'", v);
+        return lk_parse_fail(err, errcap, "retry_after must be SECONDS or date:SECONDS, not '%s'",
+                             v);
     } else if (!strcmp(k, "when")) {
       if (strcmp(v, "before") && strcmp(v, "after"))
-        return fail(err, errcap, "when must be before or after, not '%s'", v);
+        return lk_parse_fail(err, errcap, "when must be before or after, not '%s'", v);
       out->act.after = !strcmp(v, "after");
     } else if (!strcmp(k, "delay")) {
       if (parse_delay(v, &out->act))
-        return fail(err, errcap, "bad delay '%s' (100ms, uniform:10ms:50ms, exp:20ms)", v);
+        return lk_parse_fail(err, errcap, "bad delay '%s' (100ms, uniform:10ms:50ms, exp:20ms)", v);
       have_delay = true;
     } else if (!strcmp(k, "stall")) {
       if (lk_duration_parse(v, &out->act.stall_ns, NULL, 0))
-        return fail(err, errcap, "bad stall duration '%s'", v);
+        return lk_parse_fail(err, errcap, "bad stall duration '%s'", v);
     } else if (!strcmp(k, "interval")) {
       if (lk_duration_parse(v, &out->act.interval_ns, NULL, 0))
-        return fail(err, errcap, "bad interval duration '%s'", v);
+        return lk_parse_fail(err, errcap, "bad interval duration '%s'", v);
     } else if (!strcmp(k, "chunk")) {
       if (parse_count(v, &n) || n < 1 || n > 65536)
-        return fail(err, errcap, "chunk must be 1-65536 bytes, not '%s'", v);
+        return lk_parse_fail(err, errcap, "chunk must be 1-65536 bytes, not '%s'", v);
       out->act.chunk = (size_t)n;
     } else {
-      return fail(err, errcap, "unknown key '%s'", k);
+      return lk_parse_fail(err, errcap, "unknown key '%s'", k);
     }
   }
   if (!have_kind)
-    return fail(err, errcap, "kind is required");
+    return lk_parse_fail(err, errcap, "kind is required");
   if (out->act.kind == LK_FAULT_LATENCY && !have_delay)
-    return fail(err, errcap, "kind=latency needs delay=");
+    return lk_parse_fail(err, errcap, "kind=latency needs delay=");
   if (out->act.kind != LK_FAULT_LATENCY && have_delay)
-    return fail(err, errcap, "delay= only goes with kind=latency");
+    return lk_parse_fail(err, errcap, "delay= only goes with kind=latency");
   bool slowdown = out->act.kind == LK_FAULT_SLOWDOWN;
   if (slowdown && !have_factor)
-    return fail(err, errcap, "kind=slowdown needs factor=");
+    return lk_parse_fail(err, errcap, "kind=slowdown needs factor=");
   if (!slowdown && (have_factor || have_for))
-    return fail(err, errcap, "factor= and for= only go with kind=slowdown");
+    return lk_parse_fail(err, errcap, "factor= and for= only go with kind=slowdown");
   if (slowdown && have_pcs)
-    return fail(err, errcap, "kind=slowdown applies to every matching request: no p, count, skip");
+    return lk_parse_fail(err, errcap,
+                         "kind=slowdown applies to every matching request: no p, count, skip");
   if (out->act.kind == LK_FAULT_STATUS && out->act.status == 0)
     out->act.status = 503;
   if (out->act.kind != LK_FAULT_STATUS && (out->act.status || out->act.retry_after >= 0))
-    return fail(err, errcap, "code= and retry_after= only go with kind=status");
+    return lk_parse_fail(err, errcap, "code= and retry_after= only go with kind=status");
   return LK_OK;
 }
 

@@ -5,6 +5,7 @@
 #include <linkd/common.h>
 #include <linkd/error.h>
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -124,4 +125,14 @@ void lk_http_date(int64_t wall_ns, char *buf, size_t cap) {
   struct tm tm;
   gmtime_r(&t, &tm);
   strftime(buf, cap, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+}
+
+int lk_parse_fail(char *err, size_t cap, const char *fmt, ...) {
+  if (err && cap) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, cap, fmt, ap);
+    va_end(ap);
+  }
+  return LK_EPARSE;
 }

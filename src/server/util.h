@@ -21,6 +21,11 @@ bool lk_route_match(const char *pattern, const char *method, const char *path);
 /* Checks a pattern's syntax. 0 or LK_EPARSE. */
 int lk_route_pattern_check(const char *pattern);
 
+/* Writes the formatted message into err (when err and cap are non-zero); returns LK_EPARSE, so a
+ * parser can `return lk_parse_fail(err, cap, "...", ...)`. */
+__attribute__((format(printf, 3, 4))) int lk_parse_fail(char *err, size_t cap, const char *fmt,
+                                                        ...);
+
 /* IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") of a wall-clock time; buf >= 30 bytes. */
 void lk_http_date(int64_t wall_ns, char *buf, size_t cap);
 

@@ -10,16 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t cap, const char *fmt, ...) {
-  if (err && cap) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-  }
-  return LK_EPARSE;
-}
-
 static char *trim(char *s) {
   while (*s == ' ')
     s++;
@@ -33,13 +23,13 @@ int lk_work_parse(const char *spec, lk_work_spec *out, char *err, size_t errcap)
   memset(out, 0, sizeof *out);
   char buf[LK_WORK_MAX * (LK_WORK_ROUTE_MAX + 32)];
   if (!spec || strlen(spec) >= sizeof buf)
-    return fail(err, errcap, "missing or too long");
+    return lk_parse_fail(err, errcap, "missing or too long");
   snprintf(buf, sizeof buf, "%s", spec);
   char *all = trim(buf);
   if (!strcmp(all, "none"))
     return LK_OK;
   if (!*all)
-    return fail(err, errcap, "empty (use 'none' for no cost)");
+    return lk_parse_fail(err, errcap, "empty (use 'none' for no cost)");
   for (char *tok = all, *next; tok; tok = next) {
     /* Split by hand: strtok would skip an empty entry, which is a typo worth reporting. */
     char *comma = strchr(tok, ',');
@@ -47,17 +37,17 @@ int lk_work_parse(const char *spec, lk_work_spec *out, char *err, size_t errcap)
     if (comma)
       *comma = '\0';
     if (!*trim(tok))
-      return fail(err, errcap, "empty entry (a stray comma?)");
+      return lk_parse_fail(err, errcap, "empty entry (a stray comma?)");
     /* Route patterns never contain '=', so the last one separates the cost. */
     char *eq = strrchr(tok, '=');
     if (!eq)
-      return fail(err, errcap, "'%s' is not ROUTE=COST", trim(tok));
+      return lk_parse_fail(err, errcap, "'%s' is not ROUTE=COST", trim(tok));
     *eq = '\0';
     char *route = trim(tok), *cost = trim(eq + 1);
     if (out->n == LK_WORK_MAX)
-      return fail(err, errcap, "more than %d entries", LK_WORK_MAX);
+      return lk_parse_fail(err, errcap, "more than %d entries", LK_WORK_MAX);
     if (lk_route_pattern_check(route) != LK_OK || strlen(route) >= LK_WORK_ROUTE_MAX)
-      return fail(err, errcap, "bad route pattern '%s' (want 'METHOD /path/*')", route);
+      return lk_parse_fail(err, errcap, "bad route pattern '%s' (want 'METHOD /path/*')", route);
     lk_work_entry *e = &out->e[out->n];
     snprintf(e->route, sizeof e->route, "%s", route);
     if (!strncmp(cost, "cpu:", 4)) {
@@ -66,7 +56,7 @@ int lk_work_parse(const char *spec, lk_work_spec *out, char *err, size_t errcap)
     }
     char why[128];
     if (lk_duration_parse(cost, &e->ns, why, sizeof why) != LK_OK)
-      return fail(err, errcap, "%s: bad cost '%s': %s", route, cost, why);
+      return lk_parse_fail(err, errcap, "%s: bad cost '%s': %s", route, cost, why);
     out->n++;
   }
   return LK_OK;
