@@ -1160,8 +1160,14 @@ def help_and_docs(ctx):
     for o in opts:
         check(o in man_opts, "docs/linkd.1 documents --%s" % o)
         check(o in md_opts, "docs/cli.md documents --%s" % o)
+    demo = linkd(ctx, "demo", "--help")
+    demo_opts = set(long_options(demo.out.decode()))
+    check(demo.rc == 0 and "scenario" in demo_opts, "demo --help lists its options", demo)
+    for o in demo_opts:
+        check(o in man_opts, "docs/linkd.1 documents demo's --%s" % o)
     for o in man_opts | md_opts:
-        check(o in opts or o == "version", "the docs mention --%s, which linkd lacks" % o)
+        check(o in opts or o in demo_opts or o == "version",
+              "the docs mention --%s, which linkd lacks" % o)
     helptext = linkd(ctx, "get", "--help").out.decode()
     for code in ("0", "1", "2", "3", "4", "5", "6", "64", "66", "73", "78", "130"):
         check(re.search(r"\b%s\b" % code, helptext), "help lists exit code %s" % code)
