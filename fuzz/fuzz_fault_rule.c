@@ -22,11 +22,13 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
   int rc = lk_fault_rule_parse(s, &r, err, sizeof err);
   if (rc == LK_OK) {
     if (!(r.p >= 0.0 && r.p <= 1.0) || r.count < -1 || r.skip < 0 ||
-        r.act.kind < LK_FAULT_NONE || r.act.kind > LK_FAULT_SLOW_BODY ||
+        r.act.kind < LK_FAULT_NONE || r.act.kind >= LK_FAULT__COUNT ||
         !memchr(r.route, '\0', sizeof r.route) || strcmp(r.spec, s) != 0)
       abort();
     if (r.act.kind == LK_FAULT_STATUS && r.act.status != 0 &&
         (r.act.status < 400 || r.act.status > 599))
+      abort();
+    if (r.act.kind == LK_FAULT_SLOWDOWN && !(r.act.factor >= 1.0))
       abort();
     if (lk_fault_rule_parse(r.spec, &again, NULL, 0) != LK_OK || memcmp(&r, &again, sizeof r))
       abort();

@@ -60,6 +60,7 @@ typedef enum lk_fault_kind {
   LK_FAULT_PARTIAL_STALL,
   LK_FAULT_SLOW_BODY,
   LK_FAULT_SLOWDOWN,
+  LK_FAULT__COUNT /* not a kind: how many there are */
 } lk_fault_kind;
 
 typedef enum lk_delay_dist { LK_DELAY_FIXED, LK_DELAY_UNIFORM, LK_DELAY_EXP } lk_delay_dist;
