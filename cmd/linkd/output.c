@@ -154,7 +154,16 @@ void cli_print_summary(FILE *f, const cli_call_info *ci, const lk_http_result *r
 }
 
 void cli_print_head(FILE *f, const lk_http_response *resp) {
-  fprintf(f, "HTTP %d\r\n", resp->status);
+  /* curl's form: "HTTP/1.1 200 OK", and "HTTP/2 200" (no reason phrase from HTTP/2 on) */
+  if (resp->version >= 20 && resp->version % 10 == 0)
+    fprintf(f, "HTTP/%d %d", resp->version / 10, resp->status);
+  else if (resp->version > 0)
+    fprintf(f, "HTTP/%d.%d %d", resp->version / 10, resp->version % 10, resp->status);
+  else
+    fprintf(f, "HTTP %d", resp->status); /* a version that did not parse is not invented */
+  if (resp->reason && *resp->reason)
+    fprintf(f, " %s", resp->reason);
+  fputs("\r\n", f);
   for (size_t i = 0; i < resp->header_count; i++)
     fprintf(f, "%s: %s\r\n", resp->headers[i].name, resp->headers[i].value);
   fputs("\r\n", f);

@@ -263,17 +263,22 @@ def include_and_head(ctx):
     with Faultd(ctx, "ok") as fd:
         r = linkd(ctx, "get", "-i", fd.url())
         check(r.rc == 0, "exit 0", r)
-        check(r.out.startswith(b"HTTP 200\r\n"), "-i starts with the status line", r)
+        check(r.out.startswith(b"HTTP/1.1 200 OK\r\n"), "-i starts with the status line", r)
         check(b"\r\nContent-Type: application/json\r\n" in r.out, "-i prints headers", r)
         check(r.out.endswith(b"\r\n\r\n" + b'{"ok":true}'), "headers, empty line, body", r)
         r = linkd(ctx, "head", fd.url(), "--include")
         check(r.rc == 0, "head exits 0", r)
-        check(r.out.startswith(b"HTTP 200\r\n") and r.out.endswith(b"\r\n\r\n"),
+        check(r.out.startswith(b"HTTP/1.1 200 OK\r\n") and r.out.endswith(b"\r\n\r\n"),
               "head -i prints the head and no body", r)
         r = linkd(ctx, "head", fd.url())
         check(r.rc == 0 and r.out == b"", "head alone prints nothing", r)
         methods = [q["method"] for q in fd.requests()]
         check(methods == ["GET", "HEAD", "HEAD"], "methods sent", methods)
+    # The status line as the server sent it: version and reason phrase of an error too.
+    with Faultd(ctx, "status", "--status", "503") as fd:
+        r = linkd(ctx, "get", "-i", "--max-attempts", "1", fd.url())
+        check(r.rc == 4 and r.out.startswith(b"HTTP/1.1 503 Service Unavailable\r\n"),
+              "-i prints the 503's status line", r)
 
 
 @case
@@ -287,7 +292,8 @@ def output_file(ctx):
         ctx.write("body.out", "x" * 100)
         r = linkd(ctx, "get", "--output", out, "-i", fd.url())
         data = open(out, "rb").read()
-        check(r.rc == 0 and data.startswith(b"HTTP 200\r\n") and data.endswith(b'{"ok":true}'),
+        check(r.rc == 0 and data.startswith(b"HTTP/1.1 200 OK\r\n")
+              and data.endswith(b'{"ok":true}'),
               "-o with -i: head and body in the file, old content gone", data)
         r = linkd(ctx, "get", "-o", "-", fd.url())
         check(r.rc == 0 and r.out == b'{"ok":true}', "-o - is stdout", r)
@@ -295,7 +301,8 @@ def output_file(ctx):
         r = linkd(ctx, "get", "-o", "/dev/null", fd.url())
         check(r.rc == 0 and r.out == b"" and r.err == "", "-o /dev/null exits 0", r)
         r = linkd(ctx, "get", "-i", "-o", "/dev/stdout", fd.url())
-        check(r.rc == 0 and r.out.startswith(b"HTTP 200") and r.out.endswith(b'{"ok":true}'),
+        check(r.rc == 0 and r.out.startswith(b"HTTP/1.1 200 OK\r\n")
+              and r.out.endswith(b'{"ok":true}'),
               "-o /dev/stdout on a pipe exits 0 with the output", r)
         # --json keeps stdout for the JSON; the body goes to -o only.
         r = linkd(ctx, "get", "--json", "-o", ctx.path("j.out"), fd.url())
@@ -421,7 +428,8 @@ def curl_habits(ctx):
         check(r.rc == 0 and doc["command"] == "request" and doc["method"] == "PROPFIND",
               "-X with a method of no command", doc)
         r = linkd(ctx, "-I", rec.url("/head"))
-        check(r.rc == 0 and r.out.startswith(b"HTTP 200\r\n") and r.out.endswith(b"\r\n\r\n"),
+        check(r.rc == 0 and r.out.startswith(b"HTTP/1.1 200 OK\r\n")
+              and r.out.endswith(b"\r\n\r\n"),
               "-I: HEAD, headers printed", r)
         got = [(x["method"], x["path"]) for x in rec.records]
         check(got == [("GET", "/plain"), ("PUT", "/noscheme"), ("POST", "/post"),

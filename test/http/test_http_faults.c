@@ -215,6 +215,8 @@ static void test_503_retry_after_seconds(void **s) {
     const lk_http_response *resp = lk_http_result_response(r.res);
     assert_non_null(resp);
     assert_int_equal(resp->status, 503);
+    assert_int_equal(resp->version, 11);
+    assert_string_equal(resp->reason, "Service Unavailable");
     assert_string_equal(resp->body, "busy");
     assert_string_equal(lk_http_response_header(resp, "Retry-After"), "1");
     if (want == 2) {
@@ -441,6 +443,11 @@ static void test_recovers(void **s) {
   assert_int_equal(r.att[1].failure, LK_F_NONE);
   assert_int_equal(lk_http_result_status(r.res), 200);
   assert_int_equal(lk_http_result_failure(r.res), LK_F_NONE);
+  /* the kept response moved between attempts: its status line is the final one's */
+  const lk_http_response *resp = lk_http_result_response(r.res);
+  assert_non_null(resp);
+  assert_int_equal(resp->version, 11);
+  assert_string_equal(resp->reason, "OK");
   ht_free(&r);
 }
 
