@@ -73,6 +73,8 @@ void cli_print_policy(FILE *f, const cli_call_info *ci) {
           origin_of(s, CLI_F_BASE));
   fprintf(f, "* %-16s %-24s (%s)\n", "max-delay", lk_duration_format(b->max, d, sizeof d),
           origin_of(s, CLI_F_MAX_DELAY));
+  if (p->ca_file)
+    fprintf(f, "* %-16s %-24s (%s)\n", "cacert", p->ca_file, origin_of(s, CLI_F_CACERT));
   if (b->jitter == LK_JITTER_SYMMETRIC)
     snprintf(e, sizeof e, "symmetric:%g", b->ratio);
   else

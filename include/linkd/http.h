@@ -276,6 +276,11 @@ typedef struct lk_http_policy {
   const char *user_agent;   /* sent as User-Agent when non-empty (no CR or LF: LK_ECONFIG);
                                NULL or "" sends none (libcurl's default); default NULL */
   bool verify_tls;          /* verify the peer's certificate and host name; default true */
+  const char *ca_file;      /* a PEM file of CA certificates to verify the peer with, instead of
+                               libcurl's default bundle (CURLOPT_CAINFO; libcurl's default CA
+                               directory, if built with one, still applies); copied at submit;
+                               not empty, no CR or LF (LK_ECONFIG); the file is read when a
+                               connection is made. NULL = libcurl's default; default NULL */
 } lk_http_policy;
 
 /* Sets every field to its default (see the struct). Never fails. */

@@ -347,6 +347,16 @@ static void test_policy_validation(void **s) {
   assert_non_null(strstr(why, "user agent"));
   q.user_agent = "linkd/1 (test)";
   assert_int_equal(lk_http_policy_validate(&q, NULL), LK_OK);
+  q = p; /* a CA file name: a path, not empty, nothing that would end a line */
+  q.ca_file = "";
+  assert_int_equal(lk_http_policy_validate(&q, &why), LK_ECONFIG);
+  assert_non_null(strstr(why, "CA file"));
+  q.ca_file = "/etc/ca.pem\n";
+  assert_int_equal(lk_http_policy_validate(&q, NULL), LK_ECONFIG);
+  q.ca_file = "/etc/ca\r.pem";
+  assert_int_equal(lk_http_policy_validate(&q, NULL), LK_ECONFIG);
+  q.ca_file = "/etc/my ca.pem";
+  assert_int_equal(lk_http_policy_validate(&q, NULL), LK_OK);
   q = p;
   q.retry.cfg.max_attempts = 0;
   assert_int_equal(lk_http_policy_validate(&q, NULL), LK_ECONFIG);
