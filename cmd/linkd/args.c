@@ -70,6 +70,7 @@ static const struct option long_opts[] = {
     {"idempotency-key", required_argument, NULL, O_POLICY + CLI_F_IDEMPOTENCY_KEY},
     {"retry-on", required_argument, NULL, O_POLICY + CLI_F_RETRY_ON},
     {"budget", required_argument, NULL, O_POLICY + CLI_F_BUDGET},
+    {"cacert", required_argument, NULL, O_POLICY + CLI_F_CACERT},
     {NULL, 0, NULL, 0},
 };
 

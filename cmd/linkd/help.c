@@ -42,6 +42,7 @@ static const char request_options[] =
     "                              deadline; credentials stay with their host\n"
     "      --max-redirs N          at most N redirects with -L; -1 = no limit (50)\n"
     "  -k, --insecure              do not verify the server's TLS certificate\n"
+    "      --cacert FILE           verify it with the CA certificates in FILE (PEM)\n"
     "\n"
     "Output:\n"
     "  -o, --output FILE           write the response body to FILE instead of stdout\n"

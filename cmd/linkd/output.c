@@ -73,6 +73,8 @@ void cli_print_policy(FILE *f, const cli_call_info *ci) {
           origin_of(s, CLI_F_BASE));
   fprintf(f, "* %-16s %-24s (%s)\n", "max-delay", lk_duration_format(b->max, d, sizeof d),
           origin_of(s, CLI_F_MAX_DELAY));
+  if (p->ca_file)
+    fprintf(f, "* %-16s %-24s (%s)\n", "cacert", p->ca_file, origin_of(s, CLI_F_CACERT));
   if (b->jitter == LK_JITTER_SYMMETRIC)
     snprintf(e, sizeof e, "symmetric:%g", b->ratio);
   else
@@ -154,7 +156,16 @@ void cli_print_summary(FILE *f, const cli_call_info *ci, const lk_http_result *r
 }
 
 void cli_print_head(FILE *f, const lk_http_response *resp) {
-  fprintf(f, "HTTP %d\r\n", resp->status);
+  /* curl's form: "HTTP/1.1 200 OK", and "HTTP/2 200" (no reason phrase from HTTP/2 on) */
+  if (resp->version >= 20 && resp->version % 10 == 0)
+    fprintf(f, "HTTP/%d %d", resp->version / 10, resp->status);
+  else if (resp->version > 0)
+    fprintf(f, "HTTP/%d.%d %d", resp->version / 10, resp->version % 10, resp->status);
+  else
+    fprintf(f, "HTTP %d", resp->status); /* a version that did not parse is not invented */
+  if (resp->reason && *resp->reason)
+    fprintf(f, " %s", resp->reason);
+  fputs("\r\n", f);
   for (size_t i = 0; i < resp->header_count; i++)
     fprintf(f, "%s: %s\r\n", resp->headers[i].name, resp->headers[i].value);
   fputs("\r\n", f);

@@ -31,7 +31,8 @@ void cli_print_attempt(FILE *f, const lk_http_attempt_info *a);
 void cli_print_timeline(FILE *f, const lk_http_result *r);
 /* One line saying how the call ended ("linkd: GET URL: retries exhausted ..."). */
 void cli_print_summary(FILE *f, const cli_call_info *ci, const lk_http_result *r, int code);
-/* -i: "HTTP <status>" and the headers, CRLF-terminated, then an empty line. */
+/* -i: the status line as received ("HTTP/1.1 200 OK", "HTTP/2 200") and the headers,
+ * CRLF-terminated, then an empty line. */
 void cli_print_head(FILE *f, const lk_http_response *resp);
 /* --json: one JSON document (docs/linkd-result.schema.json) and a newline. 0, or -1 when the
  * result could not be rendered (no memory). */

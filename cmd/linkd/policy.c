@@ -83,6 +83,8 @@ int cli_settings_to_policy(const cli_settings *s, lk_http_policy *p, cli_policy_
     p->idem_mode = s->idem_mode;
     p->idem_key = s->idem_mode == LK_IDEM_KEY ? s->idem_key : NULL;
   }
+  if (set & CLI_BIT(CLI_F_CACERT))
+    p->ca_file = s->cacert; /* owned by the settings, which outlive the call */
   if (lk_http_policy_validate(p, &why) != 0) {
     e->from_flags = true;
     for (int f = 0; f < CLI_F__COUNT; f++)

@@ -30,6 +30,7 @@ static const char *const keys[CLI_F__COUNT] = {
     [CLI_F_IDEMPOTENCY_KEY] = "idempotency-key",
     [CLI_F_RETRY_ON] = "retry-on",
     [CLI_F_BUDGET] = "budget",
+    [CLI_F_CACERT] = "cacert",
     [CLI_F_HEADER] = "header",
 };
 
@@ -41,6 +42,7 @@ void cli_settings_free(cli_settings *s) {
     free(s->headers[i].value);
   }
   free(s->headers);
+  free(s->cacert);
   cli_settings_init(s);
 }
 
@@ -242,6 +244,21 @@ static int add_header(cli_settings *s, const char *v, bool in_config, char *err,
   return 0;
 }
 
+/* A CA file name: a path as given (relative to the working directory, as curl's). Checked
+ * here as the library checks it, so a bad one is named with its flag or config line. */
+static int parse_cacert(cli_settings *s, const char *v, char *err, size_t cap) {
+  if (!*v || strpbrk(v, "\r\n")) {
+    snprintf(err, cap, "a CA file must be a non-empty path without CR or LF");
+    return -1;
+  }
+  char *copy = strdup(v);
+  if (!copy)
+    return -2;
+  free(s->cacert);
+  s->cacert = copy;
+  return 0;
+}
+
 int cli_settings_set(cli_settings *s, const char *key, const char *value, const char *origin,
                      bool in_config, char *err, size_t cap) {
   int f = cli_settings_field(key);
@@ -309,6 +326,13 @@ int cli_settings_set(cli_settings *s, const char *key, const char *value, const 
     break;
   }
   case CLI_F_BUDGET: rc = cli_budget_parse(value, &s->budget, err, cap); break;
+  case CLI_F_CACERT:
+    rc = parse_cacert(s, value, err, cap);
+    if (rc == -2) {
+      snprintf(err, cap, "out of memory");
+      return CLI_SET_NOMEM;
+    }
+    break;
   case CLI_F_HEADER:
     rc = add_header(s, value, in_config, err, cap);
     if (rc == -2) {
@@ -360,6 +384,14 @@ int cli_settings_merge(cli_settings *dst, const cli_settings *top) {
         dst->retry_on = top->retry_on;
       break;
     case CLI_F_BUDGET: dst->budget = top->budget; break;
+    case CLI_F_CACERT: {
+      char *copy = strdup(top->cacert);
+      if (!copy)
+        return -1;
+      free(dst->cacert);
+      dst->cacert = copy;
+      break;
+    }
     case CLI_F_HEADER: {
       /* Drop every inherited header named in `top`, then append top's (removals vanish). */
       size_t w = 0;

@@ -36,6 +36,7 @@ typedef enum cli_field {
   CLI_F_IDEMPOTENCY_KEY,
   CLI_F_RETRY_ON,
   CLI_F_BUDGET,
+  CLI_F_CACERT,
   CLI_F_HEADER,
   CLI_F__COUNT
 } cli_field;
@@ -65,6 +66,7 @@ typedef struct cli_settings {
   char idem_key[LK_IDEM_KEY_MAX]; /* LK_IDEM_KEY */
   cli_retry_edit retry_on;
   cli_budget_spec budget;
+  char *cacert;        /* owned: a CA bundle (PEM) instead of libcurl's default; NULL: none */
   cli_header *headers; /* owned, in order given */
   size_t nheaders;
 } cli_settings;
@@ -74,7 +76,7 @@ enum { CLI_SET_OK = 0, CLI_SET_BAD_VALUE = -1, CLI_SET_UNKNOWN_KEY = -2, CLI_SET
 
 /* An empty layer. */
 void cli_settings_init(cli_settings *s);
-/* Frees the headers; the layer is empty again. */
+/* Frees the headers and the CA file name; the layer is empty again. */
 void cli_settings_free(cli_settings *s);
 
 /* The field a key names ("deadline", "retry-on", "header", ...), or -1. */

@@ -142,7 +142,15 @@ typedef struct lk_http_response {
   const char *body;             /* body bytes, followed by a NUL not counted in body_len */
   size_t body_len;
   bool complete;                /* the whole body arrived (false: partial body kept) */
+  int version;                  /* from the final status line: 10 (HTTP/1.0), 11 (HTTP/1.1),
+                                   20 (HTTP/2), 30 (HTTP/3); 0 if it did not parse */
+  const char *reason;           /* the final status line's reason phrase, NUL-terminated, ""
+                                   if none (always for HTTP/2 and 3); at most
+                                   LK_HTTP_REASON_MAX - 1 bytes, longer ones are cut */
 } lk_http_response;
+
+/* Room for a reason phrase, its NUL included (RFC 9112 sets no limit; real ones are short). */
+#define LK_HTTP_REASON_MAX 64
 
 /* The first header named `name` (ASCII case-insensitive) or NULL. */
 LK_EXPORT const char *lk_http_response_header(const lk_http_response *resp, const char *name);
@@ -268,6 +276,11 @@ typedef struct lk_http_policy {
   const char *user_agent;   /* sent as User-Agent when non-empty (no CR or LF: LK_ECONFIG);
                                NULL or "" sends none (libcurl's default); default NULL */
   bool verify_tls;          /* verify the peer's certificate and host name; default true */
+  const char *ca_file;      /* a PEM file of CA certificates to verify the peer with, instead of
+                               libcurl's default bundle (CURLOPT_CAINFO; libcurl's default CA
+                               directory, if built with one, still applies); copied at submit;
+                               not empty, no CR or LF (LK_ECONFIG); the file is read when a
+                               connection is made. NULL = libcurl's default; default NULL */
 } lk_http_policy;
 
 /* Sets every field to its default (see the struct). Never fails. */

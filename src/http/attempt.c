@@ -4,6 +4,7 @@
 #include "call_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int64_t now_of(const lk_call *k) { return k->clock->now(k->clock); }
@@ -164,10 +165,40 @@ int lk__attempt_setup_call(lk_call *k) {
   bool fresh = k->unsafe && p->resend_guard == LK_RESEND_FRESH_CONNECTION;
   long maxage = (long)(p->pool_idle_lifetime / LK_NS_PER_S);
   unsigned sig = (unsigned)fresh | (unsigned)p->verify_tls << 1 | (unsigned)(maxage & 0xffffff) << 2;
+  const char *ca = p->ca_file;
+  bool ca_same = ca ? x->ca_file && strcmp(x->ca_file, ca) == 0 : !x->ca_file;
   /* a pooled handle set up for the same request version and options needs nothing new */
-  if (x->req_id == r->id && x->sig == sig)
+  if (x->req_id == r->id && x->sig == sig && ca_same)
     return LK_OK;
   x->req_id = 0;
+  if (!ca_same) {
+    if (!ca) {
+      /* Back to libcurl's default bundle. Setting CURLOPT_CAINFO to NULL would mean no bundle
+       * at all, and the built-in default can only be read from 7.84 on: start the handle
+       * afresh instead (rare: a handle pooled from a call with a CA file). Connections, DNS
+       * and TLS session caches live in the multi handle and are kept. */
+      curl_easy_reset(e);
+      free(x->ca_file);
+      x->ca_file = NULL;
+      x->sig = 0;
+      x->timeout_ms = 0;
+      x->hdrs = NULL;
+      x->dns_prune = false;
+      int rc = lk__easy_init(x);
+      if (rc != LK_OK)
+        return rc;
+    } else {
+      char *copy = strdup(ca);
+      if (!copy)
+        return LK_ENOMEM;
+      if (curl_easy_setopt(e, CURLOPT_CAINFO, copy) != CURLE_OK) {
+        free(copy);
+        return LK_ENOMEM;
+      }
+      free(x->ca_file);
+      x->ca_file = copy;
+    }
+  }
   SET(CURLOPT_URL, r->url);
   SET(CURLOPT_CUSTOMREQUEST, (char *)NULL);
   bool get = strcmp(r->method, "GET") == 0, head = strcmp(r->method, "HEAD") == 0;

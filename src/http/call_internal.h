@@ -22,6 +22,7 @@ typedef struct lk_easy {
   long timeout_ms; /* CURLOPT_TIMEOUT_MS set last (0: none) */
   const struct curl_slist *hdrs; /* CURLOPT_HTTPHEADER set last */
   bool dns_prune;  /* CURLOPT_DNS_CACHE_TIMEOUT is libcurl's default (prunes), not -1 */
+  char *ca_file;   /* CURLOPT_CAINFO set last (a copy), NULL: libcurl's default */
 } lk_easy;
 
 typedef enum lk_call_state { LK_CALL_WAIT, LK_CALL_ATTEMPT, LK_CALL_DONE } lk_call_state;

@@ -20,6 +20,7 @@ static void curl_init_once(void) { curl_ok = curl_global_init(CURL_GLOBAL_DEFAUL
 
 static void easy_free(lk_easy *x) {
   curl_easy_cleanup(x->h);
+  free(x->ca_file);
   free(x);
 }
 
@@ -245,7 +246,7 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   /* Validation is a function of the policy's bytes and of the strings it points to; a policy
    * byte-identical to the last one validated here, with no strings, needs no second look (most
    * callers submit the same policy again and again). */
-  bool no_strings = !pol->idem_tenant && !pol->idem_key && !pol->user_agent;
+  bool no_strings = !pol->idem_tenant && !pol->idem_key && !pol->user_agent && !pol->ca_file;
   if (!(no_strings && c->valid_pol_set && memcmp(pol, &c->valid_pol, sizeof *pol) == 0)) {
     if (lk_http_policy_validate(pol, NULL) != LK_OK)
       return LK_ECONFIG;
@@ -299,6 +300,7 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
       snprintf(k->ua_line, ul + 13, "User-Agent: %s", pol->user_agent);
   }
   k->pol.user_agent = NULL;
+  k->pol.ca_file = NULL; /* set on the handle above (libcurl copies it); not needed after */
   if (rc == LK_OK && pol->default_protection && (!pol->budget || !pol->breaker))
     rc = lk__origin_protect(c, req, &k->pol.budget, &k->pol.breaker);
   if (rc == LK_OK && cancel)

@@ -35,6 +35,9 @@ bool lk__request_in_use(const lk_http_request *r);
 /* --- response buffers ---------------------------------------------------------------------- */
 typedef struct lk_resp {
   int status;          /* from the status line; 0 = none yet */
+  int version;         /* from the status line: 10, 11, 20, 30; 0 = none or unknown */
+  char reason[LK_HTTP_REASON_MAX]; /* the status line's reason phrase: kept inline so it moves
+                                      with the struct when responses are swapped and settled */
   bool status_seen;    /* a status line arrived during this attempt */
   bool headers_done;   /* the blank line after the final response's headers arrived */
   char *hdr;           /* "name\0value\0" pairs */

@@ -57,6 +57,8 @@ int lk_http_policy_validate(const lk_http_policy *p, const char **why) {
     w = "idempotency tenant must be visible ASCII";
   else if (p->user_agent && strpbrk(p->user_agent, "\r\n"))
     w = "user agent must not contain CR or LF"; /* it becomes a header line */
+  else if (p->ca_file && (!*p->ca_file || strpbrk(p->ca_file, "\r\n")))
+    w = "CA file must be a non-empty path without CR or LF";
   else if (p->idem_mode == LK_IDEM_KEY) {
     char buf[LK_IDEM_KEY_MAX];
     if (!p->idem_key || lk_idem_key_compose(p->idem_tenant, p->idem_key, buf, sizeof buf) < 0)

@@ -8,6 +8,8 @@
 
 void lk__resp_reset(lk_resp *r) {
   r->status = 0;
+  r->version = 0;
+  r->reason[0] = '\0';
   r->status_seen = false;
   r->headers_done = false;
   r->hdr_len = r->nhdr = 0;
@@ -43,6 +45,30 @@ static bool grow(char **buf, size_t *cap, size_t need) {
 
 static bool blank(char ch) { return ch == ' ' || ch == '\t'; }
 
+/* "1.1" -> 11, "1.0" -> 10, "2" or "2.0" -> 20, "3" -> 30; anything else 0. libcurl writes
+ * HTTP/2 and HTTP/3 status lines as "HTTP/2 200". */
+static int status_version(const char *v, size_t len) {
+  if (len == 1 && v[0] >= '1' && v[0] <= '9')
+    return (v[0] - '0') * 10;
+  if (len == 3 && v[0] >= '1' && v[0] <= '9' && v[1] == '.' && v[2] >= '0' && v[2] <= '9')
+    return (v[0] - '0') * 10 + (v[2] - '0');
+  return 0;
+}
+
+/* Keeps the reason phrase without its trailing blanks, cut to fit; a NUL inside ends it (the
+ * view is a C string). */
+static void set_reason(lk_resp *r, const char *p, size_t len) {
+  while (len && blank(p[len - 1]))
+    len--;
+  const char *nul = memchr(p, '\0', len);
+  if (nul)
+    len = (size_t)(nul - p);
+  if (len > sizeof r->reason - 1)
+    len = sizeof r->reason - 1;
+  memcpy(r->reason, p, len);
+  r->reason[len] = '\0';
+}
+
 bool lk__resp_header_line(lk_resp *r, const char *line, size_t len) {
   while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
     len--;
@@ -59,6 +85,8 @@ bool lk__resp_header_line(lk_resp *r, const char *line, size_t len) {
     r->status_seen = true;
     const char *sp = memchr(line, ' ', len);
     int st = 0;
+    r->reason[0] = '\0';
+    r->version = status_version(line + 5, sp ? (size_t)(sp - line) - 5 : len - 5);
     if (sp) {
       size_t i = (size_t)(sp - line) + 1;
       int n = 0;
@@ -66,6 +94,8 @@ bool lk__resp_header_line(lk_resp *r, const char *line, size_t len) {
         st = st * 10 + (line[i] - '0');
       if (n != 3)
         st = 0;
+      else if (i < len && line[i] == ' ')
+        set_reason(r, line + i + 1, len - i - 1);
     }
     r->status = st;
     return true;
@@ -120,6 +150,8 @@ static void fill_view(lk_resp *r) {
   r->view.body = r->body ? r->body : "";
   r->view.body_len = r->body_len;
   r->view.complete = r->complete;
+  r->view.version = r->version;
+  r->view.reason = r->reason;
 }
 
 bool lk__resp_view(lk_resp *r) {
@@ -134,9 +166,12 @@ bool lk__resp_view(lk_resp *r) {
 bool lk__resp_settle(lk_resp *r, char *space, size_t cap, lk_resp *spare) {
   /* nhdr <= hdr_len / 2, so the sum cannot overflow once both lengths are <= cap */
   size_t vsz = r->nhdr * sizeof *r->views;
-  if (r->borrowed || r->hdr_len > cap || r->body_len > cap ||
-      vsz + r->hdr_len + r->body_len + 1 > cap)
-    return r->borrowed || lk__resp_view(r);
+  if (r->borrowed) {
+    fill_view(r); /* the struct may have moved since: the view's reason points into it */
+    return true;
+  }
+  if (r->hdr_len > cap || r->body_len > cap || vsz + r->hdr_len + r->body_len + 1 > cap)
+    return lk__resp_view(r);
   char *h = space + vsz, *b = h + r->hdr_len;
   if (r->hdr_len)
     memcpy(h, r->hdr, r->hdr_len);

@@ -263,17 +263,22 @@ def include_and_head(ctx):
     with Faultd(ctx, "ok") as fd:
         r = linkd(ctx, "get", "-i", fd.url())
         check(r.rc == 0, "exit 0", r)
-        check(r.out.startswith(b"HTTP 200\r\n"), "-i starts with the status line", r)
+        check(r.out.startswith(b"HTTP/1.1 200 OK\r\n"), "-i starts with the status line", r)
         check(b"\r\nContent-Type: application/json\r\n" in r.out, "-i prints headers", r)
         check(r.out.endswith(b"\r\n\r\n" + b'{"ok":true}'), "headers, empty line, body", r)
         r = linkd(ctx, "head", fd.url(), "--include")
         check(r.rc == 0, "head exits 0", r)
-        check(r.out.startswith(b"HTTP 200\r\n") and r.out.endswith(b"\r\n\r\n"),
+        check(r.out.startswith(b"HTTP/1.1 200 OK\r\n") and r.out.endswith(b"\r\n\r\n"),
               "head -i prints the head and no body", r)
         r = linkd(ctx, "head", fd.url())
         check(r.rc == 0 and r.out == b"", "head alone prints nothing", r)
         methods = [q["method"] for q in fd.requests()]
         check(methods == ["GET", "HEAD", "HEAD"], "methods sent", methods)
+    # The status line as the server sent it: version and reason phrase of an error too.
+    with Faultd(ctx, "status", "--status", "503") as fd:
+        r = linkd(ctx, "get", "-i", "--max-attempts", "1", fd.url())
+        check(r.rc == 4 and r.out.startswith(b"HTTP/1.1 503 Service Unavailable\r\n"),
+              "-i prints the 503's status line", r)
 
 
 @case
@@ -287,7 +292,8 @@ def output_file(ctx):
         ctx.write("body.out", "x" * 100)
         r = linkd(ctx, "get", "--output", out, "-i", fd.url())
         data = open(out, "rb").read()
-        check(r.rc == 0 and data.startswith(b"HTTP 200\r\n") and data.endswith(b'{"ok":true}'),
+        check(r.rc == 0 and data.startswith(b"HTTP/1.1 200 OK\r\n")
+              and data.endswith(b'{"ok":true}'),
               "-o with -i: head and body in the file, old content gone", data)
         r = linkd(ctx, "get", "-o", "-", fd.url())
         check(r.rc == 0 and r.out == b'{"ok":true}', "-o - is stdout", r)
@@ -295,7 +301,8 @@ def output_file(ctx):
         r = linkd(ctx, "get", "-o", "/dev/null", fd.url())
         check(r.rc == 0 and r.out == b"" and r.err == "", "-o /dev/null exits 0", r)
         r = linkd(ctx, "get", "-i", "-o", "/dev/stdout", fd.url())
-        check(r.rc == 0 and r.out.startswith(b"HTTP 200") and r.out.endswith(b'{"ok":true}'),
+        check(r.rc == 0 and r.out.startswith(b"HTTP/1.1 200 OK\r\n")
+              and r.out.endswith(b'{"ok":true}'),
               "-o /dev/stdout on a pipe exits 0 with the output", r)
         # --json keeps stdout for the JSON; the body goes to -o only.
         r = linkd(ctx, "get", "--json", "-o", ctx.path("j.out"), fd.url())
@@ -421,7 +428,8 @@ def curl_habits(ctx):
         check(r.rc == 0 and doc["command"] == "request" and doc["method"] == "PROPFIND",
               "-X with a method of no command", doc)
         r = linkd(ctx, "-I", rec.url("/head"))
-        check(r.rc == 0 and r.out.startswith(b"HTTP 200\r\n") and r.out.endswith(b"\r\n\r\n"),
+        check(r.rc == 0 and r.out.startswith(b"HTTP/1.1 200 OK\r\n")
+              and r.out.endswith(b"\r\n\r\n"),
               "-I: HEAD, headers printed", r)
         got = [(x["method"], x["path"]) for x in rec.records]
         check(got == [("GET", "/plain"), ("PUT", "/noscheme"), ("POST", "/post"),
@@ -516,15 +524,23 @@ def redirects(ctx):
 
 @case
 def insecure(ctx):
-    """-k against an HTTPS server with a self-signed certificate (made by openssl here)."""
+    """-k and --cacert against an HTTPS server with a self-signed certificate (made by openssl
+    here, with the address as subjectAltName so that verification can succeed)."""
     import ssl
     openssl = shutil.which("openssl")
     check(openssl is not None, "openssl is needed to make a test certificate")
-    key, crt = ctx.path("k.pem"), ctx.path("c.pem")
-    p = subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
-                        "-out", crt, "-days", "1", "-subj", "/CN=127.0.0.1"],
-                       capture_output=True, timeout=60)
-    check(p.returncode == 0, "openssl req failed", p.stderr.decode())
+
+    def make_cert(name):
+        key, crt = ctx.path(name + "-k.pem"), ctx.path(name + "-c.pem")
+        p = subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                            key, "-out", crt, "-days", "1", "-subj", "/CN=127.0.0.1",
+                            "-addext", "subjectAltName=IP:127.0.0.1"],
+                           capture_output=True, timeout=60)
+        check(p.returncode == 0, "openssl req failed", p.stderr.decode())
+        return key, crt
+
+    key, crt = make_cert("server")
+    _, other_crt = make_cert("other")
     with Recorder() as rec:
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         tls.load_cert_chain(crt, key)
@@ -539,6 +555,29 @@ def insecure(ctx):
         check(r.rc == 0 and r.out == b'{"echo":true}', "-k: the call goes through", r)
         r = linkd(ctx, "get", "--insecure", url)
         check(r.rc == 0 and len(rec.records) == 2, "--insecure too", r)
+        # --cacert: the server's own certificate as the CA bundle verifies it, without -k.
+        r = linkd(ctx, "get", "--cacert", crt, url)
+        check(r.rc == 0 and r.out == b'{"echo":true}' and len(rec.records) == 3,
+              "--cacert with the server's certificate: verified, the call goes through", r)
+        # Another CA does not: the handshake fails (libcurl's 60, peer certificate not verified),
+        # which is not retried (exit 3); nothing is sent.
+        r = linkd(ctx, "get", "--cacert", other_crt, "--max-attempts", "2", "--json", url)
+        doc = valid_json(ctx, r)
+        tl = doc["result"]["timeline"]
+        check(r.rc == 3 and [(a["failure"], a["curl_code"]) for a in tl] == [("TLS_FAILED", 60)],
+              "a certificate the CA did not sign fails TLS and is not retried (exit 3)", r)
+        check(len(rec.records) == 3, "nothing more reached the server", rec.records)
+        # The config key does the same, and -v names where the setting came from.
+        conf = ctx.write("ca.conf", "[defaults]\ncacert = %s\n" % crt)
+        r = linkd(ctx, "get", "--config", conf, "-v", url)
+        check(r.rc == 0 and len(rec.records) == 4, "cacert in the config file", r)
+        check(re.search(r"\* cacert +%s +\(%s:2\)" % (re.escape(crt), re.escape(conf)), r.err),
+              "-v shows the CA file and its config line", r)
+        r = linkd(ctx, "get", "--config", conf, "--cacert", other_crt, "--max-attempts", "1", url)
+        check(r.rc == 3 and len(rec.records) == 4, "--cacert overrides the config's cacert", r)
+        r = linkd(ctx, "get", "--cacert", "", url)
+        check(r.rc == 64 and "--cacert: a CA file must be a non-empty path" in r.err,
+              "an empty --cacert is a usage error", r)
 
 
 @case
@@ -1133,7 +1172,7 @@ def help_and_docs(ctx):
     for o in ("header", "data", "output", "include", "silent", "verbose", "json", "deadline",
               "attempt-timeout", "connect-timeout", "max-attempts", "backoff", "base", "max-delay",
               "jitter", "idempotency-key", "retry-on", "budget", "config", "no-config", "help",
-              "request", "head", "location", "max-redirs", "insecure", "fail", "show-error",
+              "request", "head", "location", "max-redirs", "insecure", "cacert", "fail", "show-error",
               "write-out", "max-time", "dns-timeout", "tls-timeout", "write-timeout",
               "first-byte-timeout", "idle-timeout"):
         check(o in opts, "--help lists --%s" % o, opts)

@@ -84,7 +84,8 @@ static void every_flag(void **state) {
                  "--tls-timeout", "2ms", "--write-timeout", "3ms", "--first-byte-timeout", "4ms",
                  "--idle-timeout", "5ms", "--max-attempts", "7", "--backoff", "linear", "--base",
                  "20ms", "--max-delay", "300ms", "--jitter", "symmetric:0.25", "--idempotency-key",
-                 "order-42", "--retry-on", "-408", "--budget", "quota:50", "http://h/x");
+                 "order-42", "--retry-on", "-408", "--budget", "quota:50", "--cacert", "ca.pem",
+                 "http://h/x");
   assert_int_equal(rc, CLI_ARGS_OK);
   assert_string_equal(o.data, "@body.json");
   assert_string_equal(o.output, "out.bin");
@@ -112,6 +113,7 @@ static void every_flag(void **state) {
   assert_true(s->budget.enabled);
   assert_int_equal(s->budget.kind, LK_BUDGET_QUOTA);
   assert_int_equal(s->budget.quota.capacity, 50);
+  assert_string_equal(s->cacert, "ca.pem");
   assert_int_equal(s->nheaders, 2);
   assert_string_equal(s->headers[0].name, "X-A");
   assert_string_equal(s->headers[0].value, "1");

@@ -72,12 +72,14 @@ static const char good[] = "; linkd config\n"
                            "retry-on = +client-4xx\n"
                            "header = Authorization: Bearer abc\n"
                            "header = X-Team: api\n"
+                           "cacert = api-ca.pem\n"
                            "\n"
                            "[host \"api.example.com:8443\"]\n"
                            "max-attempts = 2\n"
                            "budget = tokens:10:0.1\n"
                            "[host \"::1\"]\n"
-                           "jitter = none\n";
+                           "jitter = none\n"
+                           "cacert = /etc/ca one.pem\n";
 
 static void sections_and_overrides(void **state) {
   (void)state;
@@ -102,6 +104,8 @@ static void sections_and_overrides(void **state) {
   assert_int_equal(s.idem_mode, LK_IDEM_AUTO);
   assert_int_equal(s.nheaders, 1);
   assert_false(s.set & CLI_BIT(CLI_F_BUDGET));
+  assert_false(s.set & CLI_BIT(CLI_F_CACERT));
+  assert_null(s.cacert);
   cli_settings_free(&s);
 
   /* The host section (any port), matched case-insensitively. */
@@ -118,6 +122,8 @@ static void sections_and_overrides(void **state) {
   assert_int_equal(s.nheaders, 2);
   assert_string_equal(s.headers[0].name, "Authorization");
   assert_string_equal(s.headers[1].value, "api");
+  assert_string_equal(s.cacert, "api-ca.pem");
+  assert_string_equal(s.origin[CLI_F_CACERT], "t.conf:15");
   cli_settings_free(&s);
 
   /* host:port comes last. */
@@ -127,6 +133,7 @@ static void sections_and_overrides(void **state) {
   assert_int_equal(s.max_attempts, 2);
   assert_int_equal(s.deadline, LK_SEC(2));
   assert_true(s.budget.enabled);
+  assert_string_equal(s.cacert, "api-ca.pem"); /* inherited from the host section */
   cli_settings_free(&s);
 
   /* IPv6 without brackets in the file, with them from libcurl; any port. */
@@ -135,6 +142,7 @@ static void sections_and_overrides(void **state) {
   assert_int_equal(n, 2);
   assert_string_equal(matched[1], "host \"::1\"");
   assert_int_equal(s.jitter, LK_JITTER_NONE);
+  assert_string_equal(s.cacert, "/etc/ca one.pem");
   cli_settings_free(&s);
   cli_settings_init(&s);
   assert_int_equal(cli_config_apply(&c, "[::2]", 8080, &s, matched, &n), 0);
@@ -178,6 +186,7 @@ static void errors_name_the_line(void **state) {
   refused("[defaults]\nretry-on = 404\n", 2, "retry-on: status 404 has no kind of its own");
   refused("[defaults]\nbudget = ratio\n", 2, "budget: 'ratio' is not a budget");
   refused("[defaults]\nheader = broken\n", 2, "header: 'broken' is not a header");
+  refused("[defaults]\ncacert =\n", 2, "cacert: a CA file must be a non-empty path");
   refused("[defaults]\ndeadline = 3s\nthis line has no equals sign\n", 3, "syntax error");
   refused("[defaults\ndeadline = 3s\n", 1, "syntax error");
   refused("deadline = 3s\n", 1, "must follow a section header");

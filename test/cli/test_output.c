@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* JSON string output: always valid JSON, whatever bytes a server sends in a header. */
+/* JSON string output: always valid JSON, whatever bytes a server sends in a header; -i's head. */
 /* cmocka.h needs these three first. */
 /* clang-format off */
 #include <stdarg.h>
@@ -88,11 +88,43 @@ static void exit_codes(void **state) {
   assert_string_equal(cli_exit_name(CLI_EXIT_CANTCREAT), "cannot-create");
 }
 
+/* -i's status line in curl's form, from the response's version and reason phrase. */
+static void status_line(void **state) {
+  (void)state;
+  static const struct {
+    int version, status;
+    const char *reason, *want;
+  } t[] = {
+      {11, 200, "OK", "HTTP/1.1 200 OK\r\n"},
+      {10, 404, "Not Found", "HTTP/1.0 404 Not Found\r\n"},
+      {20, 200, "", "HTTP/2 200\r\n"},
+      {30, 503, "", "HTTP/3 503\r\n"},
+      {11, 200, "", "HTTP/1.1 200\r\n"},
+      {0, 200, "OK", "HTTP 200 OK\r\n"},
+  };
+  lk_http_header h = {"Content-Type", "text/plain"};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    lk_http_response resp = {.status = t[i].status, .headers = &h, .header_count = 1,
+                             .body = "", .version = t[i].version, .reason = t[i].reason};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    cli_print_head(f, &resp);
+    fclose(f);
+    char want[128];
+    snprintf(want, sizeof want, "%sContent-Type: text/plain\r\n\r\n", t[i].want);
+    assert_string_equal(buf, want);
+    free(buf);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(escapes),
       cmocka_unit_test(utf8),
       cmocka_unit_test(exit_codes),
+      cmocka_unit_test(status_line),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,8 +16,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 static faultd_proc FP;
 
@@ -215,6 +220,8 @@ static void test_503_retry_after_seconds(void **s) {
     const lk_http_response *resp = lk_http_result_response(r.res);
     assert_non_null(resp);
     assert_int_equal(resp->status, 503);
+    assert_int_equal(resp->version, 11);
+    assert_string_equal(resp->reason, "Service Unavailable");
     assert_string_equal(resp->body, "busy");
     assert_string_equal(lk_http_response_header(resp, "Retry-After"), "1");
     if (want == 2) {
@@ -441,6 +448,11 @@ static void test_recovers(void **s) {
   assert_int_equal(r.att[1].failure, LK_F_NONE);
   assert_int_equal(lk_http_result_status(r.res), 200);
   assert_int_equal(lk_http_result_failure(r.res), LK_F_NONE);
+  /* the kept response moved between attempts: its status line is the final one's */
+  const lk_http_response *resp = lk_http_result_response(r.res);
+  assert_non_null(resp);
+  assert_int_equal(resp->version, 11);
+  assert_string_equal(resp->reason, "OK");
   ht_free(&r);
 }
 
@@ -594,6 +606,104 @@ static void test_junk_response(void **s) {
   ht_free(&r);
 }
 
+/* A free port on 127.0.0.1 (bound and released: openssl s_server cannot report one it picked). */
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  socklen_t al = sizeof a;
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+/* A self-signed certificate for 127.0.0.1 in dir/NAME-c.pem (key NAME-k.pem), made by openssl. */
+static void make_cert(const char *dir, const char *name) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/%s-k.pem -out %s/%s-c.pem "
+           "-days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
+           dir, name, dir, name);
+  if (system(cmd) != 0)
+    fail_msg("openssl req failed (openssl is needed for this test)");
+}
+
+/* One attempt with `ca` as the CA file: its kind. */
+static lk_failure ca_call(lk_http_client *c, const char *url, const char *ca) {
+  lk_http_policy pol;
+  ht_policy(&pol);
+  ht_attempts(&pol, 1);
+  pol.deadline = pol.attempt_timeout = LK_SEC(5); /* OpenSSL under sanitizers is slow */
+  pol.connect_timeout = 0;
+  pol.ca_file = ca;
+  ht_run r;
+  ht_call_url(c, "GET", url, NULL, 0, &pol, &r);
+  lk_failure got = r.nattempts == 1 ? r.att[0].failure : LK_F__COUNT;
+  ht_free(&r);
+  return got;
+}
+
+/* ca_file: the server's own certificate verifies it; libcurl's default bundle and another CA do
+ * not. One client, so the calls share pooled easy handles: a handle set up with a CA file must
+ * not keep it for a call that asks for the default. */
+static void test_ca_file(void **s) {
+  (void)s;
+  char dir[] = "/tmp/linkd-ca-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  make_cert(dir, "server");
+  make_cert(dir, "other");
+  char crt[128], key[128], other[128], accept[32], url[64];
+  snprintf(crt, sizeof crt, "%s/server-c.pem", dir);
+  snprintf(key, sizeof key, "%s/server-k.pem", dir);
+  snprintf(other, sizeof other, "%s/other-c.pem", dir);
+  int port = free_port();
+  snprintf(accept, sizeof accept, "127.0.0.1:%d", port);
+  snprintf(url, sizeof url, "https://127.0.0.1:%d/x", port);
+  /* -www answers every GET with a status page (HTTP/1.0, then closes) */
+  char *argv[] = {"openssl", "s_server", "-quiet", "-www", "-accept", accept, "-cert", crt,
+                  "-key", key, NULL};
+  pid_t pid;
+  assert_int_equal(posix_spawnp(&pid, "openssl", NULL, NULL, argv, environ), 0);
+  bool up = false;
+  for (int i = 0; i < 500 && !up; i++) { /* bounded: at most ~5 s */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    up = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    if (!up)
+      usleep(10000);
+  }
+  char missing[160];
+  snprintf(missing, sizeof missing, "%s/missing.pem", dir);
+  const struct {
+    const char *ca;
+    lk_failure want;
+  } steps[] = {{crt, LK_F_NONE},          {NULL, LK_F_TLS_FAILED}, {other, LK_F_TLS_FAILED},
+               {crt, LK_F_NONE},          {NULL, LK_F_TLS_FAILED}, {missing, LK_F_TLS_FAILED}};
+  enum { NSTEPS = sizeof steps / sizeof steps[0] };
+  lk_failure got[NSTEPS];
+  lk_http_client *c = lk_http_client_new(NULL);
+  for (size_t i = 0; i < NSTEPS; i++)
+    got[i] = up && c ? ca_call(c, url, steps[i].ca) : LK_F__COUNT;
+  /* the server goes before any check can fail, or it would outlive the test */
+  lk_http_client_free(c);
+  kill(pid, SIGTERM);
+  waitpid(pid, NULL, 0);
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+  assert_true(up);
+  assert_non_null(c);
+  for (size_t i = 0; i < NSTEPS; i++)
+    if (got[i] != steps[i].want)
+      fail_msg("call %zu, CA file %s: %s, expected %s", i + 1,
+               steps[i].ca ? steps[i].ca : "(default)",
+               got[i] < LK_F__COUNT ? lk_failure_name(got[i]) : "no attempt",
+               lk_failure_name(steps[i].want));
+}
+
 /* TLS: a plain-text server breaks the handshake (TLS_FAILED: a protocol failure, which a retry
  * would only repeat, so it is not retried by default); a server that never reads stalls it
  * (TLS_TIMEOUT by the TLS timer, retried). */
@@ -652,6 +762,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_partial_body, teardown),
       cmocka_unit_test_teardown(test_junk_response, teardown),
       cmocka_unit_test_teardown(test_tls_phases, teardown),
+      cmocka_unit_test(test_ca_file),
       cmocka_unit_test_teardown(test_wire_headers, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

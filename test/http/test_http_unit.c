@@ -347,6 +347,16 @@ static void test_policy_validation(void **s) {
   assert_non_null(strstr(why, "user agent"));
   q.user_agent = "linkd/1 (test)";
   assert_int_equal(lk_http_policy_validate(&q, NULL), LK_OK);
+  q = p; /* a CA file name: a path, not empty, nothing that would end a line */
+  q.ca_file = "";
+  assert_int_equal(lk_http_policy_validate(&q, &why), LK_ECONFIG);
+  assert_non_null(strstr(why, "CA file"));
+  q.ca_file = "/etc/ca.pem\n";
+  assert_int_equal(lk_http_policy_validate(&q, NULL), LK_ECONFIG);
+  q.ca_file = "/etc/ca\r.pem";
+  assert_int_equal(lk_http_policy_validate(&q, NULL), LK_ECONFIG);
+  q.ca_file = "/etc/my ca.pem";
+  assert_int_equal(lk_http_policy_validate(&q, NULL), LK_OK);
   q = p;
   q.retry.cfg.max_attempts = 0;
   assert_int_equal(lk_http_policy_validate(&q, NULL), LK_ECONFIG);
@@ -384,6 +394,57 @@ static void test_response_headers(void **s) {
   assert_null(lk_http_response_header(&r.view, "X-Interim"));
   assert_string_equal(r.view.body, "busy");
   assert_int_equal(r.view.body_len, 4);
+  assert_int_equal(r.view.version, 11);
+  assert_string_equal(r.view.reason, "Service Unavailable");
+  lk__resp_free(&r);
+}
+
+/* The status line's version and reason phrase; libcurl writes HTTP/2's as "HTTP/2 200 ". */
+static void test_response_status_line(void **s) {
+  (void)s;
+  static const struct {
+    const char *line;
+    int status, version;
+    const char *reason;
+  } cases[] = {
+      {"HTTP/1.1 200 OK\r\n", 200, 11, "OK"},
+      {"HTTP/1.0 404 Not  Found \r\n", 404, 10, "Not  Found"},
+      {"HTTP/2 200 \r\n", 200, 20, ""},
+      {"HTTP/2 204\r\n", 204, 20, ""},
+      {"HTTP/3 503 \r\n", 503, 30, ""},
+      {"HTTP/1.1 200\r\n", 200, 11, ""},
+      {"HTTP/x.y 200 OK\r\n", 200, 0, "OK"},
+      {"HTTP/11 200 OK\r\n", 200, 0, "OK"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    lk_resp r;
+    memset(&r, 0, sizeof r);
+    feed(&r, cases[i].line);
+    feed(&r, "\r\n");
+    assert_true(lk__resp_view(&r));
+    assert_int_equal(r.view.status, cases[i].status);
+    assert_int_equal(r.view.version, cases[i].version);
+    assert_string_equal(r.view.reason, cases[i].reason);
+    lk__resp_free(&r);
+  }
+  /* a long phrase is cut to LK_HTTP_REASON_MAX - 1 bytes; an interim response's is replaced */
+  char line[256], want[LK_HTTP_REASON_MAX];
+  memset(want, 'x', sizeof want - 1);
+  want[sizeof want - 1] = '\0';
+  snprintf(line, sizeof line, "HTTP/1.1 500 %s%s\r\n", want, "tail beyond the limit");
+  lk_resp r;
+  memset(&r, 0, sizeof r);
+  feed(&r, "HTTP/1.1 103 Early Hints\r\n");
+  feed(&r, "\r\n");
+  feed(&r, line);
+  feed(&r, "\r\n");
+  assert_true(lk__resp_view(&r));
+  assert_int_equal(r.view.status, 500);
+  assert_string_equal(r.view.reason, want);
+  /* a reset (next attempt) forgets both */
+  lk__resp_reset(&r);
+  assert_int_equal(r.version, 0);
+  assert_string_equal(r.reason, "");
   lk__resp_free(&r);
 }
 
@@ -448,6 +509,7 @@ int main(void) {
       cmocka_unit_test(test_request_validation),
       cmocka_unit_test(test_policy_validation),
       cmocka_unit_test(test_response_headers),
+      cmocka_unit_test(test_response_status_line),
       cmocka_unit_test(test_timeline_json),
       cmocka_unit_test(test_names),
   };
