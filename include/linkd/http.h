@@ -454,7 +454,7 @@ typedef struct lk_http_client_config {
 
 /* The per-origin defaults: Finagle's RetryBudget (20 % of requests over 10 s, plus 10 retries
  * a second), and a breaker on the last 50 attempts (20 at least) that opens at 50 % failures,
- * waits 250 ms doubling to 1 s (symmetric jitter) before 5 probes, and decides as soon as the
+ * waits 100 ms doubling to 500 ms (symmetric jitter) before 5 probes, and decides as soon as the
  * probes settle it. 429s count as nothing (lk_breaker_ignore_default). */
 LK_EXPORT void lk_http_origin_budget_default(lk_budget_ratio_config *c);
 LK_EXPORT void lk_http_origin_breaker_default(lk_breaker_config *c);
