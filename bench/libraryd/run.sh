@@ -35,7 +35,10 @@ WRK_THREADS=${WRK_THREADS:-2}
 SERVER_THREADS=${SERVER_THREADS:-$(nproc)}
 ROUNDS=${ROUNDS:-5}
 SUBJECTS=${SUBJECTS:-get post-full post-normal replay}
-[ "$ROUNDS" -ge 1 ] && [ "$ROUNDS" -le 21 ] || { echo "run.sh: ROUNDS must be 1..21" >&2; exit 2; }
+if ! [[ $ROUNDS =~ ^[0-9]+$ ]] || [ "$ROUNDS" -lt 1 ] || [ "$ROUNDS" -gt 21 ]; then
+  echo "run.sh: ROUNDS must be 1..21" >&2
+  exit 2
+fi
 
 # Placement: CLIENT_PIN / SERVER_PIN prefix the wrk and server commands.
 CLIENT_PIN=()
@@ -79,8 +82,6 @@ start_libraryd() { # $1 = name, rest = extra flags; sets LPORT and LPID
   LPORT=$(cat "$WORK/$name.port")
 }
 
-stop_pid() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
-
 # run_wrk URL [SCRIPT ARGS...] -> "req/s p99_ms errors"
 run_wrk() {
   local url=$1; shift
@@ -121,8 +122,8 @@ median_of() { # numbers on stdin -> "median [min-max]"
 start_libraryd get
 curl -s "http://127.0.0.1:$LPORT/books/1" > "$WORK/book.json"
 BODY_BYTES=$(stat -c %s "$WORK/book.json")
-declare -A PORT PID URL SCRIPT
-PORT[get]=$LPORT PID[get]=$LPID URL[get]="http://127.0.0.1:$LPORT/books/1" SCRIPT[get]=""
+declare -A PID URL SCRIPT
+PID[get]=$LPID URL[get]="http://127.0.0.1:$LPORT/books/1" SCRIPT[get]=""
 
 mkdir -p "$WORK/www" "$WORK/nginx"
 cp "$WORK/book.json" "$WORK/www/book.json"
