@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* ns per decide() (with its random draw), per backoff computation, per deadline check, against a
- * baseline measured in the same run (one xoshiro draw, the cheapest thing decide() must do). */
+/* ns per decide() (with its random draw), per backoff computation, per deadline check, each in
+ * rounds interleaved with a baseline (one xoshiro draw, the cheapest thing decide() must do).
+ * Usage: bench_core [rounds=15] */
 #include <linkd/linkd.h>
 
 #include "benchutil.h"
@@ -68,7 +69,7 @@ static uint64_t bench_deadline(void *c, uint64_t iters) {
 }
 
 int main(int argc, char **argv) {
-  int reps = argc > 1 ? atoi(argv[1]) : 15;
+  int rounds = argc > 1 ? atoi(argv[1]) : 15;
   ctx_t x;
   lk_retry_config c;
   lk_retry_config_init_default(&c);
@@ -77,12 +78,22 @@ int main(int argc, char **argv) {
   lk_rand_fast_seeded(&x.rng, 42);
   lk_attempt a = {1, "GET", false, false, LK_F_CONNECT_FAILED, -1, 0};
   x.attempt = a;
-  lk_bench_header("core: retry decision, backoff, deadline (single thread)");
-  lk_bench_result base = lk_bench_run(bench_draw, &x, reps);
-  lk_bench_print("baseline: one lk_rand_below draw", base, base);
-  lk_bench_print("lk_retry_decide (retry path, 1 draw)", lk_bench_run(bench_decide_retry, &x, reps), base);
-  lk_bench_print("lk_retry_decide (stop: not retryable)", lk_bench_run(bench_decide_stop, &x, reps), base);
-  lk_bench_print("lk_backoff_delay (exp + symmetric jitter)", lk_bench_run(bench_backoff, &x, reps), base);
-  lk_bench_print("deadline remaining + attempt timeout", lk_bench_run(bench_deadline, &x, reps), base);
+  lk_bench_pin(LK_BENCH_MAIN);
+  lk_bench_print_placement("bench_core");
+  lk_bench_header("core: retry decision, backoff, deadline (single thread)",
+                  "one lk_rand_below draw");
+  const struct {
+    const char *name;
+    lk_bench_fn fn;
+  } rows[] = {
+      {"lk_retry_decide (retry path, 1 draw)", bench_decide_retry},
+      {"lk_retry_decide (stop: not retryable)", bench_decide_stop},
+      {"lk_backoff_delay (exp + symmetric jitter)", bench_backoff},
+      {"deadline remaining + attempt timeout", bench_deadline},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    lk_bench_cmp cmp = lk_bench_compare(bench_draw, &x, rows[i].fn, &x, rounds);
+    lk_bench_row(rows[i].name, &cmp);
+  }
   return 0;
 }

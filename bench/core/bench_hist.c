@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Histogram and counter recording cost, single-threaded and with 2 threads on one shared object.
  * Baseline: one relaxed atomic add on a private counter (the floor of any lock-free record).
- * Usage: bench_hist [reps]   (default 11) */
+ * Each row runs in rounds interleaved with its baseline (1-thread rows: that private add; 2-thread
+ * rows: a shared atomic add by both threads).  Usage: bench_hist [rounds=11] */
 #include "benchutil.h"
 
 #include <linkd/hist.h>
@@ -71,7 +72,10 @@ typedef struct pair {
 
 static void *pair_thread(void *arg) {
   pair *p = arg;
+  lk_bench_pin(LK_BENCH_SECOND);
+  lk_bench_second_mark(0);
   lk_bench_sink += p->fn(p->c, p->iters);
+  lk_bench_second_mark(1);
   return NULL;
 }
 
@@ -92,7 +96,9 @@ static uint64_t run_two(void *arg, uint64_t iters) {
 }
 
 int main(int argc, char **argv) {
-  int reps = argc > 1 ? atoi(argv[1]) : 11;
+  int rounds = argc > 1 ? atoi(argv[1]) : 11;
+  lk_bench_pin(LK_BENCH_MAIN);
+  lk_bench_print_placement("bench_hist");
   lk_rand_fast r;
   lk_rand_fast_seeded(&r, 42);
   /* Latency-like values: 1-10 ms body, some tail to 2 s. */
@@ -108,19 +114,22 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  lk_bench_header("histogram and counter record (ns/op per thread)");
-  lk_bench_result base = lk_bench_run(base_atomic, NULL, reps);
-  lk_bench_print("baseline: relaxed atomic add (private)", base, base);
-  lk_bench_print("lk_hist_record, 1 thread", lk_bench_run(hist_record, &c, reps), base);
-  lk_bench_print("lk_counter_add, 1 thread", lk_bench_run(counter_add, &c, reps), base);
   two t_shared = {shared_atomic, &c}, t_hist = {hist_record, &c}, t_ctr = {counter_add, &c};
-  lk_bench_print("reference: atomic add, 2 threads, shared", lk_bench_run(run_two, &t_shared, reps),
-                 base);
-  lk_bench_print("lk_hist_record, 2 threads, one histogram", lk_bench_run(run_two, &t_hist, reps),
-                 base);
-  lk_bench_print("lk_counter_add, 2 threads, one counter", lk_bench_run(run_two, &t_ctr, reps),
-                 base);
-  lk_bench_print("lk_hist_percentile(99), min..max scan", lk_bench_run(hist_p99, &c, reps), base);
+  lk_bench_cmp cmp;
+  lk_bench_header("histogram and counter record, 1 thread (ns/op)",
+                  "relaxed atomic add on a private counter");
+  cmp = lk_bench_compare(base_atomic, NULL, hist_record, &c, rounds);
+  lk_bench_row("lk_hist_record, 1 thread", &cmp);
+  cmp = lk_bench_compare(base_atomic, NULL, counter_add, &c, rounds);
+  lk_bench_row("lk_counter_add, 1 thread", &cmp);
+  cmp = lk_bench_compare(base_atomic, NULL, hist_p99, &c, rounds);
+  lk_bench_row("lk_hist_percentile(99), min..max scan", &cmp);
+  lk_bench_header("histogram and counter record, 2 threads on one object (ns/op per thread)",
+                  "relaxed atomic add, 2 threads on one shared counter");
+  cmp = lk_bench_compare(run_two, &t_shared, run_two, &t_hist, rounds);
+  lk_bench_row("lk_hist_record, 2 threads, one histogram", &cmp);
+  cmp = lk_bench_compare(run_two, &t_shared, run_two, &t_ctr, rounds);
+  lk_bench_row("lk_counter_add, 2 threads, one counter", &cmp);
   lk_metrics_free(m);
   return 0;
 }

@@ -4,7 +4,8 @@
  * private counter (single thread) and on one shared counter (2 threads), the floor for any
  * lock-free shared object. Also the hedge decision and an adaptive-limit sample, for reference.
  *
- * Usage: bench_limiter_bulkhead [reps]   (default 15) */
+ * Each row runs in rounds interleaved with its baseline.
+ * Usage: bench_limiter_bulkhead [rounds=15] */
 #include <linkd/adaptive.h>
 #include <linkd/bulkhead.h>
 #include <linkd/error.h>
@@ -134,8 +135,11 @@ static void start_together(_Atomic int *ready) {
 
 static void *partner_main(void *p) {
   partner *pt = p;
+  lk_bench_pin(LK_BENCH_SECOND);
+  lk_bench_second_mark(0);
   start_together(pt->ready);
   pt->result = pt->j->body(pt->j->x, pt->iters, 1);
+  lk_bench_second_mark(1);
   return NULL;
 }
 
@@ -157,14 +161,16 @@ static uint64_t run_pair(void *p, uint64_t iters) {
   return r + pt.result;
 }
 
-static void row(const char *name, lk_bench_fn drive, ctx *x, body_fn body, int reps,
-                lk_bench_result base) {
+static void row(const char *name, lk_bench_fn drive, job *base, ctx *x, body_fn body, int rounds) {
   job j = {x, body};
-  lk_bench_print(name, lk_bench_run(drive, &j, reps), base);
+  lk_bench_cmp c = lk_bench_compare(drive, base, drive, &j, rounds);
+  lk_bench_row(name, &c);
 }
 
 int main(int argc, char **argv) {
-  int reps = argc > 1 ? atoi(argv[1]) : 15;
+  int rounds = argc > 1 ? atoi(argv[1]) : 15;
+  lk_bench_pin(LK_BENCH_MAIN);
+  lk_bench_print_placement("bench_limiter_bulkhead");
   static ctx x;
   lk_limiter_config lc = {1e9, INT64_C(1) << 40};
   lk_limiter_config rc = {1.0, 1};
@@ -191,25 +197,22 @@ int main(int argc, char **argv) {
          (double)g2 / (double)(2 * n));
 
   job jb = {&x, body_private_faa};
-  lk_bench_header("limiter / bulkhead: single thread");
-  lk_bench_result base1 = lk_bench_run(run_single, &jb, reps);
-  lk_bench_print("baseline: atomic fetch_add (private)", base1, base1);
-  row("lk_limiter_try_acquire (granted, CAS)", run_single, &x, body_limiter_grant, reps, base1);
-  row("lk_limiter_try_acquire (refused)", run_single, &x, body_limiter_refuse, reps, base1);
-  row("lk_limiter_reserve (granted)", run_single, &x, body_limiter_reserve, reps, base1);
-  row("lk_bulkhead_try_acquire + release", run_single, &x, body_bulkhead, reps, base1);
-  row("lk_hedge_decide (fixed delay)", run_single, &x, body_hedge, reps, base1);
-  row("lk_adaptive_record (gradient, mutex)", run_single, &x, body_adaptive, reps, base1);
+  lk_bench_header("limiter / bulkhead: single thread (ns/op)", "atomic fetch_add (private)");
+  row("lk_limiter_try_acquire (granted, CAS)", run_single, &jb, &x, body_limiter_grant, rounds);
+  row("lk_limiter_try_acquire (refused)", run_single, &jb, &x, body_limiter_refuse, rounds);
+  row("lk_limiter_reserve (granted)", run_single, &jb, &x, body_limiter_reserve, rounds);
+  row("lk_bulkhead_try_acquire + release", run_single, &jb, &x, body_bulkhead, rounds);
+  row("lk_hedge_decide (fixed delay)", run_single, &jb, &x, body_hedge, rounds);
+  row("lk_adaptive_record (gradient, mutex)", run_single, &jb, &x, body_adaptive, rounds);
 
   job js = {&x, body_shared_faa};
-  lk_bench_header("limiter / bulkhead: 2 threads on one shared object (ns/op per thread)");
-  lk_bench_result base2 = lk_bench_run(run_pair, &js, reps);
-  lk_bench_print("baseline: atomic fetch_add (shared, 2 thr)", base2, base2);
-  row("lk_limiter_try_acquire (granted, 2 thr)", run_pair, &x, body_limiter_grant, reps, base2);
-  row("lk_limiter_try_acquire (refused, 2 thr)", run_pair, &x, body_limiter_refuse, reps, base2);
-  row("lk_bulkhead_try_acquire + release (2 thr)", run_pair, &x, body_bulkhead, reps, base2);
-  row("lk_adaptive_record (2 thr)", run_pair, &x, body_adaptive, reps, base2);
-  printf("\n(ratio = median / the baseline of its table)\n");
+  lk_bench_header("limiter / bulkhead: 2 threads on one shared object (ns/op per thread)",
+                  "atomic fetch_add on one shared counter, 2 threads");
+  row("lk_limiter_try_acquire (granted, 2 thr)", run_pair, &js, &x, body_limiter_grant, rounds);
+  row("lk_limiter_try_acquire (refused, 2 thr)", run_pair, &js, &x, body_limiter_refuse, rounds);
+  row("lk_bulkhead_try_acquire + release (2 thr)", run_pair, &js, &x, body_bulkhead, rounds);
+  row("lk_adaptive_record (2 thr)", run_pair, &js, &x, body_adaptive, rounds);
+  printf("\n(ratio = per-round subject / baseline; median [min-max] over the rounds)\n");
 
   lk_adaptive_free(x.adaptive);
   lk_bulkhead_free(x.bh);

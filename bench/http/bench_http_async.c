@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* The asynchronous driver against raw curl multi: N requests with C in flight at once (default
- * 20 000 with 256 concurrent) on one thread against a loopback responder. Reports requests/s and
- * per-request latency percentiles for both, measured in the same run (alternating rounds).
- *   bench_http_async [requests=20000] [concurrency=256] [rounds=4] */
+ * 20 000 with 256 concurrent) on one thread against a loopback responder. Rounds interleave raw
+ * (the baseline) and liblinkd, alternating which goes first; each round gives one paired
+ * throughput ratio liblinkd / raw. Reports that ratio's median and min-max first, then requests/s
+ * and latency percentiles, and the CPUs client and server were on in each round (pin them with
+ * LINKD_BENCH_CPUS=client,server).
+ *   bench_http_async [requests=20000] [concurrency=256] [rounds=7] */
 #include "benchserver.h"
+#include "benchutil.h"
 
 #include <linkd/http.h>
 
 #include <curl/curl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,9 +136,11 @@ static double pct_ms(int64_t *v, size_t n, double q) {
 int main(int argc, char **argv) {
   int total = argc > 1 ? atoi(argv[1]) : 20000;
   int conc = argc > 2 ? atoi(argv[2]) : 256;
-  int rounds = argc > 3 ? atoi(argv[3]) : 4;
-  if (total < 1 || conc < 1 || rounds < 1)
+  int rounds = argc > 3 ? atoi(argv[3]) : 7;
+  if (total < 1 || conc < 1 || rounds < 1 || rounds > LK_BENCH_MAX_ROUNDS)
     return 2;
+  lk_bench_pin(LK_BENCH_MAIN);
+  lk_bench_print_placement("bench_http_async");
   benchserver srv;
   if (benchserver_start(&srv) != 0) {
     perror("benchserver");
@@ -149,35 +156,56 @@ int main(int argc, char **argv) {
 
   int64_t *lat[2] = {malloc(sizeof(int64_t) * (size_t)total * (size_t)rounds),
                      malloc(sizeof(int64_t) * (size_t)total * (size_t)rounds)};
-  double secs[2] = {0, 0};
+  double rps_round[2][LK_BENCH_MAX_ROUNDS], ratio[LK_BENCH_MAX_ROUNDS];
+  char where[LK_BENCH_MAX_ROUNDS][48];
   int fails[2] = {0, 0};
   size_t n[2] = {0, 0};
   for (int rd = 0; rd < rounds; rd++) {
+    int c0 = -1, c1 = -1, s1 = -1;
     for (int k = 0; k < 2; k++) {
       int side = (k + rd) % 2; /* alternate which goes first */
       run r = {.total = total, .lat = lat[side] + n[side]};
+      double secs;
+      int cpu0 = sched_getcpu();
       if (side == 0) {
-        secs[0] += raw_multi(url, total, conc, &r);
+        secs = raw_multi(url, total, conc, &r);
       } else {
         x.r = &r;
-        secs[1] += linkd_async(&x, total, conc);
+        secs = linkd_async(&x, total, conc);
+        c0 = cpu0;
+        c1 = sched_getcpu();
+        s1 = lk_bench_proc_cpu(srv.pid);
       }
+      rps_round[side][rd] = (double)r.done / secs;
       n[side] += (size_t)r.done;
       fails[side] += r.fails;
     }
+    ratio[rd] = rps_round[1][rd] / rps_round[0][rd];
+    if (c1 == c0)
+      snprintf(where[rd], sizeof where[rd], "%d/%d", c0, s1);
+    else /* the client moved during the run */
+      snprintf(where[rd], sizeof where[rd], "%d>%d/%d", c0, c1, s1);
   }
-  printf("async: %d requests x %d rounds, %d in flight, one thread, loopback\n", total, rounds,
-         conc);
-  printf("%-24s %12s %9s %9s %9s\n", "", "req/s", "p50", "p99", "p99.9");
+  lk_bench_stats rs = lk_bench_stats_of(ratio, rounds);
+  char buf[64];
+  lk_bench_fmt(buf, sizeof buf, rs, 3);
+  printf("async: %d requests x %d interleaved rounds, %d in flight, one thread, loopback\n", total,
+         rounds, conc);
+  printf("throughput ratio liblinkd / raw curl multi (per round): %s\n", buf);
+  printf("  per round:");
+  for (int rd = 0; rd < rounds; rd++)
+    printf(" %.3f", ratio[rd]);
+  printf("\n  cpus per round (client/server, liblinkd's run; server = CPU it last ran on):");
+  for (int rd = 0; rd < rounds; rd++)
+    printf(" %s", where[rd]);
+  printf("\n%-24s %-26s %9s %9s %9s\n", "", "req/s med [min-max]", "p50", "p99", "p99.9");
   const char *names[2] = {"raw curl multi", "liblinkd lk_http_submit"};
-  double rps[2];
   for (int s = 0; s < 2; s++) {
-    rps[s] = (double)n[s] / secs[s];
-    printf("%-24s %12.0f %6.2f ms %6.2f ms %6.2f ms\n", names[s], rps[s], pct_ms(lat[s], n[s], 50),
+    lk_bench_fmt(buf, sizeof buf, lk_bench_stats_of(rps_round[s], rounds), 0);
+    printf("%-24s %-26s %6.2f ms %6.2f ms %6.2f ms\n", names[s], buf, pct_ms(lat[s], n[s], 50),
            pct_ms(lat[s], n[s], 99), pct_ms(lat[s], n[s], 99.9));
   }
-  printf("throughput ratio liblinkd / raw: %.3f; failures raw %d, liblinkd %d\n", rps[1] / rps[0],
-         fails[0], fails[1]);
+  printf("failures raw %d, liblinkd %d\n", fails[0], fails[1]);
   lk_http_request_free(x.req);
   lk_http_client_free(x.c);
   benchserver_stop(&srv);

@@ -7,13 +7,17 @@
  *   linkd-bare      lk_http_call with Linkd-Deadline / Linkd-Attempt off     (ratio vs raw)
  *   raw+headers     curl_easy_perform sending the same two headers, rebuilt per request
  *   linkd           lk_http_call with the default policy (both headers)      (ratio vs raw+headers)
- * Also prints the median of per-round paired ratios (robust to the VM's speed drifting between
- * rounds). Goal: ratio <= 1.03.  Usage: bench_http_seq [per-variant=10000] [rounds=20] */
+ * Leads with the per-round paired ratios (median and min-max; robust to the VM's speed drifting
+ * between rounds), then absolute times, then the CPUs client and server were on in each round
+ * (pin them with LINKD_BENCH_CPUS=client,server). Goal: ratio <= 1.03.
+ * Usage: bench_http_seq [per-variant=10000] [rounds=20] */
 #include "benchserver.h"
+#include "benchutil.h"
 
 #include <linkd/http.h>
 
 #include <curl/curl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,16 +91,6 @@ static double pct(int64_t *v, size_t n, double q) {
   return (double)v[i] / 1e3;
 }
 
-static int cmpd(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmpd);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 #define NV 4
 static const char *const names[NV] = {"raw libcurl", "liblinkd (no prop. headers)",
                                       "raw libcurl + 2 headers", "liblinkd (default policy)"};
@@ -105,8 +99,10 @@ static void (*const fns[NV])(ctx *) = {raw_plain, linkd_bare, raw_headers, linkd
 int main(int argc, char **argv) {
   int total = argc > 1 ? atoi(argv[1]) : 10000;
   int rounds = argc > 2 ? atoi(argv[2]) : 20;
-  if (rounds < 1 || total < rounds)
+  if (rounds < 1 || rounds > LK_BENCH_MAX_ROUNDS || total < rounds)
     return 2;
+  lk_bench_pin(LK_BENCH_MAIN);
+  lk_bench_print_placement("bench_http_seq");
   int per = total / rounds;
   benchserver srv;
   if (benchserver_start(&srv) != 0) {
@@ -140,7 +136,9 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 500; i++) /* warm-up: connections, caches, page faults */
     for (int v = 0; v < NV; v++)
       fns[v](&x);
+  int cpu_start[LK_BENCH_MAX_ROUNDS], cpu_end[LK_BENCH_MAX_ROUNDS], cpu_srv[LK_BENCH_MAX_ROUNDS];
   for (int r = 0; r < rounds; r++) {
+    cpu_start[r] = sched_getcpu();
     for (int k = 0; k < NV; k++) {
       int v = (k + r) % NV; /* rotate the order so none always runs first */
       int64_t t0 = lk_now_ns();
@@ -151,31 +149,44 @@ int main(int argc, char **argv) {
       }
       per_round[v][r] = (double)(lk_now_ns() - t0) / per;
     }
+    cpu_end[r] = sched_getcpu();
+    cpu_srv[r] = lk_bench_proc_cpu(srv.pid);
   }
   /* Paired ratios: within one round the variants run back to back, so a drift of the VM's speed
-   * between rounds cancels out; their median is the steadier estimate. (Computed before median()
-   * sorts per_round in place.) */
+   * between rounds cancels out; their median is the steadier estimate. */
   double *pair_bare = malloc(sizeof(double) * (size_t)rounds);
   double *pair_full = malloc(sizeof(double) * (size_t)rounds);
   for (int r = 0; r < rounds; r++) {
     pair_bare[r] = per_round[1][r] / per_round[0][r];
     pair_full[r] = per_round[3][r] / per_round[2][r];
   }
-  double med[NV];
+  char bb[64], bf[64];
+  lk_bench_fmt(bb, sizeof bb, lk_bench_stats_of(pair_bare, rounds), 3);
+  lk_bench_fmt(bf, sizeof bf, lk_bench_stats_of(pair_full, rounds), 3);
   printf("sequential keep-alive GETs on loopback: %d per variant, %d interleaved rounds\n",
          per * rounds, rounds);
-  printf("%-30s %12s %10s %10s\n", "", "median/op", "p50", "p99");
+  printf("ratio liblinkd / raw libcurl, per-round paired, median [min-max]:\n");
+  printf("  no extra headers:  %s\n  same 2 headers:    %s\n", bb, bf);
+  printf("  cpus per round (client/server; server = CPU it last ran on):");
+  for (int r = 0; r < rounds; r++) {
+    if (cpu_start[r] == cpu_end[r])
+      printf(" %d/%d", cpu_start[r], cpu_srv[r]);
+    else
+      printf(" %d>%d/%d", cpu_start[r], cpu_end[r], cpu_srv[r]);
+  }
+  printf("\n%-30s %-26s %10s %10s\n", "", "us/op med [min-max]", "p50", "p99");
+  double med[NV];
   for (int v = 0; v < NV; v++) {
-    med[v] = median(per_round[v], rounds);
-    printf("%-30s %9.2f us %7.2f us %7.2f us\n", names[v], med[v] / 1e3, pct(lat[v], nlat[v], 50),
+    lk_bench_stats st = lk_bench_stats_of(per_round[v], rounds);
+    med[v] = st.median;
+    st.median /= 1e3, st.min /= 1e3, st.max /= 1e3;
+    lk_bench_fmt(bb, sizeof bb, st, 2);
+    printf("%-30s %-26s %7.2f us %7.2f us\n", names[v], bb, pct(lat[v], nlat[v], 50),
            pct(lat[v], nlat[v], 99));
   }
-  printf("ratio liblinkd / raw libcurl, no extra headers:  %.3f (%+.2f us per call)\n",
-         med[1] / med[0], (med[1] - med[0]) / 1e3);
-  printf("ratio liblinkd / raw libcurl, same 2 headers:     %.3f (%+.2f us per call)\n",
-         med[3] / med[2], (med[3] - med[2]) / 1e3);
-  printf("median of per-round paired ratios: no extra headers %.3f, same 2 headers %.3f\n",
-         median(pair_bare, rounds), median(pair_full, rounds));
+  printf("ratio of medians: no extra headers %.3f (%+.2f us per call), same 2 headers %.3f "
+         "(%+.2f us)\n",
+         med[1] / med[0], (med[1] - med[0]) / 1e3, med[3] / med[2], (med[3] - med[2]) / 1e3);
   printf("goal <= 1.03; failures %d\n", x.fails);
   free(pair_bare);
   free(pair_full);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "benchserver.h"
+#include "benchutil.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -106,6 +107,8 @@ int benchserver_start(benchserver *s) {
     return -1;
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* The server is the "second" role of LINKD_BENCH_CPUS (the client is the main thread). */
+    lk_bench_pin(LK_BENCH_SECOND);
     close(pipefd[1]);
     serve(lfd, pipefd[0]);
   }
