@@ -119,9 +119,9 @@ static int64_t breaker_wait_until(const lk_call *k, int64_t now) {
     return 0;
   int64_t at = lk_breaker_retry_at(p->breaker, now);
   if (at == LK_BREAKER_RETRY_UNKNOWN || at <= now) /* probes out: their outcome decides */
-    at = now > INT64_MAX - LK_BREAKER_POLL ? INT64_MAX : now + LK_BREAKER_POLL;
+    at = lk_sat_add(now, LK_BREAKER_POLL);
   int64_t need = p->retry.cfg.min_attempt > 0 ? p->retry.cfg.min_attempt : LK_MS(1);
-  if (at >= k->deadline || k->deadline - at < need)
+  if (at >= k->deadline || lk_sat_sub(k->deadline, at) < need)
     return 0;
   return at;
 }
