@@ -14,8 +14,11 @@ PKGS=(
   prometheus                                                   # promtool: validates /metrics output
   cppcheck                                                     # static analysis of the core
   curl python3 openssl                                         # test drivers (openssl: a TLS cert)
+  libpq-dev postgresql                                         # libraryd on PostgreSQL; tests start one
+  libhiredis-dev redis-server                                  # fleet-wide limits; tests start one
+  libuv1-dev libhttp-parser-dev                                # linkd serve: event loop, HTTP/1 parser
 )
-OPTIONAL=(wrk nginx hyperfine)                                 # benchmarks only
+OPTIONAL=(wrk nginx haproxy hyperfine)                         # benchmarks only
 
 want=("${PKGS[@]}")
 [ "${LINKD_BENCH_DEPS:-0}" = 1 ] && want+=("${OPTIONAL[@]}")
