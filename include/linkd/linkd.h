@@ -16,6 +16,7 @@
 #include <linkd/deadline.h>
 #include <linkd/duration.h>
 #include <linkd/error.h>
+#include <linkd/event.h>
 #include <linkd/failure.h>
 #include <linkd/hedge.h>
 #include <linkd/hist.h>
