@@ -109,23 +109,6 @@ static void refuse(lk_call *k, int64_t now, lk_failure kind, int err) {
   lk__call_finish(k, err, kind, a ? a->reason : lk_strerror(err));
 }
 
-/* When a call the breaker refused may ask again, or 0 to fail now. A refusal is a request that
- * was never sent, and the breaker knows when its next probe goes out: a call with time to spare
- * waits for that moment (as it waits for a Retry-After) instead of failing at once; the breaker
- * still admits only its probes, so waiting adds no load. */
-static int64_t breaker_wait_until(const lk_call *k, int64_t now) {
-  const lk_http_policy *p = &k->pol;
-  if (!p->breaker_wait)
-    return 0;
-  int64_t at = lk_breaker_retry_at(p->breaker, now);
-  if (at == LK_BREAKER_RETRY_UNKNOWN || at <= now) /* probes out: their outcome decides */
-    at = lk_sat_add(now, LK_BREAKER_POLL);
-  int64_t need = p->retry.cfg.min_attempt > 0 ? p->retry.cfg.min_attempt : LK_MS(1);
-  if (at >= k->deadline || lk_sat_sub(k->deadline, at) < need)
-    return 0;
-  return at;
-}
-
 void lk__call_try_start(lk_call *k, int64_t now) {
   lk_http_policy *p = &k->pol;
   if (lk_http_cancel_fired(k->cancel)) {
@@ -200,7 +183,8 @@ void lk__call_try_start(lk_call *k, int64_t now) {
   }
   if (lk__breaker_acquire(p->breaker, &k->prot, now) != LK_OK) {
     release_slot(k); /* nothing is held while waiting for the breaker */
-    int64_t at = breaker_wait_until(k, now);
+    int64_t at = lk__breaker_wait_until(p->breaker, p->breaker_wait, now, k->deadline,
+                                        p->retry.cfg.min_attempt);
     if (at > 0) {
       k->timer_at = at;
       return;
@@ -280,19 +264,6 @@ static bool status_kind(lk_failure k) {
   lk_failure s = lk_failure_seed_kind(k);
   return s == LK_F_SERVER_5XX || s == LK_F_CLIENT_4XX || s == LK_F_TOO_MANY_REQUESTS ||
          k == LK_F_RESULT_RETRYABLE;
-}
-
-static int err_for(const lk_decision *d, lk_failure kind, bool have_status) {
-  switch (d->reason) {
-  case LK_REASON_NOT_RETRYABLE:
-    return have_status && status_kind(kind) ? LK_EHTTP : LK_ENOTRETRYABLE;
-  case LK_REASON_ATTEMPTS:
-    return LK_EATTEMPTS;
-  case LK_REASON_BUDGET:
-    return LK_EBUDGET;
-  default:
-    return LK_EDEADLINE;
-  }
 }
 
 /* Fills the evidence of the attempt that just ended. */
@@ -468,23 +439,7 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
     finish_at(k, now, a->oom ? LK_ENOMEM : LK_ETOOBIG, kind, info->reason);
     return;
   }
-  lk_rand *rng = k->rng;
-  if (lk_retry_decide(&p->retry, &at, d->remaining, rng, d) != LK_OK) {
-    d->retry = false;
-    d->reason = LK_REASON_NOT_RETRYABLE;
-  }
-  /* no time left at all: say so, rather than "delay 30ms >= remaining -1ms" */
-  if (d->remaining <= 0 && (d->retry || d->reason == LK_REASON_DELAY_TOO_LONG ||
-                            d->reason == LK_REASON_NO_TIME_FOR_ATTEMPT)) {
-    d->retry = false;
-    d->delay = 0;
-    d->reason = LK_REASON_DEADLINE;
-  }
-  if (d->retry && lk__budget_retry(p->budget, &k->prot, now, lk__kind_is_timeout(kind)) != LK_OK) {
-    d->retry = false;
-    d->delay = 0;
-    d->reason = LK_REASON_BUDGET;
-  }
+  lk__decide(&p->retry, &at, d->remaining, k->rng, p->budget, &k->prot, now, d);
   lk_decision_format(d, info->reason, sizeof info->reason);
   notify_attempt(k, info);
   if (d->retry) {
@@ -492,7 +447,8 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
     k->timer_at = lk_sat_add(now, d->delay);
     return;
   }
-  finish_at(k, now, err_for(d, kind, ev.status != 0), kind, info->reason);
+  int not_retryable = ev.status != 0 && status_kind(kind) ? LK_EHTTP : LK_ENOTRETRYABLE;
+  finish_at(k, now, lk__stop_err(d, not_retryable), kind, info->reason);
 }
 
 void lk__call_abort(lk_call *k) {

@@ -10,7 +10,6 @@ typedef struct lk_origin lk_origin;
 
 #define LK_ORIGIN_MAX 1024    /* origins with default protection per client */
 #define LK_ORIGIN_KEY_MAX 264 /* "scheme://host:port" */
-#define LK_BREAKER_POLL LK_MS(5) /* re-ask a breaker whose probes are all out this often */
 
 /* A pooled easy handle. Callbacks get the wrapper (set once), which points at the current call,
  * so per-call options need re-setting only when the request or the policy's options change. */
