@@ -108,3 +108,59 @@ int lk__stop_err(const lk_decision *d, int not_retryable) {
   default: return LK_EDEADLINE;
   }
 }
+
+int lk__slot_acquire(lk_slot *s, lk_bulkhead *b, int64_t now, int64_t deadline,
+                     int64_t pool_timeout, void (*notify)(void *ud), void *ud, int64_t *until,
+                     int64_t *waited, lk_failure *kind) {
+  if (s->start == INT64_MIN)
+    s->start = now;
+  int64_t limit = deadline;
+  int64_t pool_end = lk_sat_add(s->start, pool_timeout);
+  if (pool_timeout > 0 && pool_end < limit)
+    limit = pool_end;
+  int rc;
+  if (!s->queued) {
+    atomic_store(&s->granted, false);
+    rc = lk_bulkhead_enqueue(b, &s->w, notify, ud);
+    s->queued = rc == LK_EAGAIN;
+  } else if (atomic_load(&s->granted) && lk_bulkhead_waiter_granted(b, &s->w)) {
+    /* (the locked check also waits for the notification to finish with this call) */
+    s->queued = false;
+    rc = LK_OK;
+  } else if (now >= limit) {
+    s->queued = false;
+    rc = lk_bulkhead_waiter_cancel(b, &s->w) ? LK_EDEADLINE : LK_OK;
+  } else {
+    rc = LK_EAGAIN;
+  }
+  if (rc == LK_EAGAIN) {
+    *until = limit;
+    return LK_EAGAIN;
+  }
+  if (rc == LK_EBULKHEAD_FULL) {
+    s->start = INT64_MIN;
+    *kind = LK_F_BULKHEAD_FULL;
+    return LK_EBULKHEAD_FULL;
+  }
+  if (rc != LK_OK) {
+    s->start = INT64_MIN;
+    *kind = limit == deadline ? LK_F_DEADLINE_EXCEEDED : LK_F_POOL_TIMEOUT;
+    return limit == deadline ? LK_EDEADLINE : LK_EBULKHEAD_FULL;
+  }
+  s->held = true;
+  *waited = lk_sat_sub(now, s->start);
+  s->start = INT64_MIN;
+  return LK_OK;
+}
+
+void lk__slot_release(lk_slot *s, lk_bulkhead *b) {
+  if (s->queued) {
+    s->queued = false;
+    if (!lk_bulkhead_waiter_cancel(b, &s->w))
+      s->held = true; /* granted meanwhile: given back below */
+  }
+  if (s->held) {
+    lk_bulkhead_release(b);
+    s->held = false;
+  }
+}

@@ -16,6 +16,8 @@
 #include <linkd/rand.h>
 #include <linkd/retry.h>
 
+#include <stdatomic.h>
+
 /* A call refused by a breaker whose probes are all out asks again this often. */
 #define LK_BREAKER_POLL LK_MS(5)
 
@@ -37,6 +39,30 @@ void lk__breaker_record(lk_breaker *b, lk_prot *ps, int64_t now, int64_t duratio
 void lk__breaker_release(lk_breaker *b, lk_prot *ps);
 /* Copies budget and breaker state into the call metrics (gauges), when both are set. */
 void lk__cm_protection_state(lk_call_metrics *m, lk_budget *b, lk_breaker *br, int64_t now);
+
+/* A call's hold on a bulkhead slot, or its place in the bulkhead's FIFO queue (shared with
+ * blocking acquirers) while it waits without blocking. Zero it, then set start = INT64_MIN. */
+typedef struct lk_slot {
+  int64_t start;             /* when the wait began; INT64_MIN: not waiting */
+  bool held, queued;         /* a slot is held / `w` is in the queue */
+  _Atomic bool granted;      /* set by the grant notification (another thread, maybe) */
+  lk_bulkhead_waiter w;
+} lk_slot;
+
+/* One step of getting a slot without blocking. LK_OK: held (*waited = ns spent queued, for the
+ * metrics). LK_EAGAIN: queued; come back at *until (the end of pool_timeout or the deadline) or
+ * when notify(ud) runs (on the releasing thread, bulkhead lock held: it must only signal). Any
+ * other return is a refusal, nothing held: LK_EBULKHEAD_FULL with *kind BULKHEAD_FULL (queue
+ * full) or POOL_TIMEOUT (pool_timeout passed), LK_EDEADLINE with DEADLINE_EXCEEDED. */
+int lk__slot_acquire(lk_slot *s, lk_bulkhead *b, int64_t now, int64_t deadline,
+                     int64_t pool_timeout, void (*notify)(void *ud), void *ud, int64_t *until,
+                     int64_t *waited, lk_failure *kind);
+/* Whether a queued wait has been granted and is due now (cheap; no lock). */
+static inline bool lk__slot_due(lk_slot *s) {
+  return s->queued && atomic_load(&s->granted);
+}
+/* Gives back the slot or leaves the queue, whichever applies. */
+void lk__slot_release(lk_slot *s, lk_bulkhead *b);
 
 /* Whether a kind is a timeout (for budgets and metrics). */
 bool lk__kind_is_timeout(lk_failure k);

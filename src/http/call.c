@@ -24,17 +24,7 @@ static void notify_attempt(const lk_call *k, const lk_http_attempt_info *a) {
     k->pol.on_attempt(k->pol.on_attempt_ctx, a);
 }
 
-static void release_slot(lk_call *k) {
-  if (k->bulkhead_queued) {
-    k->bulkhead_queued = false;
-    if (!lk_bulkhead_waiter_cancel(k->pol.bulkhead, &k->bw))
-      k->bulkhead_held = true; /* granted meanwhile: given back below */
-  }
-  if (k->bulkhead_held) {
-    lk_bulkhead_release(k->pol.bulkhead);
-    k->bulkhead_held = false;
-  }
-}
+static void release_slot(lk_call *k) { lk__slot_release(&k->slot, k->pol.bulkhead); }
 
 /* lk__call_finish with the current time already read */
 static void finish_at(lk_call *k, int64_t now, int err, lk_failure kind, const char *stop) {
@@ -87,7 +77,7 @@ void lk__call_finish(lk_call *k, int err, lk_failure kind, const char *stop) {
  * lock held; the call cannot end meanwhile (ending it cancels the wait under that lock). */
 static void bulkhead_granted(void *ud) {
   lk_call *k = ud;
-  atomic_store(&k->bulkhead_granted, true);
+  atomic_store(&k->slot.granted, true);
   lk__client_notify(k->cl);
 }
 
@@ -121,52 +111,25 @@ void lk__call_try_start(lk_call *k, int64_t now) {
     lk__call_finish(k, LK_EDEADLINE, LK_F_DEADLINE_EXCEEDED, "deadline exceeded");
     return;
   }
-  if (p->bulkhead && !k->bulkhead_held) {
+  if (p->bulkhead && !k->slot.held) {
     /* A slot, or a place in the bulkhead's FIFO queue shared with blocking acquirers: the grant
      * arrives through bulkhead_granted(); the timer covers pool_timeout and the deadline. */
-    if (k->bulkhead_wait_start == INT64_MIN)
-      k->bulkhead_wait_start = now;
-    int64_t limit = k->deadline;
-    int64_t pool_end = lk_sat_add(k->bulkhead_wait_start, p->pool_timeout);
-    if (p->pool_timeout > 0 && pool_end < limit)
-      limit = pool_end;
-    int rc;
-    if (!k->bulkhead_queued) {
-      atomic_store(&k->bulkhead_granted, false);
-      rc = lk_bulkhead_enqueue(p->bulkhead, &k->bw, bulkhead_granted, k);
-      k->bulkhead_queued = rc == LK_EAGAIN;
-    } else if (atomic_load(&k->bulkhead_granted) &&
-               lk_bulkhead_waiter_granted(p->bulkhead, &k->bw)) {
-      /* (the locked check also waits for the notification to finish with this call) */
-      k->bulkhead_queued = false;
-      rc = LK_OK;
-    } else if (now >= limit) {
-      k->bulkhead_queued = false;
-      rc = lk_bulkhead_waiter_cancel(p->bulkhead, &k->bw) ? LK_EDEADLINE : LK_OK;
-    } else {
-      rc = LK_EAGAIN;
-    }
+    int64_t until = 0, waited = 0;
+    lk_failure kind = LK_F_NONE;
+    int rc = lk__slot_acquire(&k->slot, p->bulkhead, now, k->deadline, p->pool_timeout,
+                              bulkhead_granted, k, &until, &waited, &kind);
     if (rc == LK_EAGAIN) {
-      k->timer_at = limit;
-      return;
-    }
-    if (rc == LK_EBULKHEAD_FULL) {
-      refuse(k, now, LK_F_BULKHEAD_FULL, LK_EBULKHEAD_FULL);
+      k->timer_at = until;
       return;
     }
     if (rc != LK_OK) {
-      if (limit == k->deadline)
-        refuse(k, now, LK_F_DEADLINE_EXCEEDED, LK_EDEADLINE);
-      else
-        refuse(k, now, LK_F_POOL_TIMEOUT, LK_EBULKHEAD_FULL);
+      refuse(k, now, kind, rc);
       return;
     }
-    k->bulkhead_held = true;
     if (p->metrics) {
-      lk_call_metrics_bulkhead_wait(p->metrics, lk_sat_sub(now, k->bulkhead_wait_start));
+      lk_call_metrics_bulkhead_wait(p->metrics, waited);
       lk_call_metrics_bulkhead_queue_depth(p->metrics, lk_bulkhead_queue_depth(p->bulkhead));
     }
-    k->bulkhead_wait_start = INT64_MIN;
   }
   if (p->limiter && !k->limiter_reserved) {
     int64_t w = lk_limiter_reserve(p->limiter, now, remaining);
@@ -216,7 +179,7 @@ void lk__call_try_start(lk_call *k, int64_t now) {
 int64_t lk__call_next_timer(lk_call *k, lk_timer_kind *which) {
   if (k->state == LK_CALL_WAIT) {
     *which = LK_TIMER_NONE;
-    if (k->bulkhead_queued && atomic_load(&k->bulkhead_granted))
+    if (lk__slot_due(&k->slot))
       return INT64_MIN; /* a slot is waiting for it: due now */
     return k->timer_at;
   }

@@ -52,11 +52,8 @@ struct lk_call {
   int64_t t0, deadline, timer_at; /* clock ns; timer_at: next try to start an attempt */
   int number;                     /* attempts started */
   int64_t prev_delay;
-  int64_t bulkhead_wait_start;    /* INT64_MIN: not waiting */
-  bool bulkhead_held, limiter_reserved;
-  bool bulkhead_queued;          /* `bw` is in the bulkhead's FIFO queue */
-  _Atomic bool bulkhead_granted; /* set by the grant notification (another thread, maybe) */
-  lk_bulkhead_waiter bw;
+  lk_slot slot; /* bulkhead slot or place in its queue */
+  bool limiter_reserved;
   lk_prot prot; /* breaker permit, budget ticket */
   bool https, unsafe, key_in_request;
   lk_easy *ex;
