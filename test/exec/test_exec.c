@@ -11,6 +11,7 @@
 #include <linkd/linkd.h>
 
 #include "fake_clock.h"
+#include "testutil.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -574,6 +575,40 @@ static void test_invalid(void **state) {
   assert_int_equal(f.tl[1].number, 0);
 }
 
+/* A synchronous call with retries, protections and events allocates nothing (after the first
+ * call has registered its failure kind's series). */
+static void test_no_allocation(void **state) {
+  (void)state;
+  lk_metrics *m = lk_metrics_new();
+  lk_call_metrics *cm = lk_call_metrics_new(m, "alloc");
+  lk_budget_ratio_config rc;
+  lk_budget_ratio_config_init_default(&rc);
+  lk_budget *b = NULL;
+  assert_int_equal(lk_budget_new_ratio(&rc, &b, NULL), LK_OK);
+  lk_breaker_config bc;
+  lk_breaker_config_init_default(&bc);
+  lk_breaker *br = NULL;
+  assert_int_equal(lk_breaker_new(&bc, &br, NULL), LK_OK);
+  static const step steps[] = {{LK_F_CONNECT_REFUSED, false, -1, LK_MS(1)}, OK_STEP(1)};
+  fix f;
+  for (int i = 0; i < 2; i++) {
+    fix_init(&f, steps, 2);
+    f.pol.metrics = cm;
+    f.pol.budget = b;
+    f.pol.breaker = br;
+    if (i == 1)
+      lk_test_alloc_count_start();
+    assert_int_equal(fix_run(&f), LK_OK);
+    if (i == 1)
+      assert_int_equal(lk_test_alloc_count_stop(), 0);
+  }
+  assert_int_equal(f.res.attempts, 2);
+  lk_breaker_free(br);
+  lk_budget_free(b);
+  lk_call_metrics_free(cm);
+  lk_metrics_free(m);
+}
+
 /* --- asynchronous calls: a scripted loop ------------------------------------------------- */
 
 typedef struct aloop {
@@ -720,6 +755,7 @@ int main(void) {
       cmocka_unit_test(test_cancel),
       cmocka_unit_test(test_traceparent_per_attempt),
       cmocka_unit_test(test_invalid),
+      cmocka_unit_test(test_no_allocation),
       cmocka_unit_test(test_async),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
