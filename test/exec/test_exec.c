@@ -621,6 +621,7 @@ typedef struct aloop {
   bool done;
   lk_exec_result res;
   int expired;
+  int wakes;
 } aloop;
 
 static void a_start(void *ctx, lk_exec_call *call, const lk_exec_attempt *a) {
@@ -740,6 +741,96 @@ static void test_async(void **state) {
   assert_null(call);
 }
 
+static void a_wake(void *ctx, lk_exec_call *call) {
+  aloop *l = ctx;
+  assert_ptr_equal(call, l->call);
+  l->wakes++;
+}
+
+/* An asynchronous call queued for a bulkhead slot is told through loop.wake when the slot is
+ * handed over; a token fired while it waits ends it at its next step; an abort during an
+ * attempt ends it when the attempt reports. */
+static void test_async_bulkhead_cancel_abort(void **state) {
+  (void)state;
+  lk_fake_clock fc;
+  lk_fake_clock_init(&fc, LK_SEC(5));
+  lk_exec_policy p;
+  lk_exec_policy_init_default(&p);
+  p.clock = &fc.base;
+  lk_bulkhead_config hc = {1, 4};
+  lk_bulkhead *bh = NULL;
+  assert_int_equal(lk_bulkhead_new(&hc, &bh, NULL), LK_OK);
+  assert_int_equal(lk_bulkhead_try_acquire(bh), LK_OK);
+  p.bulkhead = bh;
+  p.pool_timeout = LK_MS(500);
+  aloop l = {.fc = &fc, .timer = -2};
+  lk_exec_loop loop = {a_start, a_timer, NULL, a_wake, &l};
+  lk_exec_call *call = NULL;
+  assert_int_equal(lk_exec_start(&p, &loop, NULL, NULL, 0, a_done, &l, &call), LK_OK);
+  l.call = call;
+  assert_int_equal(lk_exec_timer(call), LK_OK);
+  assert_int_equal(l.starts, 0);
+  assert_int_equal(l.timer, LK_MS(500)); /* queued: back at the end of pool_timeout */
+  assert_int_equal(lk_bulkhead_queue_depth(bh), 1);
+  lk_fake_clock_advance(&fc, LK_MS(20));
+  lk_bulkhead_release(bh); /* hands the slot over: wake runs here */
+  assert_int_equal(l.wakes, 1);
+  assert_int_equal(lk_exec_timer(call), LK_OK);
+  assert_int_equal(l.starts, 1);
+  assert_int_equal(lk_bulkhead_in_use(bh), 1);
+  lk_exec_outcome ok = {LK_F_NONE, true, -1};
+  assert_int_equal(lk_exec_attempt_end(call, &ok), LK_OK);
+  assert_true(l.done);
+  assert_int_equal(l.res.err, LK_OK);
+  assert_int_equal(lk_bulkhead_in_use(bh), 0);
+
+  /* queued past pool_timeout: refused as POOL_TIMEOUT, nothing held */
+  assert_int_equal(lk_bulkhead_try_acquire(bh), LK_OK);
+  aloop l2 = {.fc = &fc, .timer = -2};
+  loop.ctx = &l2;
+  lk_exec_attempt_info tl[2];
+  assert_int_equal(lk_exec_start(&p, &loop, NULL, tl, 2, a_done, &l2, &call), LK_OK);
+  assert_int_equal(lk_exec_timer(call), LK_OK);
+  lk_fake_clock_advance(&fc, LK_MS(500));
+  assert_int_equal(lk_exec_timer(call), LK_OK);
+  assert_true(l2.done);
+  assert_int_equal(l2.res.err, LK_EBULKHEAD_FULL);
+  assert_int_equal(l2.res.failure, LK_F_POOL_TIMEOUT);
+  assert_true(tl[0].refused);
+  assert_int_equal(lk_bulkhead_queue_depth(bh), 0);
+  lk_bulkhead_release(bh);
+
+  /* a token fired during the retry delay: the next step ends the call */
+  p.bulkhead = NULL;
+  lk_cancel *c = lk_cancel_new();
+  aloop l3 = {.fc = &fc, .timer = -2};
+  loop.ctx = &l3;
+  assert_int_equal(lk_exec_start(&p, &loop, c, NULL, 0, a_done, &l3, &call), LK_OK);
+  assert_int_equal(lk_exec_timer(call), LK_OK);
+  lk_exec_outcome refused = {LK_F_CONNECT_REFUSED, false, -1};
+  assert_int_equal(lk_exec_attempt_end(call, &refused), LK_OK);
+  assert_false(l3.done);
+  lk_cancel_fire(c);
+  assert_int_equal(lk_exec_timer(call), LK_OK); /* early, but cancelled */
+  assert_true(l3.done);
+  assert_int_equal(l3.res.err, LK_ECANCELED);
+  assert_int_equal(l3.starts, 1);
+  lk_cancel_free(c);
+
+  /* abort while an attempt runs: it ends when the attempt reports its failure */
+  aloop l4 = {.fc = &fc, .timer = -2};
+  loop.ctx = &l4;
+  assert_int_equal(lk_exec_start(&p, &loop, NULL, NULL, 0, a_done, &l4, &call), LK_OK);
+  assert_int_equal(lk_exec_timer(call), LK_OK);
+  assert_int_equal(lk_exec_abort(call), LK_OK);
+  assert_false(l4.done);
+  assert_int_equal(lk_exec_attempt_end(call, &refused), LK_OK);
+  assert_true(l4.done);
+  assert_int_equal(l4.res.err, LK_ECANCELED);
+  assert_int_equal(l4.res.failure, LK_F_CANCELLED);
+  lk_bulkhead_free(bh);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_success_first_attempt),
@@ -757,6 +848,7 @@ int main(void) {
       cmocka_unit_test(test_invalid),
       cmocka_unit_test(test_no_allocation),
       cmocka_unit_test(test_async),
+      cmocka_unit_test(test_async_bulkhead_cancel_abort),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
