@@ -62,8 +62,8 @@ static struct timeval tv_of(int64_t ns) {
 
 /* Error replies the server sends without having run the command. */
 static bool refused_before_running(const char *s) {
-  static const char *const prefixes[] = {"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN",
-                                         "CLUSTERDOWN", "OOM"};
+  static const char *const prefixes[] = {"LOADING",  "BUSY",        "MASTERDOWN",
+                                         "TRYAGAIN", "CLUSTERDOWN", "OOM"};
   for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
     size_t n = strlen(prefixes[i]);
     if (!strncmp(s, prefixes[i], n) && (s[n] == ' ' || s[n] == '\0'))

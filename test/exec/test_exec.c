@@ -123,7 +123,8 @@ static void fix_init(fix *f, const step *steps, int n) {
 
 static int fix_run(fix *f) { return lk_exec_run(&f->pol, scripted, &f->sc, NULL, &f->res); }
 
-#define OK_STEP(t) {LK_F_NONE, true, -1, (t)}
+#define OK_STEP(t)                                                                                 \
+  { LK_F_NONE, true, -1, (t) }
 
 /* --- tests --------------------------------------------------------------------------------- */
 
@@ -366,8 +367,7 @@ static void test_breaker_wait_for_probe(void **state) {
   assert_int_equal(w->u.wait.waited, LK_MS(500));
   /* OPEN -> HALF_OPEN on the probe, HALF_OPEN -> CLOSED on its success */
   assert_int_equal(count_ev(&f.log, LK_EV_BREAKER_TRANSITION), 2);
-  assert_int_equal(find_ev(&f.log, LK_EV_BREAKER_TRANSITION, 1)->u.breaker.to,
-                   LK_BREAKER_CLOSED);
+  assert_int_equal(find_ev(&f.log, LK_EV_BREAKER_TRANSITION, 1)->u.breaker.to, LK_BREAKER_CLOSED);
   lk_breaker_free(br);
 }
 
@@ -493,7 +493,8 @@ static void test_fallback(void **state) {
   assert_int_equal(s.attempts, 2);
   char *text = NULL;
   assert_int_equal(lk_metrics_render(m, &text, NULL), LK_OK);
-  assert_non_null(strstr(text, "linkd_client_fallbacks_total{client=\"exec\",cause=\"ENOTRETRYABLE\"} 1"));
+  assert_non_null(
+      strstr(text, "linkd_client_fallbacks_total{client=\"exec\",cause=\"ENOTRETRYABLE\"} 1"));
   free(text);
   lk_call_metrics_free(cm);
   lk_metrics_free(m);

@@ -109,8 +109,9 @@ static void test_pg(void **state) {
   assert_non_null(strstr(p.err, "sent=1"));
   assert_non_null(strstr(p.err, "ENOTRETRYABLE"));
   /* ...unless the statement is idempotent */
-  char *term_i[] = {EXEC_PG_PATH, "-v", "-i", "-n", "3", ci,
-                    "SELECT pg_terminate_backend(pg_backend_pid())", NULL};
+  char *term_i[] = {
+      EXEC_PG_PATH, "-v", "-i", "-n", "3", ci, "SELECT pg_terminate_backend(pg_backend_pid())",
+      NULL};
   assert_int_equal(run(&p, term_i), 1);
   assert_int_equal(count(p.err, "attempt "), 3);
   assert_non_null(strstr(p.err, "EATTEMPTS"));
@@ -159,23 +160,23 @@ static void test_redis(void **state) {
   assert_non_null(strstr(p.err, "CLIENT_4XX"));
 
   /* no reply within the attempt's 200 ms (the server blocks for 2 s): sent, not retried... */
-  char *blpop[] = {EXEC_REDIS_PATH, "-v", "-t", "200", "127.0.0.1", port,
-                   "BLPOP", "nolist", "2", NULL};
+  char *blpop[] = {EXEC_REDIS_PATH, "-v",     "-t", "200", "127.0.0.1", port,
+                   "BLPOP",         "nolist", "2",  NULL};
   assert_int_equal(run(&p, blpop), 1);
   assert_int_equal(count(p.err, "attempt "), 1);
   assert_non_null(strstr(p.err, "READ_TIMEOUT sent=1"));
   assert_non_null(strstr(p.err, "ENOTRETRYABLE"));
   /* ...unless idempotent */
-  char *blpop_i[] = {EXEC_REDIS_PATH, "-v", "-i", "-n", "2", "-t", "200", "127.0.0.1", port,
-                     "BLPOP", "nolist", "2", NULL};
+  char *blpop_i[] = {EXEC_REDIS_PATH, "-v", "-i",    "-n",     "2", "-t", "200",
+                     "127.0.0.1",     port, "BLPOP", "nolist", "2", NULL};
   assert_int_equal(run(&p, blpop_i), 1);
   assert_int_equal(count(p.err, "attempt "), 2);
   assert_non_null(strstr(p.err, "EATTEMPTS"));
 
   /* refused while the server is down: retried until it is back */
   assert_int_equal(lk_tmpsrv_stop(&s, SIGKILL), 0);
-  char *ping[] = {EXEC_REDIS_PATH, "-v", "-d", "20000", "-n", "64", "127.0.0.1", port, "PING",
-                  NULL};
+  char *ping[] = {EXEC_REDIS_PATH, "-v", "-d",   "20000", "-n", "64",
+                  "127.0.0.1",     port, "PING", NULL};
   spawn_proc(&p, ping);
   struct timespec ts = {0, 300 * 1000 * 1000};
   nanosleep(&ts, NULL);
