@@ -15,10 +15,12 @@
  *             Stripe-style APIs) applies it exactly once.
  *   outcomes  a success (2xx/3xx)            -> DELIVERED, kept for the retention window
  *             a permanent 4xx (the kind's class is LK_FC_PERMANENT: not 408/425/429)
- *                                            -> POISONED: set aside with its last response,
+ *             without a Retry-After          -> POISONED: set aside with its last response,
  *                                               never sent again unless lk_outbox_retry()
- *             anything else (5xx, transport failures, deadline, budget, breaker)
- *                                            -> stays PENDING, next round after a backoff
+ *             anything else (5xx, transport failures, deadline, budget, breaker, and a 4xx
+ *             with Retry-After, such as 409 "a request with this key is still being
+ *             processed" after a restart)   -> stays PENDING, next round after a backoff
+ *                                               (and not before the Retry-After)
  *             the expiry passed before delivery -> EXPIRED, kept for the retention window
  *   purge     deletes DELIVERED and EXPIRED entries older than the retention window (and, when
  *             asked, POISONED ones).

@@ -91,15 +91,29 @@ typedef struct outcome {
 } outcome;
 
 /* The permanent 4xx rule: the server answered and said the request itself is wrong (400, 404,
- * 409, 422, ...), so sending it again cannot help. 408, 425 and 429 are refusals, retried. */
-static bool is_poison(int err, int status, lk_failure kind) {
+ * 409, 422, ...), so sending it again cannot help. 408, 425 and 429 are refusals, retried; so is
+ * any 4xx that comes with a Retry-After: the server says when to come back. That is how a server
+ * that honours keys answers a resend that arrives while the first request with the key is still
+ * executing (libraryd, and the IETF Idempotency-Key draft: 409 "still being processed"), which
+ * is exactly what a sender restarted after a crash produces; poisoning it would lose an entry
+ * the server is applying at that moment. */
+static bool is_poison(int err, int status, lk_failure kind, const lk_http_response *resp) {
   if (err == LK_OK)
     return false;
   if (status >= 400 && status < 500 && lk_failure_class_of(kind) == LK_FC_PERMANENT)
-    return true;
+    return !(resp && lk_http_response_header(resp, "Retry-After"));
   /* a body over max_response_body, or a stored request that no longer builds: a person has to
    * look at it, and resending would only repeat it */
   return err == LK_ETOOBIG || err == LK_EINVAL;
+}
+
+/* The response's Retry-After in ns, or 0. */
+static int64_t retry_after_of(const lk_http_response *resp, int64_t now_wall) {
+  const char *v = resp ? lk_http_response_header(resp, "Retry-After") : NULL;
+  int64_t ns = 0;
+  if (!v || lk_http_retry_after_parse(v, strlen(v), now_wall, &ns) != LK_OK || ns < 0)
+    return 0;
+  return ns;
 }
 
 static char *headers_text(const lk_http_response *resp) {
@@ -140,13 +154,16 @@ static void outcome_of(sender *s, const slot *sl, int64_t now, outcome *o) {
   }
   if (o->err == LK_OK) {
     o->state = LK_OUTBOX_DELIVERED;
-  } else if (is_poison(o->err, o->status, kind)) {
+  } else if (is_poison(o->err, o->status, kind, resp)) {
     o->state = LK_OUTBOX_POISONED;
   } else if (now >= sl->expires) {
     o->state = LK_OUTBOX_EXPIRED;
   } else {
     o->state = LK_OUTBOX_PENDING;
     int64_t delay = lk_backoff_delay(&s->cfg->backoff, sl->rounds + 1, 0, s->rng);
+    int64_t after = retry_after_of(resp, now); /* not sooner than the server asked */
+    if (after > delay)
+      delay = after;
     int64_t next = lk_sat_add(now, delay);
     /* never past the expiry: the entry is then due once more, and expires when claimed */
     o->next = next < sl->expires ? next : sl->expires;
