@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -618,6 +619,76 @@ static void test_bad_sender_config(void **state) {
   assert_non_null(strstr(err, "does not exist"));
 }
 
+/* --- the CLI ------------------------------------------------------------------------------------ */
+
+/* Runs `linkd outbox ARGS` through the shell; stdout into out; returns the exit status. */
+__attribute__((format(printf, 3, 4))) static int cli(char *out, size_t cap, const char *fmt, ...);
+static int cli(char *out, size_t cap, const char *fmt, ...) {
+  char args[1024], cmd[1400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  snprintf(cmd, sizeof cmd, "'%s' outbox %s 2>/dev/null", LINKD_BIN, args);
+  FILE *f = popen(cmd, "r");
+  assert_non_null(f);
+  size_t n = fread(out, 1, cap - 1, f);
+  out[n] = '\0';
+  int st = pclose(f);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_cli(void **state) {
+  (void)state;
+  char db[300], out[8192], url[128];
+  snprintf(db, sizeof db, "%s/cli%d.db", DIR_, ++seq);
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/books/%lld/loans", P.port, (long long)BOOK);
+  assert_int_equal(cli(out, sizeof out, "enqueue --db '%s' -H 'X-Tenant: outbox-cli' %s", db, url),
+                   0);
+  long long id = 0;
+  char key[LK_IDEM_KEY_MAX];
+  assert_int_equal(sscanf(out, "%lld %255s", &id, key), 2);
+  assert_int_equal(id, 1);
+  assert_int_equal(strlen(key), 36);
+  assert_int_equal(cli(out, sizeof out, "enqueue --db '%s' --repeat 3 --tenant t %s", db, url), 0);
+  assert_non_null(strstr(out, "\n4 t:"));
+  assert_int_equal(cli(out, sizeof out, "enqueue --db '%s' -H 'Idempotency-Key: x' %s", db, url),
+                   64);
+  assert_int_equal(cli(out, sizeof out, "enqueue --db '%s'", db), 64); /* no URL */
+  assert_int_equal(cli(out, sizeof out, "run --db '%s' --idempotency-key k", db), 64);
+  assert_int_equal(cli(out, sizeof out, "list --db '%s' --state pending", db), 0);
+  assert_int_equal(strncmp(out, "1 pending 0 0 0 POST ", 21), 0);
+  assert_int_equal(cli(out, sizeof out, "run --db '%s' --deadline 5s --max-attempts 2", db), 0);
+  assert_int_equal(loans_with_key(key), 1);
+  assert_int_equal(cli(out, sizeof out, "list --db '%s' --state delivered --json --limit 1", db),
+                   0);
+  assert_non_null(strstr(out, "\"state\":\"delivered\""));
+  assert_non_null(strstr(out, "\"last_status\":201"));
+  assert_non_null(strstr(out, key));
+  assert_int_equal(cli(out, sizeof out, "stats --db '%s'", db), 0);
+  assert_non_null(strstr(out, "delivered 4\n"));
+  assert_non_null(strstr(out, "attempts_total 4\n"));
+  assert_int_equal(cli(out, sizeof out, "stats --db '%s' --prometheus", db), 0);
+  assert_non_null(strstr(out, "linkd_outbox_delivered_total 4\n"));
+  assert_int_equal(cli(out, sizeof out, "retry --db '%s' 1", db), 1); /* delivered: not retried */
+  assert_int_equal(cli(out, sizeof out, "retry --db '%s' --poisoned", db), 0);
+  assert_string_equal(out, "0 entries back to pending\n");
+  assert_int_equal(cli(out, sizeof out, "purge --db '%s'", db), 0);
+  assert_string_equal(out, "0 entries purged\n");
+  assert_int_equal(cli(out, sizeof out, "purge --db '%s' --older-than 0s", db), 0);
+  assert_string_equal(out, "4 entries purged\n");
+  /* A second sender on the file: exit 75 at once. */
+  char lock[320];
+  snprintf(lock, sizeof lock, "%s-sender", db);
+  int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  assert_int_equal(flock(fd, LOCK_EX), 0);
+  assert_int_equal(cli(out, sizeof out, "run --db '%s'", db), 75);
+  close(fd);
+  assert_int_equal(cli(out, sizeof out, "bogus --db '%s'", db), 64);
+  assert_int_equal(cli(out, sizeof out, "--help"), 0);
+  assert_non_null(strstr(out, "usage: linkd outbox COMMAND"));
+}
+
 static void test_metrics_text(void **state) {
   (void)state;
   lk_outbox_stats s = {.pending = 3, .delivered = 2, .attempts_total = 7, .poisoned_total = 1};
@@ -647,6 +718,7 @@ int main(void) {
       cmocka_unit_test(test_failed_round_waits_its_backoff),
       cmocka_unit_test(test_one_sender_per_file),
       cmocka_unit_test(test_bad_sender_config),
+      cmocka_unit_test(test_cli),
       cmocka_unit_test(test_metrics_text),
   };
   int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
