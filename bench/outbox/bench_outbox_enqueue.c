@@ -22,8 +22,7 @@ typedef struct ctx {
   lk_outbox_message m[MAX_BATCH];
 } ctx;
 
-static const char *const headers[] = {"X-Tenant: bench", "Content-Type: application/json",
-                                      NULL};
+static const char *const headers[] = {"X-Tenant: bench", "Content-Type: application/json", NULL};
 static const char body[] = "{\"borrower\":\"reader-000000000000000001\"}";
 
 static uint64_t run(void *arg, uint64_t iters) {

@@ -368,8 +368,8 @@ static int cmd_run(int argc, char **argv) {
     lk_outbox_send_stats st;
     int err = run_cancel ? lk_outbox_send(ob, &sc, &st) : LK_ENOMEM;
     fprintf(stderr,
-            "linkd outbox: %" PRId64 " calls (%" PRId64 " attempts): %" PRId64 " delivered, %" PRId64
-            " poisoned, %" PRId64 " expired, %" PRId64 " to retry\n",
+            "linkd outbox: %" PRId64 " calls (%" PRId64 " attempts): %" PRId64
+            " delivered, %" PRId64 " poisoned, %" PRId64 " expired, %" PRId64 " to retry\n",
             st.rounds, st.attempts, st.delivered, st.poisoned, st.expired, st.failed);
     if (err == LK_ECANCELED) {
       rc = CLI_EXIT_CANCELLED;
@@ -588,9 +588,9 @@ static int cmd_stats(int argc, char **argv) {
            "\nenqueued_total %" PRId64 "\ndelivered_total %" PRId64 "\nexpired_total %" PRId64
            "\npoisoned_total %" PRId64 "\npurged_total %" PRId64 "\nrounds_total %" PRId64
            "\nattempts_total %" PRId64 "\nretried_total %" PRId64 "\n",
-           st.pending, st.delivered, st.expired, st.poisoned, st.enqueued_total,
-           st.delivered_total, st.expired_total, st.poisoned_total, st.purged_total,
-           st.rounds_total, st.attempts_total, st.retried_total);
+           st.pending, st.delivered, st.expired, st.poisoned, st.enqueued_total, st.delivered_total,
+           st.expired_total, st.poisoned_total, st.purged_total, st.rounds_total, st.attempts_total,
+           st.retried_total);
   }
   lk_outbox_close(ob);
   return rc;

@@ -129,19 +129,19 @@ typedef struct lk_outbox_entry {
   const char *method, *url, *key;
   const char *headers; /* "Name: value\n" lines as stored */
   size_t body_len;
-  int64_t created;       /* wall ns */
-  int64_t expires;       /* wall ns */
-  int64_t next_round;    /* wall ns: not sent before (PENDING) */
-  int64_t done;          /* wall ns the entry left PENDING; 0 while PENDING */
-  int rounds;            /* logical calls that ended (each may hold several attempts) */
-  int attempts;          /* HTTP attempts of those rounds */
-  int last_error;        /* lk_http_result_err() of the last round; 0 before any */
-  const char *last_failure; /* its failure kind name ("NONE", "CLIENT_4XX", ...); "" before */
-  int last_status;       /* its HTTP status; 0 if none */
+  int64_t created;              /* wall ns */
+  int64_t expires;              /* wall ns */
+  int64_t next_round;           /* wall ns: not sent before (PENDING) */
+  int64_t done;                 /* wall ns the entry left PENDING; 0 while PENDING */
+  int rounds;                   /* logical calls that ended (each may hold several attempts) */
+  int attempts;                 /* HTTP attempts of those rounds */
+  int last_error;               /* lk_http_result_err() of the last round; 0 before any */
+  const char *last_failure;     /* its failure kind name ("NONE", "CLIENT_4XX", ...); "" before */
+  int last_status;              /* its HTTP status; 0 if none */
   const char *response_headers; /* of the last response, "Name: value\n" lines ("" if none) */
   const void *response_body;    /* at most max_stored_response bytes of it */
   size_t response_body_len;
-  bool response_truncated;      /* the body was longer than what was kept */
+  bool response_truncated; /* the body was longer than what was kept */
 } lk_outbox_entry;
 
 /* Return non-zero to stop the listing. */
@@ -199,20 +199,22 @@ typedef enum lk_outbox_until {
 typedef void (*lk_outbox_round_fn)(void *ctx, const lk_outbox_entry *e, const lk_http_result *res);
 
 typedef struct lk_outbox_sender_config {
-  lk_http_policy policy;  /* every call's policy; idem_mode, idem_key and idem_tenant are set
-                             per entry (LK_IDEM_KEY with the stored key) and deadline_at is
-                             capped at the entry's expiry; default lk_http_policy_init_default */
-  lk_http_client *client; /* NULL = a client of the sender's own (default) */
-  int concurrency;        /* entries in flight at once, 1..4096; default 16 */
-  lk_backoff_config backoff; /* delay before a failed entry's next round, by its round count:
-                                default exponential 1 s .. 5 min, full jitter */
-  lk_rand *rng;           /* for that jitter; NULL = a generator of the sender's own */
-  lk_outbox_until until;  /* default LK_OUTBOX_UNTIL_IDLE */
-  int64_t poll_interval;  /* idle wait between looks at the file (FOREVER, and EMPTY while
-                             every entry waits for its round); > 0; default 200 ms */
-  int64_t max_rounds;     /* return after this many recorded rounds; 0 = no limit (default) */
-  lk_http_cancel *cancel; /* optional: firing it ends the run (calls in flight are cancelled
-                             and left PENDING); must outlive the run */
+  lk_http_policy policy;       /* every call's policy; idem_mode, idem_key and idem_tenant are set
+                                  per entry (LK_IDEM_KEY with the stored key) and deadline_at is
+                                  capped at the entry's expiry; default: lk_http_policy defaults */
+  lk_http_client *client;      /* NULL = a client of the sender's own (default); a caller's client
+                                  must run its own loop (not external-loop mode: LK_ESTATE) and is
+                                  run by the sender on this thread for the duration */
+  int concurrency;             /* entries in flight at once, 1..4096; default 16 */
+  lk_backoff_config backoff;   /* delay before a failed entry's next round, by its round count:
+                                  default exponential 1 s .. 5 min, full jitter */
+  lk_rand *rng;                /* for that jitter; NULL = a generator of the sender's own */
+  lk_outbox_until until;       /* default LK_OUTBOX_UNTIL_IDLE */
+  int64_t poll_interval;       /* idle wait between looks at the file (FOREVER, and EMPTY while
+                                  every entry waits for its round); > 0; default 200 ms */
+  int64_t max_rounds;          /* return after this many recorded rounds; 0 = no limit (default) */
+  lk_http_cancel *cancel;      /* optional: firing it ends the run (calls in flight are cancelled
+                                  and left PENDING); must outlive the run */
   lk_outbox_round_fn on_round; /* optional; default NULL */
   void *on_round_ctx;
 } lk_outbox_sender_config;
@@ -230,8 +232,9 @@ typedef struct lk_outbox_send_stats {
  * outcomes of calls that ended together share one); DELIVERED and EXPIRED entries past the
  * retention window are purged when the run starts. `st` (may be NULL) gets what this run did.
  * Returns LK_OK, LK_ECANCELED (cancel fired), LK_EAGAIN (another sender holds the file),
- * LK_ECONFIG (a bad sender config or policy), LK_ESYS, LK_EIO or LK_ENOMEM. An entry whose stored
- * request no longer builds (a file edited by hand) is POISONED with LK_EINVAL, not fatal. */
+ * LK_ECONFIG (a bad sender config or policy), LK_ESTATE (a client in external-loop mode), LK_ESYS,
+ * LK_EIO or LK_ENOMEM. An entry whose stored request no longer builds (a file edited by hand) is
+ * POISONED with LK_EINVAL, not fatal. */
 LK_EXPORT int lk_outbox_send(lk_outbox *ob, const lk_outbox_sender_config *cfg,
                              lk_outbox_send_stats *st);
 

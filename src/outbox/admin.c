@@ -111,11 +111,10 @@ int ob_purge(lk_outbox *ob, int64_t before, bool include_poisoned, int64_t *dele
     pthread_mutex_lock(&ob->mu);
     sqlite3_stmt *st = NULL;
     rc = ob_begin(ob);
-    if (rc == LK_OK &&
-        sqlite3_prepare_v2(ob->db,
-                           "DELETE FROM entries WHERE id IN (SELECT id FROM entries "
-                           "WHERE state IN (1, 2, ?2) AND done_ns < ?1 LIMIT 500)",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (rc == LK_OK && sqlite3_prepare_v2(ob->db,
+                                          "DELETE FROM entries WHERE id IN (SELECT id FROM entries "
+                                          "WHERE state IN (1, 2, ?2) AND done_ns < ?1 LIMIT 500)",
+                                          -1, &st, NULL) != SQLITE_OK)
       rc = LK_EIO;
     int64_t n = 0;
     if (rc == LK_OK) {
@@ -239,8 +238,9 @@ int lk_outbox_stats_prometheus(const lk_outbox_stats *s, char **out, size_t *len
       {"retried", "Entries put back to pending by hand.", s->retried_total},
   };
   for (size_t i = 0; i < sizeof totals / sizeof totals[0]; i++)
-    fprintf(f, "# HELP linkd_outbox_%s_total %s\n# TYPE linkd_outbox_%s_total counter\n"
-               "linkd_outbox_%s_total %" PRId64 "\n",
+    fprintf(f,
+            "# HELP linkd_outbox_%s_total %s\n# TYPE linkd_outbox_%s_total counter\n"
+            "linkd_outbox_%s_total %" PRId64 "\n",
             totals[i].name, totals[i].help, totals[i].name, totals[i].name, totals[i].v);
   fputs("# HELP linkd_outbox_oldest_pending_seconds Creation time of the oldest pending entry "
         "(0: none).\n# TYPE linkd_outbox_oldest_pending_seconds gauge\n",

@@ -133,7 +133,7 @@ int ob_totals_add(lk_outbox *ob, const ob_totals *t) {
   sqlite3_stmt *st = ob_stmt(ob, OB_ST_TOTALS_ADD);
   if (!st)
     return LK_EIO;
-  const int64_t v[] = {t->enqueued, t->delivered, t->expired, t->poisoned,
+  const int64_t v[] = {t->enqueued, t->delivered, t->expired,  t->poisoned,
                        t->purged,   t->rounds,    t->attempts, t->retried};
   for (int i = 0; i < 8; i++)
     sqlite3_bind_int64(st, i + 1, v[i]);

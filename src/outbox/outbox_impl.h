@@ -36,9 +36,9 @@ typedef struct ob_totals {
 } ob_totals;
 
 /* The entry's columns, in this order, for SELECTs that fill an lk_outbox_entry. */
-#define OB_ENTRY_COLUMNS                                                                         \
-  "id, state, method, url, idem_key, headers, length(body), created_ns, expires_ns, next_ns, "   \
-  "done_ns, rounds, attempts, last_error, last_failure, last_status, resp_headers, resp_body, "  \
+#define OB_ENTRY_COLUMNS                                                                           \
+  "id, state, method, url, idem_key, headers, length(body), created_ns, expires_ns, next_ns, "     \
+  "done_ns, rounds, attempts, last_error, last_failure, last_status, resp_headers, resp_body, "    \
   "resp_truncated"
 
 int64_t ob_now(const lk_outbox *ob);

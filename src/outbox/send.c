@@ -334,7 +334,8 @@ static int submit(sender *s, claimed *c) {
   pol.idem_key = sl->key;
   pol.idem_tenant = NULL; /* the stored key is already composed */
   int64_t left = lk_sat_sub(sl->expires, ob_now(s->ob));
-  pol.deadline_at = lk_deadline_min(pol.deadline_at, lk_deadline_after(s->mono->now(s->mono), left));
+  pol.deadline_at =
+      lk_deadline_min(pol.deadline_at, lk_deadline_after(s->mono->now(s->mono), left));
   int rc = lk_http_submit(s->client, c->req, &pol, s->cfg->cancel, on_done, sl);
   lk_http_request_free(c->req);
   c->req = NULL;
@@ -399,10 +400,11 @@ static int claim(sender *s, int *nclaimed) {
         continue;
       }
       c->req = lk_http_request_new(sl->method, sl->url);
-      int brc = c->req ? add_stored_headers(c->req, (const char *)sqlite3_column_text(st, 3))
-                       : LK_EINVAL;
+      int brc =
+          c->req ? add_stored_headers(c->req, (const char *)sqlite3_column_text(st, 3)) : LK_EINVAL;
       if (brc == LK_OK)
-        brc = lk_http_request_set_body(c->req, sqlite3_column_blob(st, 4) ? sqlite3_column_blob(st, 4) : "",
+        brc = lk_http_request_set_body(c->req,
+                                       sqlite3_column_blob(st, 4) ? sqlite3_column_blob(st, 4) : "",
                                        (size_t)sqlite3_column_bytes(st, 4));
       if (brc == LK_ENOMEM) {
         rc = brc;

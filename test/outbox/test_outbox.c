@@ -353,8 +353,8 @@ static void test_permanent_4xx_is_poisoned_with_its_response(void **state) {
   int64_t busy = lib_create_book(P.port, 10);
   assert_true(empty > 0 && busy > 0);
   lk_outbox_message m[3];
-  loan_msg(&m[0], url, sizeof url, 999999); /* no such book: 404 */
-  loan_msg(&m[1], url0, sizeof url0, empty); /* no copy left: 409 */
+  loan_msg(&m[0], url, sizeof url, 999999);     /* no such book: 404 */
+  loan_msg(&m[1], url0, sizeof url0, empty);    /* no copy left: 409 */
   loan_msg(&m[2], url503, sizeof url503, busy); /* 503 with when=before: retried later */
   assert_int_equal(lk_outbox_enqueue_batch(ob, m, 3, NULL), LK_OK);
   char rule[160];
@@ -619,7 +619,8 @@ static void test_bad_sender_config(void **state) {
   assert_non_null(strstr(err, "does not exist"));
 }
 
-/* --- the CLI ------------------------------------------------------------------------------------ */
+/* --- the CLI ------------------------------------------------------------------------------------
+ */
 
 /* Runs `linkd outbox ARGS` through the shell; stdout into out; returns the exit status. */
 __attribute__((format(printf, 3, 4))) static int cli(char *out, size_t cap, const char *fmt, ...);

@@ -62,8 +62,8 @@ static pid_t start_sender(const char *db, const char *log) {
       dup2(fd, 2);
     if (nul >= 0)
       dup2(nul, 1);
-    execl(LINKD_BIN, "linkd", "outbox", "run", "--db", db, "--until", "empty", "--concurrency",
-          "8", "--round-base", "10ms", "--round-max", "100ms", "--deadline", "5s", (char *)NULL);
+    execl(LINKD_BIN, "linkd", "outbox", "run", "--db", db, "--until", "empty", "--concurrency", "8",
+          "--round-base", "10ms", "--round-max", "100ms", "--deadline", "5s", (char *)NULL);
     _exit(127);
   }
   return pid;
