@@ -195,7 +195,9 @@ typedef enum lk_outbox_until {
 } lk_outbox_until;
 
 /* Called after every recorded round (on the sending thread, outbox lock not held). `e` is the
- * entry as recorded, `res` the call's result (owned by the sender). */
+ * entry as recorded (its stored request headers and body are not loaded: headers is "" and
+ * body_len 0), `res` the call's result (owned by the sender; NULL when the stored request did
+ * not build). Both are valid during the call only. */
 typedef void (*lk_outbox_round_fn)(void *ctx, const lk_outbox_entry *e, const lk_http_result *res);
 
 typedef struct lk_outbox_sender_config {
