@@ -235,7 +235,8 @@ typedef struct lk_outbox_send_stats {
  * retention window are purged when the run starts. `st` (may be NULL) gets what this run did.
  * Returns LK_OK, LK_ECANCELED (cancel fired), LK_EAGAIN (another sender holds the file),
  * LK_ECONFIG (a bad sender config or policy), LK_ESTATE (a client in external-loop mode), LK_ESYS,
- * LK_EIO or LK_ENOMEM. An entry whose stored request no longer builds (a file edited by hand) is
+ * LK_EIO (also: another process held the file's write lock longer than busy_timeout_ms; the
+ * outcomes not recorded leave their entries PENDING, to be resent with their keys) or LK_ENOMEM. An entry whose stored request no longer builds (a file edited by hand) is
  * POISONED with LK_EINVAL, not fatal. */
 LK_EXPORT int lk_outbox_send(lk_outbox *ob, const lk_outbox_sender_config *cfg,
                              lk_outbox_send_stats *st);

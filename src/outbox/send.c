@@ -633,6 +633,10 @@ int lk_outbox_send(lk_outbox *ob, const lk_outbox_sender_config *cfg, lk_outbox_
   if (!cfg->client)
     lk_http_client_free(s.client);
   close(lock);
+  /* LK_EAGAIN means "another sender" to the caller; the database staying locked by another
+   * process beyond busy_timeout_ms is an I/O failure of this run */
+  if (rc == LK_EAGAIN)
+    rc = LK_EIO;
   if (out)
     *out = s.st;
   return rc;

@@ -13,7 +13,9 @@
 #include "testutil.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -87,6 +89,10 @@ static void sender_defaults(lk_outbox_sender_config *sc) {
   lk_outbox_sender_config_init_default(sc);
   sc->concurrency = 4;
   sc->policy.deadline = LK_SEC(5);
+  /* the machine is shared: a slow fsync in libraryd must not turn into a retried attempt where
+   * a test counts attempts */
+  sc->policy.attempt_timeout = LK_SEC(4);
+  sc->policy.connect_timeout = LK_SEC(2);
   sc->policy.default_protection = false; /* each test sees its own outcomes, no shared breaker */
 }
 
@@ -451,6 +457,85 @@ static void test_4xx_with_retry_after_is_retried_not_poisoned(void **state) {
   lk_outbox_close(ob);
 }
 
+/* An outcome that cannot be written (another process holds the file's write lock longer than
+ * busy_timeout_ms) ends the run with LK_EIO and leaves the entry PENDING: the next run resends
+ * it with the same key and libraryd replays it, so the loan is still applied once. */
+typedef struct locker {
+  const char *path;
+  int rule_matched_port;
+  int rc;
+} locker;
+
+static int fault_matched(void) {
+  http_res r;
+  http_get(P.admin_port, "/admin/faults", &r);
+  json_t *j = http_json(&r);
+  json_t *rule = json_array_get(json_object_get(j, "rules"), 0);
+  int n = rule ? (int)json_integer_value(json_object_get(rule, "matched")) : -1;
+  json_decref(j);
+  http_res_free(&r);
+  return n;
+}
+
+static void *hold_write_lock(void *arg) {
+  locker *l = arg;
+  l->rc = -1;
+  /* wait (bounded) until libraryd has the request, which it holds for 1 s */
+  for (int i = 0; i < 500 && fault_matched() < 1; i++)
+    sleep_ms(10);
+  sqlite3 *db = NULL;
+  if (sqlite3_open(l->path, &db) != SQLITE_OK)
+    return NULL;
+  if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK) {
+    l->rc = 0;
+    sleep_ms(1500); /* past the answer and the sender's busy timeout */
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+  }
+  sqlite3_close(db);
+  return NULL;
+}
+
+static void test_unrecorded_outcome_is_resent_with_its_key(void **state) {
+  (void)state;
+  char path[300], url[128], rule[160];
+  snprintf(path, sizeof path, "%s/ob%d.db", DIR_, ++seq);
+  lk_outbox_config c;
+  lk_outbox_config_init_default(&c);
+  c.path = path;
+  c.busy_timeout_ms = 50;
+  lk_outbox *ob = NULL;
+  assert_int_equal(lk_outbox_open(&c, &ob, NULL, 0), LK_OK);
+  lk_outbox_message m;
+  loan_msg(&m, url, sizeof url, BOOK);
+  char key[LK_IDEM_KEY_MAX];
+  assert_int_equal(lk_outbox_enqueue(ob, &m, NULL, key), LK_OK);
+  snprintf(rule, sizeof rule, "route=POST /books/%lld/loans,kind=latency,delay=1s,count=1",
+           (long long)BOOK);
+  add_fault(rule);
+  locker l = {path, 0, -1};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, hold_write_lock, &l), 0);
+  lk_outbox_sender_config sc;
+  sender_defaults(&sc);
+  lk_outbox_send_stats st;
+  int rc = lk_outbox_send(ob, &sc, &st);
+  pthread_join(th, NULL);
+  clear_faults();
+  assert_int_equal(l.rc, 0);
+  assert_int_equal(rc, LK_EIO);
+  assert_int_equal(st.rounds, 0); /* nothing recorded */
+  assert_int_equal(loans_with_key(key), 1); /* but libraryd applied it */
+  got *g = list_all(ob, -1);
+  assert_int_equal(g->e[0].state, LK_OUTBOX_PENDING);
+  assert_int_equal(g->e[0].rounds, 0);
+  assert_int_equal(lk_outbox_send(ob, &sc, &st), LK_OK);
+  assert_int_equal(st.delivered, 1);
+  g = list_all(ob, -1);
+  assert_non_null(strstr(g->resp_headers[0], "Idempotent-Replayed: true"));
+  assert_int_equal(loans_with_key(key), 1);
+  lk_outbox_close(ob);
+}
+
 /* --- time: expiry, retention, backoff between rounds ----------------------------------------- */
 
 static void test_expiry_and_retention(void **state) {
@@ -659,7 +744,7 @@ static void test_cli(void **state) {
   assert_int_equal(cli(out, sizeof out, "run --db '%s' --idempotency-key k", db), 64);
   assert_int_equal(cli(out, sizeof out, "list --db '%s' --state pending", db), 0);
   assert_int_equal(strncmp(out, "1 pending 0 0 0 POST ", 21), 0);
-  assert_int_equal(cli(out, sizeof out, "run --db '%s' --deadline 5s --max-attempts 2", db), 0);
+  assert_int_equal(cli(out, sizeof out, "run --db '%s' --deadline 5s --attempt-timeout 4s --connect-timeout 2s", db), 0);
   assert_int_equal(loans_with_key(key), 1);
   assert_int_equal(cli(out, sizeof out, "list --db '%s' --state delivered --json --limit 1", db),
                    0);
@@ -714,6 +799,7 @@ int main(void) {
       cmocka_unit_test(test_same_key_after_a_lost_answer_and_a_restart),
       cmocka_unit_test(test_permanent_4xx_is_poisoned_with_its_response),
       cmocka_unit_test(test_4xx_with_retry_after_is_retried_not_poisoned),
+      cmocka_unit_test(test_unrecorded_outcome_is_resent_with_its_key),
       cmocka_unit_test(test_expiry_and_retention),
       cmocka_unit_test(test_poisoned_kept_until_purged_on_request),
       cmocka_unit_test(test_failed_round_waits_its_backoff),
