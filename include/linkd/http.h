@@ -74,12 +74,14 @@
 #include <linkd/breaker.h>
 #include <linkd/budget.h>
 #include <linkd/bulkhead.h>
+#include <linkd/adaptive.h>
 #include <linkd/callmetrics.h>
 #include <linkd/clock.h>
 #include <linkd/common.h>
 #include <linkd/deadline.h>
 #include <linkd/error.h>
 #include <linkd/failure.h>
+#include <linkd/hedge.h>
 #include <linkd/idem.h>
 #include <linkd/limiter.h>
 #include <linkd/rand.h>
@@ -246,6 +248,31 @@ typedef struct lk_http_policy {
   lk_bulkhead *bulkhead; /* one slot held for the duration of every attempt; a call without one
                             waits in the bulkhead's FIFO queue (with blocking acquirers) */
   lk_call_metrics *metrics; /* seed 001's per-call observations recorded here */
+  lk_adaptive *adaptive; /* fed every attempt's outcome (lk_adaptive_outcome_of its kind) and
+                            duration when it ends, while its bulkhead slot still counts as in
+                            use; cancelled attempts and local failures are not fed. Attached to
+                            `bulkhead` (lk_adaptive_attach) it is that bulkhead's limit: the
+                            concurrency of these calls follows the server's latency and errors.
+                            Default NULL */
+
+  /* --- hedging ----------------------------------------------------------------------------- */
+  lk_hedge_policy hedge; /* hedged attempts (hedge.h) for requests that may be sent twice:
+                            idempotent methods, keyed requests, or assume_idempotent; others are
+                            never hedged. Once an attempt the driver started itself has run for
+                            the hedge delay (fixed, or a percentile, e.g. of
+                            lk_call_metrics_attempt_hist() through lk_http_hist_percentile), one
+                            more attempt starts alongside it on another easy handle (another
+                            pooled connection, or a new one; on HTTP/2 libcurl may multiplex it
+                            onto the same one), up to max_hedges per round. A hedge needs, at
+                            once and without waiting: a bulkhead slot (lk_bulkhead_try_acquire),
+                            a breaker permit, a retry-budget token (as a retry does), the hook
+                            `spend` if set, and a limiter token; any refusal ends hedging until
+                            the next retry. Hedges count towards retry.max_attempts. The first
+                            acceptable answer (a success, or an HTTP answer that is not retried,
+                            such as a 404) wins and the other attempts are cancelled (in the
+                            timeline as CANCELLED, "attempt N answered first"); a failure while
+                            another attempt is in flight waits for that one. Default: max_hedges
+                            0 (no hedging), otherwise lk_hedge_policy_init_default() */
 
   /* --- idempotency ------------------------------------------------------------------------- */
   lk_idem_mode idem_mode; /* default LK_IDEM_NONE */
@@ -334,6 +361,8 @@ struct lk_http_attempt_info {
   int64_t start;           /* ns from the start of the logical call */
   int64_t duration;        /* ns */
   lk_http_phase phase;     /* furthest phase reached */
+  bool hedge;              /* started as a hedge, alongside another attempt in flight (compare
+                              start and duration to see the overlap) */
   lk_failure failure;      /* final kind (after the hook); LK_F_NONE = success */
   lk_failure classified;   /* kind before the hook */
   int status;              /* HTTP status; 0 if no status line */
@@ -390,6 +419,8 @@ LK_EXPORT const char *lk_http_result_idempotency_key(const lk_http_result *r);
 LK_EXPORT int64_t lk_http_result_elapsed(const lk_http_result *r);
 /* libcurl re-sends detected over all attempts. */
 LK_EXPORT int lk_http_result_resends(const lk_http_result *r);
+/* Hedged attempts started (lk_http_policy.hedge); 0 without hedging. */
+LK_EXPORT int lk_http_result_hedges(const lk_http_result *r);
 
 /* The timeline as a JSON array, one object per attempt:
  *   {"attempt":1,"start_ms":0.000,"duration_ms":12.345,"phase":"WAIT",
@@ -539,6 +570,10 @@ LK_EXPORT int lk_http_retry_after_parse(const char *value, size_t len, int64_t n
  * agreement with the date. LK_OK, LK_EPARSE or LK_EINVAL. */
 LK_EXPORT int lk_http_date_parse(const char *value, size_t len, int64_t now_wall,
                                  int64_t *epoch_seconds);
+
+/* An lk_hedge_percentile_fn over an lk_hist (`hist`), e.g. the call metrics' attempt histogram
+ * (lk_call_metrics_attempt_hist()): lk_hist_percentile(hist, q). For lk_http_policy.hedge. */
+LK_EXPORT int64_t lk_http_hist_percentile(void *hist, double q);
 
 /* "QUEUED", "DNS", "CONNECT", "TLS", "SEND", "WAIT", "RECEIVE", "DONE" ("UNKNOWN" otherwise). */
 LK_EXPORT const char *lk_http_phase_name(lk_http_phase p);

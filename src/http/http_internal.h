@@ -141,6 +141,7 @@ struct lk_http_result {
   bool has_key;
   int64_t elapsed;
   int resends;
+  int hedges;
   /* From here on, buffers written before they are read: lk__result_new() leaves them be. */
   lk_http_attempt_info first;
   char stop[96];

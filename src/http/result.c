@@ -64,6 +64,7 @@ const char *lk_http_result_idempotency_key(const lk_http_result *r) {
 
 int64_t lk_http_result_elapsed(const lk_http_result *r) { return r ? r->elapsed : 0; }
 int lk_http_result_resends(const lk_http_result *r) { return r ? r->resends : 0; }
+int lk_http_result_hedges(const lk_http_result *r) { return r ? r->hedges : 0; }
 
 void lk_http_result_free(lk_http_result *r) {
   if (!r)
@@ -175,6 +176,8 @@ static void timeline(lk_jbuf *j, const lk_http_result *r) {
     lk__j_ms(j, a->decision.delay);
     lk__j_raw(j, ",\"reason\":", 10);
     lk__j_str(j, a->reason);
+    if (a->hedge) /* only when set: timelines of calls that do not hedge are unchanged */
+      lk__j_raw(j, ",\"hedge\":true", 13);
     lk__j_raw(j, "}", 1);
   }
   lk__j_raw(j, "]", 1);
