@@ -45,17 +45,7 @@ static void call_state(lk_call *k, lk_call_state to) {
 
 /* --- attempts ------------------------------------------------------------------------------- */
 
-static void release_slot(lk_call *k) {
-  if (k->bulkhead_queued) {
-    k->bulkhead_queued = false;
-    if (!lk_bulkhead_waiter_cancel(k->pol.bulkhead, &k->bw))
-      k->bulkhead_held = true; /* granted meanwhile: given back below */
-  }
-  if (k->bulkhead_held) {
-    lk_bulkhead_release(k->pol.bulkhead);
-    k->bulkhead_held = false;
-  }
-}
+static void release_slot(lk_call *k) { lk__slot_release(&k->slot, k->pol.bulkhead); }
 
 static void try_release_slot(lk_try *t) {
   if (t->bulkhead_held) {
@@ -202,7 +192,7 @@ static lk_try *try_at(lk_call *k, int i) { return i == 0 ? &k->first : k->extra[
 
 int64_t lk__call_next_timer(lk_call *k) {
   if (k->state != LK_CALL_PERFORM) {
-    if (k->bulkhead_queued && atomic_load(&k->bulkhead_granted))
+    if (lk__slot_due(&k->slot))
       return INT64_MIN; /* a slot is waiting for it: due now */
     return k->timer_at;
   }
@@ -282,7 +272,7 @@ static void finish_at(lk_call *k, int64_t now, int err, lk_failure kind, const c
  * lock held; the call cannot end meanwhile (ending it cancels the wait under that lock). */
 static void bulkhead_granted(void *ud) {
   lk_call *k = ud;
-  atomic_store(&k->bulkhead_granted, true);
+  atomic_store(&k->slot.granted, true);
   lk__client_notify(k->cl);
 }
 
@@ -304,23 +294,6 @@ static void refuse(lk_call *k, int64_t now, lk_failure kind, int err) {
   finish_at(k, now, err, kind, a ? a->reason : lk_strerror(err));
 }
 
-/* When a call the breaker refused may ask again, or 0 to fail now. A refusal is a request that
- * was never sent, and the breaker knows when its next probe goes out: a call with time to spare
- * waits for that moment (as it waits for a Retry-After) instead of failing at once; the breaker
- * still admits only its probes, so waiting adds no load. */
-static int64_t breaker_wait_until(const lk_call *k, int64_t now) {
-  const lk_http_policy *p = &k->pol;
-  if (!p->breaker_wait)
-    return 0;
-  int64_t at = lk_breaker_retry_at(p->breaker, now);
-  if (at == LK_BREAKER_RETRY_UNKNOWN || at <= now) /* probes out: their outcome decides */
-    at = lk_sat_add(now, LK_BREAKER_POLL);
-  int64_t need = p->retry.cfg.min_attempt > 0 ? p->retry.cfg.min_attempt : LK_MS(1);
-  if (at >= k->deadline || lk_sat_sub(k->deadline, at) < need)
-    return 0;
-  return at;
-}
-
 /* ADMIT: asks each protection in turn; starts the attempt when all agree, waits (timer_at) when
  * one says later, ends the call when one refuses. */
 static void admit(lk_call *k, int64_t now) {
@@ -335,52 +308,25 @@ static void admit(lk_call *k, int64_t now) {
     finish_at(k, now, LK_EDEADLINE, LK_F_DEADLINE_EXCEEDED, "deadline exceeded");
     return;
   }
-  if (p->bulkhead && !k->bulkhead_held) {
+  if (p->bulkhead && !k->slot.held) {
     /* A slot, or a place in the bulkhead's FIFO queue shared with blocking acquirers: the grant
      * arrives through bulkhead_granted(); the timer covers pool_timeout and the deadline. */
-    if (k->bulkhead_wait_start == INT64_MIN)
-      k->bulkhead_wait_start = now;
-    int64_t limit = k->deadline;
-    int64_t pool_end = lk_sat_add(k->bulkhead_wait_start, p->pool_timeout);
-    if (p->pool_timeout > 0 && pool_end < limit)
-      limit = pool_end;
-    int rc;
-    if (!k->bulkhead_queued) {
-      atomic_store(&k->bulkhead_granted, false);
-      rc = lk_bulkhead_enqueue(p->bulkhead, &k->bw, bulkhead_granted, k);
-      k->bulkhead_queued = rc == LK_EAGAIN;
-    } else if (atomic_load(&k->bulkhead_granted) &&
-               lk_bulkhead_waiter_granted(p->bulkhead, &k->bw)) {
-      /* (the locked check also waits for the notification to finish with this call) */
-      k->bulkhead_queued = false;
-      rc = LK_OK;
-    } else if (now >= limit) {
-      k->bulkhead_queued = false;
-      rc = lk_bulkhead_waiter_cancel(p->bulkhead, &k->bw) ? LK_EDEADLINE : LK_OK;
-    } else {
-      rc = LK_EAGAIN;
-    }
+    int64_t until = 0, waited = 0;
+    lk_failure kind = LK_F_NONE;
+    int rc = lk__slot_acquire(&k->slot, p->bulkhead, now, k->deadline, p->pool_timeout,
+                              bulkhead_granted, k, &until, &waited, &kind);
     if (rc == LK_EAGAIN) {
-      k->timer_at = limit;
-      return;
-    }
-    if (rc == LK_EBULKHEAD_FULL) {
-      refuse(k, now, LK_F_BULKHEAD_FULL, LK_EBULKHEAD_FULL);
+      k->timer_at = until;
       return;
     }
     if (rc != LK_OK) {
-      if (limit == k->deadline)
-        refuse(k, now, LK_F_DEADLINE_EXCEEDED, LK_EDEADLINE);
-      else
-        refuse(k, now, LK_F_POOL_TIMEOUT, LK_EBULKHEAD_FULL);
+      refuse(k, now, kind, rc);
       return;
     }
-    k->bulkhead_held = true;
     if (p->metrics) {
-      lk_call_metrics_bulkhead_wait(p->metrics, lk_sat_sub(now, k->bulkhead_wait_start));
+      lk_call_metrics_bulkhead_wait(p->metrics, waited);
       lk_call_metrics_bulkhead_queue_depth(p->metrics, lk_bulkhead_queue_depth(p->bulkhead));
     }
-    k->bulkhead_wait_start = INT64_MIN;
   }
   if (p->limiter && !k->limiter_reserved) {
     int64_t w = lk_limiter_reserve(p->limiter, now, remaining);
@@ -398,7 +344,8 @@ static void admit(lk_call *k, int64_t now) {
   lk_try *t = &k->first;
   if (lk__breaker_acquire(p->breaker, &t->prot, now) != LK_OK) {
     release_slot(k); /* nothing is held while waiting for the breaker */
-    int64_t at = breaker_wait_until(k, now);
+    int64_t at = lk__breaker_wait_until(p->breaker, p->breaker_wait, now, k->deadline,
+                                        p->retry.cfg.min_attempt);
     if (at > 0) {
       k->timer_at = at;
       return;
@@ -412,8 +359,8 @@ static void admit(lk_call *k, int64_t now) {
     finish_at(k, now, LK_ENOMEM, LK_F_TRANSPORT_ERROR, "libcurl refused the transfer");
     return;
   }
-  t->bulkhead_held = k->bulkhead_held;
-  k->bulkhead_held = false;
+  t->bulkhead_held = k->slot.held; /* the slot is the attempt's now */
+  k->slot.held = false;
   k->round_start = now;
   k->hedges = 0;
   k->timer_at = k->hedging ? lk_sat_add(now, lk_hedge_delay(&p->hedge)) : INT64_MAX;
@@ -640,19 +587,6 @@ static bool status_kind(lk_failure k) {
          k == LK_F_RESULT_RETRYABLE;
 }
 
-static int err_for(const lk_decision *d, lk_failure kind, bool have_status) {
-  switch (d->reason) {
-  case LK_REASON_NOT_RETRYABLE:
-    return have_status && status_kind(kind) ? LK_EHTTP : LK_ENOTRETRYABLE;
-  case LK_REASON_ATTEMPTS:
-    return LK_EATTEMPTS;
-  case LK_REASON_BUDGET:
-    return LK_EBUDGET;
-  default:
-    return LK_EDEADLINE;
-  }
-}
-
 /* What the call does after an attempt ended. */
 typedef enum lk_next { LK_NEXT_FINISH, LK_NEXT_RETRY, LK_NEXT_WAIT_OTHERS } lk_next;
 
@@ -692,20 +626,11 @@ static lk_next attempt_decide(lk_try *t, lk_outcome *o, int *err) {
     *err = a->oom ? LK_ENOMEM : LK_ETOOBIG;
     return LK_NEXT_FINISH;
   }
-  if (lk_retry_decide(&p->retry, &o->at, d->remaining, k->rng, d) != LK_OK) {
-    d->retry = false;
-    d->reason = LK_REASON_NOT_RETRYABLE;
-  }
-  /* no time left at all: say so, rather than "delay 30ms >= remaining -1ms" */
-  if (d->remaining <= 0 && (d->retry || d->reason == LK_REASON_DELAY_TOO_LONG ||
-                            d->reason == LK_REASON_NO_TIME_FOR_ATTEMPT)) {
-    d->retry = false;
-    d->delay = 0;
-    d->reason = LK_REASON_DEADLINE;
-  }
+  /* with another attempt in flight no retry is scheduled, so the budget is not asked */
+  lk__decide(&p->retry, &o->at, d->remaining, k->rng, others ? NULL : p->budget, &k->prot, now, d);
   if (others && !(d->reason == LK_REASON_NOT_RETRYABLE && o->ev.status != 0)) {
     /* Another attempt is still in flight: its answer decides (a definitive HTTP answer, such as
-     * a 404, would end the call now, as a success does). No retry is scheduled meanwhile. */
+     * a 404, would end the call now, as a success does). */
     d->retry = false;
     d->delay = 0;
     lk_decision_format(d, info->reason, sizeof info->reason);
@@ -713,15 +638,10 @@ static lk_next attempt_decide(lk_try *t, lk_outcome *o, int *err) {
     snprintf(info->reason + n, sizeof info->reason - n, "; another attempt in flight");
     return LK_NEXT_WAIT_OTHERS;
   }
-  if (d->retry && lk__budget_retry(p->budget, &k->prot, now, lk__kind_is_timeout(kind)) != LK_OK) {
-    d->retry = false;
-    d->delay = 0;
-    d->reason = LK_REASON_BUDGET;
-  }
   lk_decision_format(d, info->reason, sizeof info->reason);
   if (d->retry)
     return LK_NEXT_RETRY;
-  *err = err_for(d, kind, o->ev.status != 0);
+  *err = lk__stop_err(d, o->ev.status != 0 && status_kind(kind) ? LK_EHTTP : LK_ENOTRETRYABLE);
   return LK_NEXT_FINISH;
 }
 

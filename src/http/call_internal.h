@@ -12,7 +12,6 @@ typedef struct lk_origin lk_origin;
 
 #define LK_ORIGIN_MAX 1024    /* origins with default protection per client */
 #define LK_ORIGIN_KEY_MAX 264 /* "scheme://host:port" */
-#define LK_BREAKER_POLL LK_MS(5) /* re-ask a breaker whose probes are all out this often */
 
 typedef struct lk_try lk_try;
 
@@ -107,11 +106,8 @@ struct lk_call {
   int hedges;           /* hedges started since the last attempt the driver started itself */
   int64_t round_start;  /* start of that attempt: hedges are due from it */
   int64_t prev_delay;
-  int64_t bulkhead_wait_start;    /* INT64_MIN: not waiting */
-  bool bulkhead_held, limiter_reserved; /* for the attempt about to start */
-  bool bulkhead_queued;          /* `bw` is in the bulkhead's FIFO queue */
-  _Atomic bool bulkhead_granted; /* set by the grant notification (another thread, maybe) */
-  lk_bulkhead_waiter bw;
+  lk_slot slot; /* bulkhead slot or place in its queue, for the attempt about to start */
+  bool limiter_reserved; /* for the attempt about to start */
   lk_prot prot; /* the budget ticket (breaker permits are per attempt) */
   bool https, unsafe, key_in_request, hedging;
   lk_easy *ex; /* the call's own handle, used by `first` */

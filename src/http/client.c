@@ -271,7 +271,7 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   k->cancel = cancel;
   k->done = done;
   k->ud = ud;
-  k->bulkhead_wait_start = INT64_MIN;
+  k->slot.start = INT64_MIN;
   k->https = req->https;
   lk_try *t = &k->first;
   t->k = k;
