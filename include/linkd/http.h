@@ -80,6 +80,7 @@
 #include <linkd/common.h>
 #include <linkd/deadline.h>
 #include <linkd/error.h>
+#include <linkd/event.h>
 #include <linkd/failure.h>
 #include <linkd/hedge.h>
 #include <linkd/idem.h>
@@ -178,6 +179,32 @@ typedef struct lk_http_attempt_info lk_http_attempt_info;
  * logs. Runs on the driver's thread; must not call into the same client; `a` is valid during the
  * call only. */
 typedef void (*lk_http_attempt_fn)(void *ctx, const lk_http_attempt_info *a);
+
+/* The outcome of one logical call. Opaque; owned by its receiver; not thread-safe. */
+typedef struct lk_http_result lk_http_result;
+
+/* The substitute response a fallback produces (see lk_http_fallback_fn). */
+typedef struct lk_http_fallback_response {
+  int status;                 /* 100..999; default 200 */
+  const char *const *headers; /* "Name: value" lines (no CR or LF), or NULL */
+  size_t nheaders;
+  const void *body; /* NULL = no body */
+  size_t body_len;
+} lk_http_fallback_response;
+
+/* Fallback hook: called once when a call has failed for good (any error but LK_OK, cancellation
+ * included), after the timeline is complete, with the failed result (error, failure, stop,
+ * timeline and the last real response, if any, all readable through the lk_http_result_*
+ * accessors) and `out` set to an empty 200. Return LK_OK to substitute `out` (a stale cached
+ * copy, a default value): the result then says LK_OK, lk_http_result_response() is the
+ * substitute, lk_http_result_fallback() is true and lk_http_result_original_err() the error it
+ * replaced; the timeline is left as it was (the failed attempts stay visible), the stop text
+ * becomes "fallback after: <stop>", and lk_call_metrics_fallback(metrics, error) counts it by
+ * cause. `out` and what it points to are copied as soon as the hook returns. Any other return
+ * keeps the failure (as does no memory for the copy). Runs on the driver's thread; must not call
+ * into the same client. */
+typedef int (*lk_http_fallback_fn)(void *ctx, const lk_http_result *failed,
+                                   lk_http_fallback_response *out);
 
 /* How a non-idempotent request without an Idempotency-Key is protected from libcurl's silent
  * re-send on a reused connection (see the top of this file). Idempotent or keyed requests may
@@ -286,6 +313,25 @@ typedef struct lk_http_policy {
   lk_http_attempt_fn on_attempt; /* optional per-attempt hook (above); default NULL */
   void *on_attempt_ctx;
 
+  /* --- fallback, events, trace context ----------------------------------------------------- */
+  lk_http_fallback_fn fallback; /* optional last stage (above); default NULL */
+  void *fallback_ctx;
+  lk_event_fn on_event; /* optional per-call events (event.h): CALL_START; WAIT (bulkhead,
+                           limiter, breaker, reported when the wait ends); ATTEMPT_START;
+                           ATTEMPT_END (refusals and cancelled hedges included); RETRY_SCHEDULED;
+                           BUDGET_REFUSED; BREAKER_TRANSITION (this call's acquire or record
+                           moved the breaker); HEDGE_STARTED; FALLBACK; CALL_END, always last.
+                           Runs on the driver's thread; must not call into the same client.
+                           Default NULL */
+  void *event_ctx;
+  const lk_traceparent *traceparent; /* optional W3C trace context of the caller (e.g. parsed
+                                        from an incoming request with lk_traceparent_parse):
+                                        every attempt sends "traceparent" with the same trace
+                                        id and flags and a span id of its own
+                                        (lk_traceparent_child, drawn from `rng`). Copied at
+                                        submit; the request should not carry its own
+                                        traceparent header then. Default NULL */
+
   /* --- deadline propagation ---------------------------------------------------------------- */
   bool send_deadline;       /* send "Linkd-Deadline: <ms>": this attempt's timeout (which is
                                min(cap, remaining): the client abandons the attempt after it, so
@@ -379,8 +425,7 @@ struct lk_http_attempt_info {
   char reason[80];         /* lk_decision_format() text (or "success", "cancelled", ...) */
 };
 
-/* The outcome of one logical call. Opaque; owned by its receiver; not thread-safe. */
-typedef struct lk_http_result lk_http_result;
+/* The outcome of one logical call (declared with the policy, whose fallback hook reads it). */
 
 /* The call's typed error:
  *   LK_OK            the final attempt succeeded (2xx/3xx, or the hook said LK_F_NONE)
@@ -421,6 +466,10 @@ LK_EXPORT int64_t lk_http_result_elapsed(const lk_http_result *r);
 LK_EXPORT int lk_http_result_resends(const lk_http_result *r);
 /* Hedged attempts started (lk_http_policy.hedge); 0 without hedging. */
 LK_EXPORT int lk_http_result_hedges(const lk_http_result *r);
+/* Whether the fallback (lk_http_policy.fallback) produced the result, and the error the call had
+ * failed with before it (LK_OK when no fallback was used). */
+LK_EXPORT bool lk_http_result_fallback(const lk_http_result *r);
+LK_EXPORT int lk_http_result_original_err(const lk_http_result *r);
 
 /* The timeline as a JSON array, one object per attempt:
  *   {"attempt":1,"start_ms":0.000,"duration_ms":12.345,"phase":"WAIT",
@@ -432,7 +481,9 @@ LK_EXPORT int lk_http_result_hedges(const lk_http_result *r);
  * gets the length. LK_OK, LK_EINVAL or LK_ENOMEM. The schema is in docs/http.md. */
 LK_EXPORT int lk_http_result_timeline_json(const lk_http_result *r, char **out, size_t *len);
 /* The whole result as one JSON object: {"ok","error","error_message","failure","status",
- * "attempts","elapsed_ms","stop","idempotency_key","resends","body_bytes","timeline":[...]}.
+ * "attempts","elapsed_ms","stop","idempotency_key","resends","body_bytes","timeline":[...]},
+ * with "hedges":N after "resends" when the call hedged and "fallback":true,
+ * "original_error":"E..." after "error_message" when a fallback produced it.
  * Same conventions as above. */
 LK_EXPORT int lk_http_result_json(const lk_http_result *r, char **out, size_t *len);
 

@@ -294,6 +294,14 @@ int lk__attempt_setup(lk_try *t) {
     fmt_header(t->h_attempt, "Linkd-Attempt: ", (uint64_t)t->number);
     node(t, t->h_attempt);
   }
+  if (p->traceparent) {
+    /* a span of its own per attempt, so a trace shows each try (and each hedge) apart */
+    lk_traceparent span;
+    memcpy(t->h_trace, "traceparent: ", 13);
+    if (lk_traceparent_child(p->traceparent, k->rng, &span) == LK_OK &&
+        lk_traceparent_format(&span, t->h_trace + 13, sizeof t->h_trace - 13) > 0)
+      node(t, t->h_trace);
+  }
   for (size_t i = 1; i < t->nnodes; i++)
     t->nodes[i - 1].next = &t->nodes[i];
   /* libcurl keeps the pointer and reads the list when the transfer starts; the list is rebuilt

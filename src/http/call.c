@@ -26,6 +26,70 @@ static void notify_attempt(const lk_call *k, const lk_http_attempt_info *a) {
     k->pol.on_attempt(k->pol.on_attempt_ctx, a);
 }
 
+/* --- events (event.h) ------------------------------------------------------------------------ */
+
+#define EMITTING(k) ((k)->pol.on_event != NULL)
+
+/* The event scaffold; the caller fills the union. */
+static void ev_init(const lk_call *k, lk_event *ev, lk_event_type type, int attempt,
+                    int64_t now) {
+  memset(ev, 0, sizeof *ev);
+  ev->size = (uint32_t)sizeof *ev;
+  ev->type = type;
+  ev->at = lk_sat_sub(now, k->t0);
+  ev->attempt = attempt;
+}
+
+static void emit(const lk_call *k, const lk_event *ev) { k->pol.on_event(k->pol.event_ctx, ev); }
+
+static void emit_wait(lk_call *k, int64_t now, lk_event_wait what, int64_t waited,
+                      bool granted) {
+  if (!EMITTING(k))
+    return;
+  lk_event ev;
+  ev_init(k, &ev, LK_EV_WAIT, k->number + 1, now);
+  ev.u.wait.what = what;
+  ev.u.wait.waited = waited;
+  ev.u.wait.granted = granted;
+  emit(k, &ev);
+}
+
+static void emit_transition(lk_call *k, int64_t now, int attempt, lk_breaker_state from) {
+  lk_breaker_state to = lk_breaker_get_state(k->pol.breaker);
+  if (from == to)
+    return;
+  lk_event ev;
+  ev_init(k, &ev, LK_EV_BREAKER_TRANSITION, attempt, now);
+  ev.u.breaker.from = from;
+  ev.u.breaker.to = to;
+  emit(k, &ev);
+}
+
+/* The attempt's entry in the timeline, as an event and to the per-attempt hook. */
+static void attempt_told(lk_call *k, const lk_http_attempt_info *a, int64_t now) {
+  notify_attempt(k, a);
+  if (!EMITTING(k) || !a)
+    return;
+  lk_event ev;
+  ev_init(k, &ev, LK_EV_ATTEMPT_END, a->number, now);
+  ev.u.attempt_end.failure = a->failure;
+  ev.u.attempt_end.sent = a->request_sent;
+  ev.u.attempt_end.duration = a->duration;
+  ev.u.attempt_end.retry_after = a->retry_after;
+  emit(k, &ev);
+}
+
+/* Acquires a breaker permit; with events on, reports a transition the acquire caused. */
+static int breaker_acquire(lk_call *k, lk_prot *ps, int64_t now) {
+  lk_breaker *b = k->pol.breaker;
+  if (!b || !EMITTING(k))
+    return lk__breaker_acquire(b, ps, now);
+  lk_breaker_state before = lk_breaker_get_state(b);
+  int rc = lk__breaker_acquire(b, ps, now);
+  emit_transition(k, now, k->number + 1, before);
+  return rc;
+}
+
 /* --- the one transition function ------------------------------------------------------------ */
 
 /* Every change of state passes here, so the legal ones are written down once (curl's
@@ -83,7 +147,7 @@ static lk_try *try_get(lk_call *k, bool hedge) {
   lk_try *t = calloc(1, sizeof *t);
   if (!t)
     return NULL;
-  size_t need = k->req->nheaders + 7;
+  size_t need = k->req->nheaders + 8;
   t->nodes = need <= sizeof t->inline_nodes / sizeof t->inline_nodes[0]
                  ? t->inline_nodes
                  : malloc(need * sizeof *t->nodes);
@@ -143,6 +207,14 @@ static int try_launch(lk_call *k, lk_try *t, int64_t now, bool hedge) {
   k->number++;
   t->live = true;
   k->live++;
+  k->last_start = now;
+  if (EMITTING(k)) {
+    lk_event ev;
+    ev_init(k, &ev, LK_EV_ATTEMPT_START, t->number, now);
+    ev.u.attempt_start.timeout = a->timeout;
+    ev.u.attempt_start.remaining = remaining;
+    emit(k, &ev);
+  }
   return LK_OK;
 }
 
@@ -224,6 +296,74 @@ static void sort_timeline(lk_http_result *r) {
   }
 }
 
+/* The substitute response of a fallback, built as if it had arrived (the same parser), so it
+ * reads like any other. false on no memory or a header line that does not fit the rules. */
+static bool build_response(lk_resp *r, const lk_http_fallback_response *f) {
+  char line[64];
+  int n = snprintf(line, sizeof line, "HTTP/1.1 %d Fallback\r\n", f->status);
+  if (!lk__resp_header_line(r, line, (size_t)n))
+    return false;
+  for (size_t i = 0; i < f->nheaders; i++) {
+    const char *h = f->headers[i];
+    if (!h || strpbrk(h, "\r\n") || !strchr(h, ':'))
+      return false;
+    size_t hl = strlen(h);
+    char *buf = malloc(hl + 3);
+    if (!buf)
+      return false;
+    memcpy(buf, h, hl);
+    memcpy(buf + hl, "\r\n", 3);
+    bool fed = lk__resp_header_line(r, buf, hl + 2);
+    free(buf);
+    if (!fed)
+      return false;
+  }
+  bool too_big = false;
+  if (!lk__resp_header_line(r, "\r\n", 2) ||
+      (f->body && f->body_len && !lk__resp_body(r, f->body, f->body_len, SIZE_MAX, &too_big)))
+    return false;
+  r->complete = true;
+  return lk__resp_view(r);
+}
+
+/* The last stage: the caller's fallback may substitute a response for the failure. The timeline
+ * stays as it was; the error it replaced is kept and counted by cause. */
+static void fallback(lk_call *k, int64_t now) {
+  lk_http_result *res = k->res;
+  lk_http_fallback_response out = {.status = 200};
+  if (k->pol.fallback(k->pol.fallback_ctx, res, &out) != LK_OK)
+    return;
+  lk_resp sub = {0};
+  if (out.status < 100 || out.status > 999 || !build_response(&sub, &out)) {
+    lk__resp_free(&sub);
+    return;
+  }
+  int err = res->err;
+  lk__resp_free(&res->resp);
+  res->resp = sub;
+  res->has_resp = true;
+  res->original_err = err;
+  res->fallback = true;
+  res->err = LK_OK;
+  /* "fallback after: <stop>", cut to fit */
+  char stop[sizeof res->stop];
+  memcpy(stop, "fallback after: ", 16);
+  size_t n = strlen(res->stop);
+  if (n > sizeof stop - 17)
+    n = sizeof stop - 17;
+  memcpy(stop + 16, res->stop, n);
+  stop[16 + n] = '\0';
+  set_stop(res, stop);
+  lk_call_metrics_fallback(k->pol.metrics, err);
+  if (EMITTING(k)) {
+    lk_event ev;
+    ev_init(k, &ev, LK_EV_FALLBACK, 0, now);
+    ev.u.fallback.err = err;
+    ev.u.fallback.failure = res->failure;
+    emit(k, &ev);
+  }
+}
+
 static void finish_at(lk_call *k, int64_t now, int err, lk_failure kind, const char *stop) {
   lk_http_client *c = k->cl;
   lk_http_result *res = k->res;
@@ -241,6 +381,18 @@ static void finish_at(lk_call *k, int64_t now, int err, lk_failure kind, const c
   bool ok = res->err == LK_OK;
   lk_call_metrics_call_end(k->pol.metrics, ok, ok && k->number == 1, k->number, res->elapsed,
                            res->err);
+  if (!ok && k->pol.fallback)
+    fallback(k, now);
+  if (EMITTING(k)) {
+    lk_event ev;
+    ev_init(k, &ev, LK_EV_CALL_END, 0, now);
+    ev.u.end.err = res->err;
+    ev.u.end.failure = res->failure;
+    ev.u.end.attempts = (int)res->nattempts;
+    ev.u.end.elapsed = res->elapsed;
+    ev.u.end.fallback = res->fallback;
+    emit(k, &ev);
+  }
   try_detach(&k->first);
   if (k->ex) {
     lk__client_easy_put(c, k->ex);
@@ -289,7 +441,7 @@ static void refuse(lk_call *k, int64_t now, lk_failure kind, int err) {
     a->decision.failure = kind;
     a->decision.remaining = lk_sat_sub(k->deadline, now);
     lk_decision_format(&a->decision, a->reason, sizeof a->reason);
-    notify_attempt(k, a);
+    attempt_told(k, a, now);
   }
   finish_at(k, now, err, kind, a ? a->reason : lk_strerror(err));
 }
@@ -298,6 +450,12 @@ static void refuse(lk_call *k, int64_t now, lk_failure kind, int err) {
  * one says later, ends the call when one refuses. */
 static void admit(lk_call *k, int64_t now) {
   lk_http_policy *p = &k->pol;
+  if (!k->ev_started && EMITTING(k)) {
+    k->ev_started = true;
+    lk_event ev;
+    ev_init(k, &ev, LK_EV_CALL_START, 0, k->t0);
+    emit(k, &ev);
+  }
   if (lk_http_cancel_fired(k->cancel)) {
     lk__call_abort(k);
     return;
@@ -319,6 +477,8 @@ static void admit(lk_call *k, int64_t now) {
       k->timer_at = until;
       return;
     }
+    if (waited > 0 || rc != LK_OK)
+      emit_wait(k, now, LK_EV_WAIT_BULKHEAD, waited, rc == LK_OK);
     if (rc != LK_OK) {
       refuse(k, now, kind, rc);
       return;
@@ -337,21 +497,34 @@ static void admit(lk_call *k, int64_t now) {
     }
     k->limiter_reserved = true;
     if (w > 0) {
+      k->limiter_wait_from = now;
       k->timer_at = lk_sat_add(now, w);
       return;
     }
   }
+  if (k->limiter_wait_from != INT64_MIN) {
+    emit_wait(k, now, LK_EV_WAIT_LIMITER, lk_sat_sub(now, k->limiter_wait_from), true);
+    k->limiter_wait_from = INT64_MIN;
+  }
   lk_try *t = &k->first;
-  if (lk__breaker_acquire(p->breaker, &t->prot, now) != LK_OK) {
+  if (breaker_acquire(k, &t->prot, now) != LK_OK) {
     release_slot(k); /* nothing is held while waiting for the breaker */
     int64_t at = lk__breaker_wait_until(p->breaker, p->breaker_wait, now, k->deadline,
                                         p->retry.cfg.min_attempt);
     if (at > 0) {
+      if (k->breaker_wait_from == INT64_MIN)
+        k->breaker_wait_from = now;
       k->timer_at = at;
       return;
     }
+    if (k->breaker_wait_from != INT64_MIN)
+      emit_wait(k, now, LK_EV_WAIT_BREAKER, lk_sat_sub(now, k->breaker_wait_from), false);
     refuse(k, now, LK_F_BREAKER_OPEN, LK_EBREAKER_OPEN);
     return;
+  }
+  if (k->breaker_wait_from != INT64_MIN) {
+    emit_wait(k, now, LK_EV_WAIT_BREAKER, lk_sat_sub(now, k->breaker_wait_from), true);
+    k->breaker_wait_from = INT64_MIN;
   }
   k->limiter_reserved = false;
   if (try_launch(k, t, now, false) != LK_OK) {
@@ -395,11 +568,12 @@ static void hedge(lk_call *k, int64_t now) {
       return;
     slot = true;
   }
-  if (lk__breaker_acquire(p->breaker, &t->prot, now) != LK_OK) {
+  if (breaker_acquire(k, &t->prot, now) != LK_OK) {
     if (slot)
       lk_bulkhead_release(p->bulkhead);
     return;
   }
+  int64_t prev_start = k->last_start;
   bool paid = lk__budget_retry(p->budget, &k->prot, now, false) == LK_OK &&
               (!p->hedge.spend || p->hedge.spend(p->hedge.spend_ctx, now) == LK_OK) &&
               (!p->limiter || lk_limiter_try_acquire(p->limiter, now) == LK_OK);
@@ -413,6 +587,13 @@ static void hedge(lk_call *k, int64_t now) {
   k->hedges++;
   k->res->hedges++;
   k->timer_at = d.next_at;
+  if (EMITTING(k)) {
+    lk_event ev;
+    ev_init(k, &ev, LK_EV_HEDGE_STARTED, t->number, now);
+    ev.u.hedge.in_flight = k->live;
+    ev.u.hedge.delay = lk_sat_sub(now, prev_start);
+    emit(k, &ev);
+  }
 }
 
 /* --- the end of an attempt: evidence, classify, record, decide, finish ------------------------ */
@@ -561,10 +742,15 @@ static void attempt_record(lk_try *t, lk_outcome *o) {
   };
 
   bool local = o->cancelled || a->oom; /* a local failure says nothing about the server */
-  if (local)
+  if (local) {
     lk__breaker_release(p->breaker, &t->prot);
-  else
+  } else if (p->breaker && EMITTING(k)) {
+    lk_breaker_state before = lk_breaker_get_state(p->breaker);
     lk__breaker_record(p->breaker, &t->prot, now, info->duration, kind);
+    emit_transition(k, now, t->number, before);
+  } else {
+    lk__breaker_record(p->breaker, &t->prot, now, info->duration, kind);
+  }
   /* The budget hears of a failure only when the policy would retry it (gRPC's throttling counts
    * only retryable statuses): a 404, or a 503 to a POST without a key, costs no retry and must
    * not drain a TOKEN budget. RATIO and QUOTA ignore failures (budget.h). */
@@ -672,7 +858,7 @@ static void cancel_others(lk_call *k, const lk_try *winner, int64_t now) {
                winner->number);
     else
       snprintf(o.info->reason, sizeof o.info->reason, "cancelled");
-    notify_attempt(k, o.info);
+    attempt_told(k, o.info, now);
   }
 }
 
@@ -684,14 +870,29 @@ static void attempt_end(lk_try *t, int code, lk_timer_kind timer, bool cancelled
   attempt_settle(t, code, timer, &o);
   int err = LK_OK;
   lk_next next = attempt_decide(t, &o, &err);
-  notify_attempt(k, o.info);
+  attempt_told(k, o.info, o.now);
+  const lk_decision *d = &o.info->decision;
+  if (d->reason == LK_REASON_BUDGET && EMITTING(k)) {
+    lk_event ev;
+    ev_init(k, &ev, LK_EV_BUDGET_REFUSED, t->number, o.now);
+    ev.u.budget.failure = o.kind;
+    emit(k, &ev);
+  }
   switch (next) {
   case LK_NEXT_WAIT_OTHERS:
     return; /* still PERFORM */
   case LK_NEXT_RETRY:
-    k->prev_delay = o.info->decision.delay;
-    k->timer_at = lk_sat_add(o.now, o.info->decision.delay);
+    k->prev_delay = d->delay;
+    k->timer_at = lk_sat_add(o.now, d->delay);
     call_state(k, LK_CALL_BACKOFF);
+    if (EMITTING(k)) {
+      lk_event ev;
+      ev_init(k, &ev, LK_EV_RETRY_SCHEDULED, t->number, o.now);
+      ev.u.retry.delay = d->delay;
+      ev.u.retry.failure = o.kind;
+      ev.u.retry.from_retry_after = d->from_retry_after;
+      emit(k, &ev);
+    }
     return;
   case LK_NEXT_FINISH:
     break;

@@ -84,6 +84,7 @@ struct lk_try {
   char h_deadline[48];
   char h_grpc[32];
   char h_attempt[32];
+  char h_trace[16 + LK_TRACEPARENT_LEN]; /* "traceparent: " + this attempt's span */
 };
 
 #define LK_TRY_MAX (1 + LK_HEDGE_MAX_HEDGES) /* attempts of one call in flight at once */
@@ -105,6 +106,9 @@ struct lk_call {
   int live;             /* attempts in flight */
   int hedges;           /* hedges started since the last attempt the driver started itself */
   int64_t round_start;  /* start of that attempt: hedges are due from it */
+  int64_t last_start;   /* start of the attempt started last (for HEDGE_STARTED) */
+  int64_t limiter_wait_from, breaker_wait_from; /* INT64_MIN: not waiting (for WAIT events) */
+  bool ev_started;      /* CALL_START was emitted */
   int64_t prev_delay;
   lk_slot slot; /* bulkhead slot or place in its queue, for the attempt about to start */
   bool limiter_reserved; /* for the attempt about to start */
@@ -117,7 +121,9 @@ struct lk_call {
   /* Submit clears the fields above when it reuses a finished call's memory, not those below:
    * `first.cur` keeps its buffers for the next call, the rest is written before it is read. */
   lk_try first;
-  lk_http_policy pol; /* copy; idem strings cleared (the key is computed at submit) */
+  lk_http_policy pol; /* copy; idem strings cleared (the key is computed at submit);
+                         pol.traceparent points at `parent` */
+  lk_traceparent parent;
   char h_idem[LK_IDEM_KEY_MAX + 20];
 };
 

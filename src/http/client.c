@@ -272,14 +272,19 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   k->done = done;
   k->ud = ud;
   k->slot.start = INT64_MIN;
+  k->limiter_wait_from = k->breaker_wait_from = INT64_MIN;
+  if (pol->traceparent) {
+    k->parent = *pol->traceparent;
+    k->pol.traceparent = &k->parent;
+  }
   k->https = req->https;
   lk_try *t = &k->first;
   t->k = k;
   t->number = 0;
   t->live = t->hedge = t->bulkhead_held = false;
-  t->nodes = req->nheaders + 7 <= sizeof t->inline_nodes / sizeof t->inline_nodes[0]
+  t->nodes = req->nheaders + 8 <= sizeof t->inline_nodes / sizeof t->inline_nodes[0]
                  ? t->inline_nodes
-                 : malloc((req->nheaders + 7) * sizeof *t->nodes);
+                 : malloc((req->nheaders + 8) * sizeof *t->nodes);
   k->res = lk__result_new();
   int rc = t->nodes && k->res ? LK_OK : LK_ENOMEM;
   if (rc == LK_OK)

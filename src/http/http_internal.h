@@ -140,6 +140,8 @@ struct lk_http_result {
   int64_t elapsed;
   int resends;
   int hedges;
+  bool fallback;
+  int original_err;
   /* From here on, buffers written before they are read: lk__result_new() leaves them be. */
   lk_http_attempt_info first;
   char stop[96];

@@ -142,8 +142,9 @@ void *ht_blob(size_t n) {
 
 /* --- raw server ------------------------------------------------------------------------------ */
 
-/* Reads until the blank line that ends a request head; false on EOF, error or 2 s of silence. */
-static bool read_head(int fd) {
+/* Reads until the blank line that ends a request head; false on EOF, error or 2 s of silence.
+ * The head's first bytes go to `keep` (cap bytes, NUL-terminated) when it is not NULL. */
+static bool read_head(int fd, char *keep, size_t cap) {
   char buf[4096];
   size_t have = 0;
   for (;;) {
@@ -155,8 +156,14 @@ static bool read_head(int fd) {
       return false;
     have += (size_t)n;
     buf[have] = '\0';
-    if (strstr(buf, "\r\n\r\n"))
+    if (strstr(buf, "\r\n\r\n")) {
+      if (keep && cap) { /* the first cap - 1 bytes */
+        size_t kn = have < cap - 1 ? have : cap - 1;
+        memcpy(keep, buf, kn);
+        keep[kn] = '\0';
+      }
       return true;
+    }
     if (have == sizeof buf - 1) /* keep the tail: the blank line may straddle reads */
       memmove(buf, buf + have - 3, 3), have = 3;
   }
@@ -171,7 +178,8 @@ static void *raw_serve(void *arg) {
     int c = accept(r->fd, NULL, NULL);
     if (c < 0)
       continue;
-    if (read_head(c)) {
+    int i = atomic_load(&r->requests);
+    if (read_head(c, i < HT_RAW_HEADS ? r->heads[i] : NULL, sizeof r->heads[0])) {
       atomic_fetch_add(&r->requests, 1);
       size_t off = 0;
       while (off < r->len) {

@@ -59,12 +59,15 @@ void *ht_blob(size_t n);
 
 /* A raw HTTP/1.1 server on 127.0.0.1 for responses faultd cannot script (broken framing, huge
  * heads): one thread accepts connections one at a time, reads each request head (up to the blank
- * line), counts it, writes `resp` verbatim and closes the connection. */
+ * line), counts it, keeps the first HT_RAW_HEADS of them, writes `resp` verbatim and closes the
+ * connection. */
+#define HT_RAW_HEADS 8
 typedef struct ht_raw {
   int fd, port;
   const char *resp;
   size_t len;
   _Atomic int requests; /* request heads read */
+  char heads[HT_RAW_HEADS][1024]; /* the first request heads (their first bytes), in order */
   _Atomic bool stop;
   pthread_t th;
 } ht_raw;
