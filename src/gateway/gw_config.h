@@ -125,7 +125,8 @@ typedef struct lk_gw_outlier {
   int64_t max_time;     /* eject-max-time = ; cap of one ejection; also: an endpoint that stays
                            without an ejection this long starts again at n = 1; default 5 min */
   double max_percent;   /* eject-max-percent = ; at most this share of the endpoints is ejected at
-                           once (at least one may always be); default 50 */
+                           once (rounded down, but at least one when > 0; 0 = never eject);
+                           default 50 */
 } lk_gw_outlier;
 
 /* Optional active health check of a cluster's endpoints. */
@@ -290,8 +291,9 @@ const lk_gw_cluster *lk_gw_config_cluster(const lk_gw_config *c, const char *nam
 
 typedef struct lk_gw_runtime lk_gw_runtime;
 
-/* Creates an empty runtime with its own metrics registry. `rng` seeds the per-route breaker
- * generators (breaker wait jitter) and is used during this call only. NULL on no memory. */
+/* Creates an empty runtime with its own metrics registry. `rng` (used during this call only)
+ * seeds the runtime's own generator, which seeds each breaker's (open-wait jitter) and draws the
+ * first health-probe offsets at attach time. NULL on no memory or a NULL rng. */
 lk_gw_runtime *lk_gw_runtime_new(lk_rand *rng);
 
 /* Frees the runtime and its metrics registry. Every configuration attached to it must have been
@@ -302,8 +304,8 @@ int lk_gw_runtime_free(lk_gw_runtime *rt);
  * endpoint, policy version and route; sets the rt pointers and the protection pointers of every
  * lk_gw_policy.http; gives `c` the next generation number. State carried over: ejections and
  * health of an endpoint listed again in a cluster of the same name; breaker / budget / limiter /
- * bulkhead of a route of the same name whose spec of that object is unchanged (a limiter whose
- * rate changed is updated in place, its tokens kept); rollout counters of a route whose candidate
+ * bulkhead of a route of the same name whose spec of that object is unchanged (a changed spec
+ * gets a fresh object: its old state described another policy); rollout counters of a route whose candidate
  * version is unchanged (a rolled-back candidate stays rolled back until its policy changes).
  * `now` starts the new entries' clocks. LK_OK, or LK_ENOMEM / LK_ECONFIG / LK_ESTATE (already
  * attached) with a message in err; on failure `c` is unchanged and still unattached. */
@@ -312,9 +314,11 @@ int lk_gw_runtime_attach(lk_gw_runtime *rt, lk_gw_config *c, int64_t now, char *
 /* The registry /metrics renders (call lk_gw_runtime_refresh first). */
 lk_metrics *lk_gw_runtime_metrics(lk_gw_runtime *rt);
 
-/* Updates the gauges that are read rather than counted (budget consumption, breaker state, retry
- * ratio, ejected and healthy endpoints, rollout state) for every entry in use, as of `now`. */
-void lk_gw_runtime_refresh(lk_gw_runtime *rt, int64_t now);
+/* Updates the gauges that are read rather than counted, as of `now`: ejected and healthy for
+ * every endpoint in use, and retry ratio, budget consumption, breaker state and rollout share for
+ * the routes of `current` (the configuration serving new requests; NULL: endpoints only). Call
+ * before rendering /metrics. */
+void lk_gw_runtime_refresh(lk_gw_runtime *rt, const lk_gw_config *current, int64_t now);
 
 /* Counts a reload attempt (linkd_gw_config_reloads_total{result="ok"|"error"}) and sets
  * linkd_gw_config_generation. */
@@ -363,11 +367,11 @@ typedef enum lk_gw_health_change {
 } lk_gw_health_change;
 
 /* Writes into idx[0..cap) the endpoints whose probe is due at `now` and schedules their next probe
- * one interval later (the first probe of an endpoint is due at attach time + a uniform offset in
- * [0, interval) from rng, so probes of many endpoints spread out). Returns the count (0 if the
- * cluster has no health check). */
-size_t lk_gw_cluster_health_due(const lk_gw_cluster *c, int64_t now, lk_rand *rng, int *idx,
-                                size_t cap);
+ * one interval later (the first probe of a new endpoint is due at attach time + a uniform offset
+ * in [0, interval) drawn from the runtime's generator, so probes of many endpoints spread out).
+ * Returns the count (0 if the cluster has no health check). Call it with the current
+ * configuration's clusters only (their interval applies). */
+size_t lk_gw_cluster_health_due(const lk_gw_cluster *c, int64_t now, int *idx, size_t cap);
 
 /* The earliest time a probe of `c` is due (INT64_MAX if it has no health check): for the timer. */
 int64_t lk_gw_cluster_health_next(const lk_gw_cluster *c);
