@@ -61,7 +61,7 @@ void gwp_admin_dispatch(gwp_req *r) {
     return;
   }
   if (is(r, HTTP_GET, "/metrics")) {
-    lk_gw_runtime_refresh(s->rt, gwp_now());
+    lk_gw_runtime_refresh(s->rt, s->cfg, gwp_now());
     char *out = NULL;
     size_t len = 0;
     if (lk_metrics_render(lk_gw_runtime_metrics(s->rt), &out, &len) != LK_OK) {

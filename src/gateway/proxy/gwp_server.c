@@ -150,7 +150,7 @@ static void on_health_timer(uv_timer_t *t) {
     if (!cl->health.enabled)
       continue;
     int due[LK_GW_MAX_ENDPOINTS];
-    size_t n = lk_gw_cluster_health_due(cl, now, &s->rng.base, due, LK_GW_MAX_ENDPOINTS);
+    size_t n = lk_gw_cluster_health_due(cl, now, due, LK_GW_MAX_ENDPOINTS);
     for (size_t k = 0; k < n; k++)
       send_probe(s, cl, due[k]);
   }
