@@ -100,8 +100,6 @@ static void test_retry_goes_to_another_endpoint(void **state) {
   strcat(ep, e2);
   /* no ejection: every call picks among both */
   start_gw(ep, "", NULL);
-  char cfg_note[1];
-  (void)cfg_note;
   for (int i = 0; i < 24; i++) {
     gw_resp r;
     gw_request(G.port, "GET", "/x", NULL, NULL, &r);
@@ -255,16 +253,6 @@ static void test_key_injection(void **state) {
   gw_resp_free(&r);
   assert_int_equal(faultd_requests(&F1, q, 8), 4);
   assert_string_equal(q[3].idempotency_key, "mine-1");
-}
-
-static long metric(const char *text, const char *series) {
-  const char *p = strstr(text, series);
-  if (!p)
-    return -1;
-  p += strlen(series);
-  while (*p == ' ')
-    p++;
-  return strtol(p, NULL, 10);
 }
 
 /* A body over body-buffer is sent once and not retried, and that is counted. */
