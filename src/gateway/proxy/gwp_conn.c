@@ -201,6 +201,16 @@ static int on_headers_complete(http_parser *p) {
   r->major = p->http_major;
   r->minor = p->http_minor;
   r->keep_alive = http_should_keep_alive(p);
+  if (r->major != 1 || r->minor > 1)
+    return fail(c, 505);
+  /* RFC 9112 3.2: a 1.1 request without Host (or with two) is refused */
+  if (r->minor == 1 && !c->admin) {
+    int hosts = 0;
+    for (size_t i = 0; i + 1 < r->nh; i += 2)
+      hosts += strcasecmp(r->head + r->hoff[i], "Host") == 0;
+    if (hosts != 1)
+      return fail(c, 400);
+  }
   const lk_gw_listen *l = limits(c);
   if (l->max_body > 0 && p->content_length != ULLONG_MAX && p->content_length > l->max_body)
     return fail(c, 413);
@@ -288,8 +298,6 @@ static int status_for_parse_error(enum http_errno e) {
   switch (e) {
   case HPE_HEADER_OVERFLOW:
     return 431;
-  case HPE_INVALID_METHOD:
-    return 501;
   default:
     return 400;
   }
@@ -401,6 +409,7 @@ static const char *reason_of(int status) {
   case 502: return "Bad Gateway";
   case 503: return "Service Unavailable";
   case 504: return "Gateway Timeout";
+  case 505: return "HTTP Version Not Supported";
   default: return "";
   }
 }
