@@ -137,7 +137,8 @@ int gw_access_lines(const gw_proc *g) {
 
 int gw_stop(gw_proc *g, int wait_ms) {
   int code = -1;
-  if (g->pid > 0) {
+  bool ran = g->pid > 0;
+  if (ran) {
     kill(g->pid, SIGTERM);
     int64_t end = gw_now_ms() + wait_ms;
     int st;
@@ -157,7 +158,7 @@ int gw_stop(gw_proc *g, int wait_ms) {
     }
     g->pid = 0;
   }
-  if (code != 0)
+  if (ran && code != 0)
     fprintf(stderr, "linkd serve stderr:\n%s\n", gw_stderr(g));
   return code;
 }

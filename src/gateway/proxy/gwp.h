@@ -92,6 +92,7 @@ struct gwp_conn {
   bool close_after;   /* close once the current response is written */
   int handles_open;   /* tcp + timer, for the close callbacks */
   gwp_req *req;
+  int64_t last_io;    /* monotonic ns: accepted, last read, last response written */
   char *pending;      /* bytes read after the request being served (pipelining) */
   size_t pending_len;
 };
@@ -139,7 +140,9 @@ void gwp_respond(gwp_req *r, int status, const char *reason, const char *extra, 
 /* A response with a small text body ("<reason>\n") and Connection: close if `close`. */
 void gwp_respond_error(gwp_req *r, int status, bool close, const char *extra);
 const char *gwp_req_header(const gwp_req *r, const char *name);
-void gwp_close_idle(gwp_server *s);
+/* Closes the idle connections (draining) that have seen no byte for `quiet` ns: a connection
+ * just accepted may have its first request on the wire. */
+void gwp_close_idle(gwp_server *s, int64_t quiet);
 void gwp_conn_close(gwp_conn *c);
 int64_t gwp_now(void);
 

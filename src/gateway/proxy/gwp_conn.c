@@ -350,6 +350,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
     gwp_conn_close(c);
     return;
   }
+  c->last_io = gwp_now();
   if (c->state == GWP_IDLE && !c->srv->draining)
     arm(c, limits(c)->header_timeout);
   feed(c, b->base, (size_t)n);
@@ -358,6 +359,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
 /* After a response: the next request, from the pipelined bytes first, then from the socket. */
 static void next_request(gwp_conn *c) {
   c->state = GWP_IDLE;
+  c->last_io = gwp_now();
   if (c->srv->draining && !c->pending) {
     gwp_conn_close(c);
     return;
@@ -513,15 +515,17 @@ void gwp_conn_accept(gwp_server *s, uv_stream_t *listener, bool admin) {
   http_parser_init(&c->parser, HTTP_REQUEST);
   c->parser.data = c;
   c->state = GWP_IDLE;
+  c->last_io = gwp_now();
   arm(c, s->cfg->listen.header_timeout);
   uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 
-void gwp_close_idle(gwp_server *s) {
+void gwp_close_idle(gwp_server *s, int64_t quiet) {
+  int64_t now = gwp_now();
   gwp_conn *c = s->conns;
   while (c) {
     gwp_conn *next = c->next;
-    if (c->state == GWP_IDLE)
+    if (c->state == GWP_IDLE && lk_sat_sub(now, c->last_io) >= quiet)
       gwp_conn_close(c);
     c = next;
   }

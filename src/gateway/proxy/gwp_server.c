@@ -9,6 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* While draining, a connection with nothing in flight is closed once it has been quiet this
+ * long: one that served a request is closed as its response goes out (next_request), but one
+ * accepted just before SIGTERM may have its first request on the wire. */
+#define GWP_DRAIN_QUIET LK_MS(100)
+
 /* --- lk_http on the loop ---------------------------------------------------------------------- */
 
 static void on_poll(uv_poll_t *h, int status, int events) {
@@ -243,7 +248,7 @@ static void on_drain_timer(uv_timer_t *t) {
 
 static void on_drain_poll(uv_timer_t *t) {
   gwp_server *s = t->data;
-  gwp_close_idle(s);
+  gwp_close_idle(s, GWP_DRAIN_QUIET);
   if (s->nbusy == 0 && s->nconns == 0) {
     uv_timer_stop(t);
     uv_timer_stop(&s->drain_timer);
@@ -259,7 +264,7 @@ static void start_drain(gwp_server *s) {
           s->nconns, s->nbusy, (long long)(s->cfg->listen.drain_timeout / LK_NS_PER_MS));
   close_listener(&s->listener);
   uv_timer_stop(&s->health_timer);
-  gwp_close_idle(s);
+  gwp_close_idle(s, GWP_DRAIN_QUIET);
   uv_timer_start(&s->drain_timer, on_drain_timer,
                  (uint64_t)(s->cfg->listen.drain_timeout / LK_NS_PER_MS), 0);
   /* connections that become idle are closed as their responses go out (next_request); this
