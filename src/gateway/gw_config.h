@@ -321,7 +321,8 @@ lk_metrics *lk_gw_runtime_metrics(lk_gw_runtime *rt);
 void lk_gw_runtime_refresh(lk_gw_runtime *rt, const lk_gw_config *current, int64_t now);
 
 /* Counts a reload attempt (linkd_gw_config_reloads_total{result="ok"|"error"}) and sets
- * linkd_gw_config_generation. */
+ * linkd_gw_config_generation to current's generation (attach sets it too, so the first
+ * configuration reads 1 before any reload). */
 void lk_gw_runtime_record_reload(lk_gw_runtime *rt, const lk_gw_config *current, bool ok);
 
 /* ============================================================================================
