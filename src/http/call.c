@@ -480,12 +480,23 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
     d->delay = 0;
     d->reason = LK_REASON_DEADLINE;
   }
+  /* the tier below has retried already: retrying here would multiply its attempts */
+  bool retried_below = d->retry && p->honor_retried && ev.status != 0 &&
+                       lk__resp_find(&res->resp, LK_HTTP_RETRIED_HEADER) != NULL;
+  if (retried_below) {
+    d->retry = false;
+    d->delay = 0;
+    d->reason = LK_REASON_NOT_RETRYABLE;
+  }
   if (d->retry && lk__budget_retry(p->budget, &k->prot, now, lk__kind_is_timeout(kind)) != LK_OK) {
     d->retry = false;
     d->delay = 0;
     d->reason = LK_REASON_BUDGET;
   }
-  lk_decision_format(d, info->reason, sizeof info->reason);
+  if (retried_below)
+    snprintf(info->reason, sizeof info->reason, "upstream already retried");
+  else
+    lk_decision_format(d, info->reason, sizeof info->reason);
   notify_attempt(k, info);
   if (d->retry) {
     k->prev_delay = d->delay;
