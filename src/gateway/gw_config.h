@@ -201,7 +201,8 @@ typedef struct lk_gw_policy {
   int64_t deadline_cap;      /* deadline-cap = ; a caller's Linkd-Deadline / grpc-timeout is cut
                                 to this; default: the route's deadline */
   /* deadline-reserve = is http.deadline_reserve: taken off what is left when the deadline is sent
-   * upstream; default 0 */
+   * upstream; default 0. honor-retried = is http.honor_retried: an upstream answer carrying
+   * Linkd-Retried (the tier below already retried) is not retried again; default true */
   lk_gw_header *headers;     /* header = , in order */
   size_t n_headers;
   struct lk_gw_policy_rt *rt; /* set by lk_gw_runtime_attach */

@@ -77,6 +77,7 @@ static void test_minimal_defaults(void **state) {
   assert_false(p->bulkhead_on);
   assert_int_equal(p->idem, LK_GW_IDEM_PASS);
   assert_int_equal(p->http.idem_mode, LK_IDEM_NONE);
+  assert_true(p->http.honor_retried);
   assert_int_equal(strlen(p->version), 9);
   assert_int_equal(p->version[0], 'p');
   assert_int_equal(c->generation, 0);
@@ -139,6 +140,7 @@ static const char *full =
     "limiter = 200/s:burst=20\n"
     "bulkhead = 64:queue=16\n"
     "idempotency = inject\n"
+    "honor-retried = false\n"
     "header = X-Gateway: linkd\n"
     "rollout-percent = 25\n"
     "rollout-margin = 2%\n"
@@ -224,6 +226,7 @@ static void test_every_key(void **state) {
   assert_int_equal(p->bulkhead.max_queue, 16);
   assert_int_equal(p->idem, LK_GW_IDEM_INJECT);
   assert_int_equal(p->http.idem_mode, LK_IDEM_AUTO);
+  assert_false(p->http.honor_retried);
   assert_int_equal(p->n_headers, 1);
   assert_string_equal(p->headers[0].name, "X-Gateway");
   assert_string_equal(p->headers[0].value, "linkd");
@@ -308,6 +311,7 @@ static void test_errors_name_file_line_key(void **state) {
   expect_error(CL RT "limiter = fast\n", "gw.conf:5: limiter: 'fast' is not a limiter");
   expect_error(CL RT "bulkhead = 0\n", "gw.conf:5: bulkhead: '0' is not a bulkhead");
   expect_error(CL RT "idempotency = always\n", "gw.conf:5: idempotency: 'always'");
+  expect_error(CL RT "honor-retried = sometimes\n", "gw.conf:5: honor-retried: 'sometimes'");
   expect_error(CL RT "idempotency-key = auto\n", "gw.conf:5: idempotency-key: a gateway route");
   expect_error(CL RT "header = Idempotency-Key: abc\n", "gw.conf:5: header: a fixed");
   expect_error(CL RT "connect-timeout = 2s\n",
