@@ -602,6 +602,7 @@ typedef struct pol_builder {
   bool cap_set;
   int64_t deadline_cap;
   int64_t reserve;
+  bool honor_retried;
 } pol_builder;
 
 static void builder_init(pol_builder *b) {
@@ -611,11 +612,15 @@ static void builder_init(pol_builder *b) {
   b->breaker_on = true;
   lk_limiter_config_init_default(&b->limiter);
   lk_bulkhead_config_init_default(&b->bulkhead);
+  lk_http_policy d;
+  lk_http_policy_init_default(&d);
+  b->honor_retried = d.honor_retried;
 }
 
 /* The gateway's own policy keys (also valid as next.KEY). */
-static const char *const gw_policy_keys[] = {"breaker", "limiter", "bulkhead", "idempotency",
-                                             "deadline-cap", "deadline-reserve"};
+static const char *const gw_policy_keys[] = {"breaker",      "limiter",          "bulkhead",
+                                             "idempotency",  "deadline-cap",     "deadline-reserve",
+                                             "honor-retried"};
 
 static bool is_policy_key(const char *k) {
   if (cli_settings_field(k) >= 0)
@@ -673,6 +678,9 @@ static int builder_set(pol_builder *b, const char *key, const char *shown, const
   } else if (strcmp(key, "deadline-reserve") == 0) {
     if (parse_dur(value, 0, &b->reserve, m, sizeof m) != 0)
       return bad(e, line, shown, "%s", m);
+  } else if (strcmp(key, "honor-retried") == 0) {
+    if (parse_bool(value, &b->honor_retried) != 0)
+      return bad(e, line, shown, "'%s': use true or false", value);
   } else {
     return bad(e, line, shown, "unknown key");
   }
@@ -738,6 +746,7 @@ static char *policy_canonical(const lk_gw_policy *p) {
   fprintf(f, "bulkhead = %s\n",
           lk_gw_bulkhead_format(p->bulkhead_on, &p->bulkhead, big, sizeof big));
   fprintf(f, "idempotency = %s\n", p->idem == LK_GW_IDEM_INJECT ? "inject" : "pass");
+  fprintf(f, "honor-retried = %s\n", h->honor_retried ? "true" : "false");
   if (h->ca_file)
     fprintf(f, "cacert = %s\n", h->ca_file);
   for (size_t i = 0; i < p->n_headers; i++)
@@ -760,6 +769,7 @@ static int builder_finish(pol_builder *b, lk_gw_policy *p, int line, const char 
   p->http.idem_mode = b->idem == LK_GW_IDEM_INJECT ? LK_IDEM_AUTO : LK_IDEM_NONE;
   p->http.idem_key = NULL;
   p->http.deadline_reserve = b->reserve;
+  p->http.honor_retried = b->honor_retried;
   p->http.ca_file = NULL;
   if (b->s.cacert && !(p->http.ca_file = strdup(b->s.cacert)))
     return -2;

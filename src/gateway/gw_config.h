@@ -201,7 +201,8 @@ typedef struct lk_gw_policy {
   int64_t deadline_cap;      /* deadline-cap = ; a caller's Linkd-Deadline / grpc-timeout is cut
                                 to this; default: the route's deadline */
   /* deadline-reserve = is http.deadline_reserve: taken off what is left when the deadline is sent
-   * upstream; default 0 */
+   * upstream; default 0. honor-retried = is http.honor_retried: an upstream answer carrying
+   * Linkd-Retried (the tier below already retried) is not retried again; default true */
   lk_gw_header *headers;     /* header = , in order */
   size_t n_headers;
   struct lk_gw_policy_rt *rt; /* set by lk_gw_runtime_attach */
@@ -321,7 +322,8 @@ lk_metrics *lk_gw_runtime_metrics(lk_gw_runtime *rt);
 void lk_gw_runtime_refresh(lk_gw_runtime *rt, const lk_gw_config *current, int64_t now);
 
 /* Counts a reload attempt (linkd_gw_config_reloads_total{result="ok"|"error"}) and sets
- * linkd_gw_config_generation. */
+ * linkd_gw_config_generation to current's generation (attach sets it too, so the first
+ * configuration reads 1 before any reload). */
 void lk_gw_runtime_record_reload(lk_gw_runtime *rt, const lk_gw_config *current, bool ok);
 
 /* ============================================================================================

@@ -556,6 +556,8 @@ int lk_gw_runtime_attach(lk_gw_runtime *rt, lk_gw_config *c, int64_t now, char *
   c->generation = ++rt->generation;
   c->runtime = rt;
   rt->attached++;
+  /* An attached configuration is about to serve (the first one too, which no reload counts). */
+  lk_gauge_set(rt->generation_g, (int64_t)c->generation);
   pthread_mutex_unlock(&rt->mu);
   return LK_OK;
 }
