@@ -116,7 +116,7 @@ static void test_headers(void **state) {
   gw_over(&G, E.port, "header = X-Route: yes\nheader = X-Drop:\n");
   gw_resp r;
   gw_request(G.port, "GET", "/h", "X-Drop: secret\r\nX-Keep: 1\r\nConnection: keep-alive, X-Hop\r\n"
-                                  "Keep-Alive: timeout=1\r\nTE: trailers\r\n",
+                                  "Keep-Alive: timeout=1\r\nTE: trailers\r\nX-Hop: 1\r\n",
              NULL, &r);
   assert_int_equal(r.status, 200);
   const char *sent = r.body;
@@ -126,6 +126,7 @@ static void test_headers(void **state) {
   assert_non_null(strstr(sent, "X-Keep: 1\r\n"));
   assert_null(strstr(sent, "X-Drop"));
   assert_null(strstr(sent, "TE: trailers"));
+  assert_null(strstr(sent, "X-Hop")); /* named by Connection: this hop only */
   assert_null(strstr(sent, "timeout=1")); /* the caller's Keep-Alive stays with its hop */
   assert_non_null(strstr(sent, "Linkd-Attempt: 1\r\n"));
   assert_non_null(strstr(sent, "Linkd-Deadline: "));
