@@ -180,6 +180,22 @@ typedef struct lk_http_attempt_info lk_http_attempt_info;
  * call only. */
 typedef void (*lk_http_attempt_fn)(void *ctx, const lk_http_attempt_info *a);
 
+/* Per-attempt URL hook: called just before attempt `attempt` (1-based) is sent; returns the URL
+ * that attempt goes to (absolute http:// or https://; must stay valid until the attempt ends), or
+ * NULL for the request's own URL. For a caller that picks an endpoint per attempt, so a retry goes
+ * to another replica (`linkd serve`). The request's Host header, if the caller added one, is sent
+ * unchanged. Default protection (a NULL budget or breaker) stays that of the request's URL's
+ * origin. Runs on the driver's thread; must not call into the same client. */
+typedef const char *(*lk_http_url_fn)(void *ctx, int attempt);
+
+/* The response header by which a tier says it has already retried (or decided not to) for this
+ * request, with the number of attempts it made: "Linkd-Retried: 3". A caller that honours it does
+ * not retry that response (lk_http_policy.honor_retried): retries happen at one layer only, the
+ * one just above the failure (Google SRE book, "Addressing Cascading Failures": retry at one
+ * layer of the stack, and let a layer that has given up say so, as gRPC's negative
+ * grpc-retry-pushback-ms does), so three tiers of three attempts cost 3, not 27. */
+#define LK_HTTP_RETRIED_HEADER "Linkd-Retried"
+
 /* The outcome of one logical call. Opaque; owned by its receiver; not thread-safe. */
 typedef struct lk_http_result lk_http_result;
 
@@ -312,6 +328,11 @@ typedef struct lk_http_policy {
   void *classify_ctx;
   lk_http_attempt_fn on_attempt; /* optional per-attempt hook (above); default NULL */
   void *on_attempt_ctx;
+  lk_http_url_fn attempt_url; /* optional per-attempt URL hook (above); default NULL */
+  void *attempt_url_ctx;
+  bool honor_retried; /* a response carrying LK_HTTP_RETRIED_HEADER is not retried (the tier
+                         below already did): the call stops with it, reason "upstream already
+                         retried" (LK_REASON_NOT_RETRYABLE). Default true */
 
   /* --- fallback, events, trace context ----------------------------------------------------- */
   lk_http_fallback_fn fallback; /* optional last stage (above); default NULL */

@@ -268,6 +268,16 @@ int lk__attempt_setup(lk_try *t) {
     x->dns_prune = prune;
   }
 
+  /* An endpoint chosen per attempt: the URL is set for this transfer only, and the handle's
+   * cached request options are marked stale so the next call sets the request's URL again. */
+  if (p->attempt_url) {
+    const char *url = p->attempt_url(p->attempt_url_ctx, t->number);
+    if (url) {
+      SET(CURLOPT_URL, url);
+      x->req_id = 0;
+    }
+  }
+
   /* Headers: the caller's, then the driver's, as a list built in place. */
   t->nnodes = 0;
   for (size_t i = 0; i < r->nheaders; i++)

@@ -812,8 +812,16 @@ static lk_next attempt_decide(lk_try *t, lk_outcome *o, int *err) {
     *err = a->oom ? LK_ENOMEM : LK_ETOOBIG;
     return LK_NEXT_FINISH;
   }
-  /* with another attempt in flight no retry is scheduled, so the budget is not asked */
-  lk__decide(&p->retry, &o->at, d->remaining, k->rng, others ? NULL : p->budget, &k->prot, now, d);
+  /* the budget is asked below, once the response has had its say */
+  lk__decide(&p->retry, &o->at, d->remaining, k->rng, NULL, &k->prot, now, d);
+  /* the tier below has retried already: retrying here would multiply its attempts */
+  bool retried_below = d->retry && p->honor_retried && o->ev.status != 0 && !o->lost &&
+                       lk__resp_find(&k->res->resp, LK_HTTP_RETRIED_HEADER) != NULL;
+  if (retried_below) {
+    d->retry = false;
+    d->delay = 0;
+    d->reason = LK_REASON_NOT_RETRYABLE;
+  }
   if (others && !(d->reason == LK_REASON_NOT_RETRYABLE && o->ev.status != 0)) {
     /* Another attempt is still in flight: its answer decides (a definitive HTTP answer, such as
      * a 404, would end the call now, as a success does). */
@@ -824,7 +832,16 @@ static lk_next attempt_decide(lk_try *t, lk_outcome *o, int *err) {
     snprintf(info->reason + n, sizeof info->reason - n, "; another attempt in flight");
     return LK_NEXT_WAIT_OTHERS;
   }
-  lk_decision_format(d, info->reason, sizeof info->reason);
+  /* with another attempt in flight no retry is scheduled, so the budget is asked only here */
+  if (d->retry && lk__budget_retry(p->budget, &k->prot, now, lk__kind_is_timeout(kind)) != LK_OK) {
+    d->retry = false;
+    d->delay = 0;
+    d->reason = LK_REASON_BUDGET;
+  }
+  if (retried_below)
+    snprintf(info->reason, sizeof info->reason, "upstream already retried");
+  else
+    lk_decision_format(d, info->reason, sizeof info->reason);
   if (d->retry)
     return LK_NEXT_RETRY;
   *err = lk__stop_err(d, o->ev.status != 0 && status_kind(kind) ? LK_EHTTP : LK_ENOTRETRYABLE);

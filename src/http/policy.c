@@ -22,6 +22,7 @@ void lk_http_policy_init_default(lk_http_policy *p) {
   p->breaker_wait = true;
   p->send_deadline = true;
   p->send_attempt = true;
+  p->honor_retried = true;
   p->max_response_body = (size_t)64 << 20;
   p->verify_tls = true;
   lk_hedge_policy_init_default(&p->hedge);
