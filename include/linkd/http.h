@@ -306,7 +306,8 @@ typedef struct lk_http_policy {
                             lk_call_metrics_attempt_hist() through lk_http_hist_percentile), one
                             more attempt starts alongside it on another easy handle (another
                             pooled connection, or a new one; on HTTP/2 libcurl may multiplex it
-                            onto the same one), up to max_hedges per round. A hedge needs, at
+                            onto the same one) and, when attempt_url picks one per attempt
+                            number, at another endpoint; up to max_hedges per round. A hedge needs, at
                             once and without waiting: a bulkhead slot (lk_bulkhead_try_acquire),
                             a breaker permit, a retry-budget token (as a retry does), the hook
                             `spend` if set, and a limiter token; any refusal ends hedging until

@@ -299,6 +299,48 @@ static void test_cancel_ends_all_attempts(void **s) {
   lk_http_client_free(c);
 }
 
+/* With a per-attempt URL hook the hedge goes to another endpoint: the first replica is slow, the
+ * hedge's answers at once. */
+typedef struct two_urls {
+  char slow[128], fast[128];
+  int asked[4];
+} two_urls;
+
+static const char *pick_url(void *ctx, int attempt) {
+  two_urls *u = ctx;
+  if (attempt >= 1 && attempt <= 3)
+    u->asked[attempt]++;
+  return attempt == 1 ? u->slow : u->fast;
+}
+
+static void test_hedge_to_another_endpoint(void **s) {
+  (void)s;
+  faultd_proc fast;
+  ht_start(&FP, "slow", "--delay-ms", "500", NULL);
+  ht_start(&fast, "ok", NULL);
+  two_urls u = {0};
+  assert_int_equal(faultd_url(&FP, "/x", u.slow, sizeof u.slow), 0);
+  assert_int_equal(faultd_url(&fast, "/x", u.fast, sizeof u.fast), 0);
+  lk_http_policy pol;
+  hedge_policy(&pol, LK_MS(40));
+  pol.attempt_timeout = LK_MS(800);
+  pol.attempt_url = pick_url;
+  pol.attempt_url_ctx = &u;
+  ht_run r;
+  ht_call_url(NULL, "GET", u.slow, NULL, 0, &pol, &r);
+  assert_int_equal(r.err, LK_OK);
+  assert_int_equal(lk_http_result_hedges(r.res), 1);
+  assert_int_equal(u.asked[1], 1);
+  assert_int_equal(u.asked[2], 1);
+  assert_true(r.att[1].hedge);
+  assert_int_equal(r.att[1].failure, LK_F_NONE);
+  assert_true(r.wall < LK_MS(300));
+  assert_int_equal(faultd_wait_requests(&FP, 1, 500), 1);
+  assert_int_equal(faultd_wait_requests(&fast, 1, 500), 1);
+  ht_free(&r);
+  faultd_stop(&fast);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_hedge_wins_over_slow_attempt, teardown),
@@ -310,6 +352,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_definitive_answer_cancels_hedge, teardown),
       cmocka_unit_test_teardown(test_hedge_on_fake_clock, teardown),
       cmocka_unit_test_teardown(test_cancel_ends_all_attempts, teardown),
+      cmocka_unit_test_teardown(test_hedge_to_another_endpoint, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
