@@ -2,10 +2,10 @@
 /* The last stage and the observers of an HTTP call: the fallback (a substitute response for a
  * call that failed for good, counted by cause, the original error kept), the per-call event
  * callback (event.h) and the W3C traceparent sent on every attempt. */
+#include <cmocka.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
-#include <cmocka.h>
 
 #include "httptest.h"
 
@@ -169,10 +169,9 @@ static void test_events_of_a_retried_call(void **s) {
   ht_run r;
   ht_call(&FP, NULL, "GET", NULL, 0, &pol, 2, &r);
   assert_int_equal(r.err, LK_OK);
-  static const lk_event_type want[] = {LK_EV_CALL_START,      LK_EV_ATTEMPT_START,
-                                       LK_EV_ATTEMPT_END,     LK_EV_RETRY_SCHEDULED,
-                                       LK_EV_ATTEMPT_START,   LK_EV_ATTEMPT_END,
-                                       LK_EV_CALL_END};
+  static const lk_event_type want[] = {
+      LK_EV_CALL_START,    LK_EV_ATTEMPT_START, LK_EV_ATTEMPT_END, LK_EV_RETRY_SCHEDULED,
+      LK_EV_ATTEMPT_START, LK_EV_ATTEMPT_END,   LK_EV_CALL_END};
   expect_types(&l, want, 7);
   assert_int_equal(l.ev[2].attempt, 1);
   assert_int_equal(l.ev[2].u.attempt_end.failure, LK_F_HTTP_503);
@@ -211,9 +210,8 @@ static void test_events_budget_refused_and_fallback(void **s) {
   ht_call(&FP, NULL, "GET", NULL, 0, &pol, 1, &r);
   assert_int_equal(r.err, LK_OK);
   assert_int_equal(lk_http_result_original_err(r.res), LK_EBUDGET);
-  static const lk_event_type want[] = {LK_EV_CALL_START,     LK_EV_ATTEMPT_START,
-                                       LK_EV_ATTEMPT_END,    LK_EV_BUDGET_REFUSED,
-                                       LK_EV_FALLBACK,       LK_EV_CALL_END};
+  static const lk_event_type want[] = {LK_EV_CALL_START,     LK_EV_ATTEMPT_START, LK_EV_ATTEMPT_END,
+                                       LK_EV_BUDGET_REFUSED, LK_EV_FALLBACK,      LK_EV_CALL_END};
   expect_types(&l, want, 6);
   assert_int_equal(l.ev[3].u.budget.failure, LK_F_EMPTY_RESPONSE);
   assert_int_equal(l.ev[4].u.fallback.err, LK_EBUDGET);
@@ -239,10 +237,9 @@ static void test_events_of_a_hedge(void **s) {
   ht_run r;
   ht_call(&FP, NULL, "GET", NULL, 0, &pol, 2, &r);
   assert_int_equal(r.err, LK_OK);
-  static const lk_event_type want[] = {LK_EV_CALL_START,  LK_EV_ATTEMPT_START,
-                                       LK_EV_ATTEMPT_START, LK_EV_HEDGE_STARTED,
-                                       LK_EV_ATTEMPT_END, LK_EV_ATTEMPT_END,
-                                       LK_EV_CALL_END};
+  static const lk_event_type want[] = {
+      LK_EV_CALL_START,  LK_EV_ATTEMPT_START, LK_EV_ATTEMPT_START, LK_EV_HEDGE_STARTED,
+      LK_EV_ATTEMPT_END, LK_EV_ATTEMPT_END,   LK_EV_CALL_END};
   expect_types(&l, want, 7);
   assert_int_equal(l.ev[3].attempt, 2);
   assert_int_equal(l.ev[3].u.hedge.in_flight, 2);
