@@ -2,10 +2,10 @@
 /* An adaptive concurrency limit (adaptive.h) as the bulkhead limit of HTTP calls
  * (lk_http_policy.adaptive): it falls while the server is slow and recovers once it is fast
  * again, and the bulkhead's max follows it. */
-#include <cmocka.h>
-#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
 
 #include "httptest.h"
 

@@ -2,10 +2,10 @@
 /* The last stage and the observers of an HTTP call: the fallback (a substitute response for a
  * call that failed for good, counted by cause, the original error kept), the per-call event
  * callback (event.h) and the W3C traceparent sent on every attempt. */
-#include <cmocka.h>
-#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
 
 #include "httptest.h"
 

@@ -2,10 +2,10 @@
 /* Hedged calls (lk_http_policy.hedge) against faultd: a hedge starts after the hedge delay on
  * another connection, the first acceptable answer wins, the other attempts are cancelled, each
  * hedge asks the retry budget, and only requests that may be sent twice are hedged. */
-#include <cmocka.h>
-#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
 
 #include "fake_clock.h"
 #include "httptest.h"
