@@ -149,8 +149,8 @@ typedef struct lk_exec_result {
   int err;             /* LK_OK, or the call's error (the same codes as lk_http_result_err:
                           LK_ENOTRETRYABLE, LK_EATTEMPTS, LK_EDEADLINE, LK_EBUDGET,
                           LK_EBREAKER_OPEN, LK_ERATE_LIMITED, LK_EBULKHEAD_FULL, LK_ECANCELED;
-                          LK_EINVAL / LK_ECONFIG when the call could not start). LK_OK when the
-                          fallback produced the result: see `fallback` */
+                          LK_EINVAL / LK_ECONFIG / LK_ESYS when the call could not start). LK_OK
+                          when the fallback produced the result: see `fallback` */
   lk_failure failure;  /* the final attempt's kind (a TERMINAL kind when a protection, the
                           deadline or a cancel stopped the call) */
   int attempts;        /* timeline entries, refused ones included */
@@ -170,8 +170,10 @@ typedef struct lk_exec_result {
  * return leaves the call's error as it was. Runs on the call's thread. */
 typedef int (*lk_exec_fallback_fn)(void *ctx, const lk_exec_result *r);
 
-/* Sleeps until `until` on the policy's clock, or less. Returns early when woken is fine: the
- * executor re-checks. A fake sleep for tests advances a fake clock to `until`. */
+/* Sleeps until `until` on the policy's clock, or less: returning early is fine, the executor
+ * re-checks and sleeps again. It replaces the executor's own wait, so a cancel or a bulkhead
+ * grant does not wake it (they are seen when it returns). A fake sleep for tests advances a fake
+ * clock to `until`. */
 typedef void (*lk_exec_sleep_fn)(void *ctx, int64_t until);
 
 /* ============================================================================================
@@ -216,7 +218,9 @@ LK_EXPORT int lk_exec_policy_validate(const lk_exec_policy *p, const char **why)
 
 /* Runs a call synchronously: `fn(ctx, ...)` once per attempt, on this thread. `cancel` is
  * optional. *res is filled in every case (its timeline / timeline_cap are the caller's: set
- * them, or leave NULL / 0). Returns res->err. LK_EINVAL for a NULL policy, fn or res. */
+ * them, or leave NULL / 0). Returns res->err: LK_EINVAL for a NULL policy or fn (NULL res:
+ * LK_EINVAL, nothing filled), LK_ECONFIG for an invalid policy, LK_ESYS if this thread's wait
+ * could not be set up (not seen on glibc). */
 LK_EXPORT int lk_exec_run(const lk_exec_policy *p, lk_exec_fn fn, void *ctx, lk_cancel *cancel,
                           lk_exec_result *res);
 

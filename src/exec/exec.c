@@ -590,9 +590,9 @@ static sleeper *thread_sleeper(void) {
   return s;
 }
 
-/* Waits until `until` on the call's clock, a bulkhead grant or the token firing. The policy
- * clock's remaining time becomes a CLOCK_MONOTONIC timeout once: a test clock that does not
- * move still gets a bounded, real wait. */
+/* Waits until `until` on the call's clock, a bulkhead grant or the token firing. The time left
+ * on the policy's clock becomes one CLOCK_MONOTONIC timeout, so any clock that moves in step
+ * with real time works; a fake clock needs policy.sleep to move it. */
 static void sync_sleep(lk_exec_call *k, int64_t until) {
   if (k->pol.sleep) {
     k->pol.sleep(k->pol.sleep_ctx, until);

@@ -61,10 +61,8 @@ bool lk__kind_is_timeout(lk_failure k) {
   case LK_F_WRITE_TIMEOUT:
   case LK_F_FIRST_BYTE_TIMEOUT:
   case LK_F_IDLE_TIMEOUT:
-  case LK_F_DEADLINE_EXCEEDED:
-    return true;
-  default:
-    return false;
+  case LK_F_DEADLINE_EXCEEDED: return true;
+  default: return false;
   }
 }
 

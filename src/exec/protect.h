@@ -34,8 +34,7 @@ void lk__budget_request(lk_budget *b, int64_t now);
 void lk__budget_outcome(lk_budget *b, lk_prot *ps, int64_t now, bool success);
 int lk__budget_retry(lk_budget *b, lk_prot *ps, int64_t now, bool after_timeout);
 int lk__breaker_acquire(lk_breaker *b, lk_prot *ps, int64_t now);
-void lk__breaker_record(lk_breaker *b, lk_prot *ps, int64_t now, int64_t duration,
-                        lk_failure kind);
+void lk__breaker_record(lk_breaker *b, lk_prot *ps, int64_t now, int64_t duration, lk_failure kind);
 void lk__breaker_release(lk_breaker *b, lk_prot *ps);
 /* Copies budget and breaker state into the call metrics (gauges), when both are set. */
 void lk__cm_protection_state(lk_call_metrics *m, lk_budget *b, lk_breaker *br, int64_t now);
@@ -43,9 +42,9 @@ void lk__cm_protection_state(lk_call_metrics *m, lk_budget *b, lk_breaker *br, i
 /* A call's hold on a bulkhead slot, or its place in the bulkhead's FIFO queue (shared with
  * blocking acquirers) while it waits without blocking. Zero it, then set start = INT64_MIN. */
 typedef struct lk_slot {
-  int64_t start;             /* when the wait began; INT64_MIN: not waiting */
-  bool held, queued;         /* a slot is held / `w` is in the queue */
-  _Atomic bool granted;      /* set by the grant notification (another thread, maybe) */
+  int64_t start;        /* when the wait began; INT64_MIN: not waiting */
+  bool held, queued;    /* a slot is held / `w` is in the queue */
+  _Atomic bool granted; /* set by the grant notification (another thread, maybe) */
   lk_bulkhead_waiter w;
 } lk_slot;
 
@@ -58,9 +57,7 @@ int lk__slot_acquire(lk_slot *s, lk_bulkhead *b, int64_t now, int64_t deadline,
                      int64_t pool_timeout, void (*notify)(void *ud), void *ud, int64_t *until,
                      int64_t *waited, lk_failure *kind);
 /* Whether a queued wait has been granted and is due now (cheap; no lock). */
-static inline bool lk__slot_due(lk_slot *s) {
-  return s->queued && atomic_load(&s->granted);
-}
+static inline bool lk__slot_due(lk_slot *s) { return s->queued && atomic_load(&s->granted); }
 /* Gives back the slot or leaves the queue, whichever applies. */
 void lk__slot_release(lk_slot *s, lk_bulkhead *b);
 

@@ -56,13 +56,13 @@ static void expect_refused(const char *s) {
 static void test_parse_refusals(void **state) {
   (void)state;
   expect_refused("");
-  expect_refused("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"); /* upper case */
-  expect_refused("00-00000000000000000000000000000000-00f067aa0ba902b7-01"); /* zero trace */
-  expect_refused("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"); /* zero span */
-  expect_refused("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"); /* version ff */
+  expect_refused("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01");  /* upper case */
+  expect_refused("00-00000000000000000000000000000000-00f067aa0ba902b7-01");  /* zero trace */
+  expect_refused("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01");  /* zero span */
+  expect_refused("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");  /* version ff */
   expect_refused("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-"); /* 00 too long */
   expect_refused("00-4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7-01");
-  expect_refused("00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01"); /* short */
+  expect_refused("00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01");   /* short */
   expect_refused("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x"); /* no '-' */
   lk_traceparent tp;
   assert_int_equal(lk_traceparent_parse(NULL, 0, &tp), LK_EINVAL);
@@ -129,10 +129,8 @@ static void test_child_and_new(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_names),
-      cmocka_unit_test(test_parse_format_roundtrip),
-      cmocka_unit_test(test_parse_refusals),
-      cmocka_unit_test(test_later_version),
+      cmocka_unit_test(test_names),          cmocka_unit_test(test_parse_format_roundtrip),
+      cmocka_unit_test(test_parse_refusals), cmocka_unit_test(test_later_version),
       cmocka_unit_test(test_child_and_new),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,6 +11,7 @@
 #include <linkd/linkd.h>
 
 #include "fake_clock.h"
+#include "testutil.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,7 +123,8 @@ static void fix_init(fix *f, const step *steps, int n) {
 
 static int fix_run(fix *f) { return lk_exec_run(&f->pol, scripted, &f->sc, NULL, &f->res); }
 
-#define OK_STEP(t) {LK_F_NONE, true, -1, (t)}
+#define OK_STEP(t)                                                                                 \
+  { LK_F_NONE, true, -1, (t) }
 
 /* --- tests --------------------------------------------------------------------------------- */
 
@@ -365,8 +367,7 @@ static void test_breaker_wait_for_probe(void **state) {
   assert_int_equal(w->u.wait.waited, LK_MS(500));
   /* OPEN -> HALF_OPEN on the probe, HALF_OPEN -> CLOSED on its success */
   assert_int_equal(count_ev(&f.log, LK_EV_BREAKER_TRANSITION), 2);
-  assert_int_equal(find_ev(&f.log, LK_EV_BREAKER_TRANSITION, 1)->u.breaker.to,
-                   LK_BREAKER_CLOSED);
+  assert_int_equal(find_ev(&f.log, LK_EV_BREAKER_TRANSITION, 1)->u.breaker.to, LK_BREAKER_CLOSED);
   lk_breaker_free(br);
 }
 
@@ -492,7 +493,8 @@ static void test_fallback(void **state) {
   assert_int_equal(s.attempts, 2);
   char *text = NULL;
   assert_int_equal(lk_metrics_render(m, &text, NULL), LK_OK);
-  assert_non_null(strstr(text, "linkd_client_fallbacks_total{client=\"exec\",cause=\"ENOTRETRYABLE\"} 1"));
+  assert_non_null(
+      strstr(text, "linkd_client_fallbacks_total{client=\"exec\",cause=\"ENOTRETRYABLE\"} 1"));
   free(text);
   lk_call_metrics_free(cm);
   lk_metrics_free(m);
@@ -574,6 +576,40 @@ static void test_invalid(void **state) {
   assert_int_equal(f.tl[1].number, 0);
 }
 
+/* A synchronous call with retries, protections and events allocates nothing (after the first
+ * call has registered its failure kind's series). */
+static void test_no_allocation(void **state) {
+  (void)state;
+  lk_metrics *m = lk_metrics_new();
+  lk_call_metrics *cm = lk_call_metrics_new(m, "alloc");
+  lk_budget_ratio_config rc;
+  lk_budget_ratio_config_init_default(&rc);
+  lk_budget *b = NULL;
+  assert_int_equal(lk_budget_new_ratio(&rc, &b, NULL), LK_OK);
+  lk_breaker_config bc;
+  lk_breaker_config_init_default(&bc);
+  lk_breaker *br = NULL;
+  assert_int_equal(lk_breaker_new(&bc, &br, NULL), LK_OK);
+  static const step steps[] = {{LK_F_CONNECT_REFUSED, false, -1, LK_MS(1)}, OK_STEP(1)};
+  fix f;
+  for (int i = 0; i < 2; i++) {
+    fix_init(&f, steps, 2);
+    f.pol.metrics = cm;
+    f.pol.budget = b;
+    f.pol.breaker = br;
+    if (i == 1)
+      lk_test_alloc_count_start();
+    assert_int_equal(fix_run(&f), LK_OK);
+    if (i == 1)
+      assert_int_equal(lk_test_alloc_count_stop(), 0);
+  }
+  assert_int_equal(f.res.attempts, 2);
+  lk_breaker_free(br);
+  lk_budget_free(b);
+  lk_call_metrics_free(cm);
+  lk_metrics_free(m);
+}
+
 /* --- asynchronous calls: a scripted loop ------------------------------------------------- */
 
 typedef struct aloop {
@@ -586,6 +622,7 @@ typedef struct aloop {
   bool done;
   lk_exec_result res;
   int expired;
+  int wakes;
 } aloop;
 
 static void a_start(void *ctx, lk_exec_call *call, const lk_exec_attempt *a) {
@@ -705,6 +742,96 @@ static void test_async(void **state) {
   assert_null(call);
 }
 
+static void a_wake(void *ctx, lk_exec_call *call) {
+  aloop *l = ctx;
+  assert_ptr_equal(call, l->call);
+  l->wakes++;
+}
+
+/* An asynchronous call queued for a bulkhead slot is told through loop.wake when the slot is
+ * handed over; a token fired while it waits ends it at its next step; an abort during an
+ * attempt ends it when the attempt reports. */
+static void test_async_bulkhead_cancel_abort(void **state) {
+  (void)state;
+  lk_fake_clock fc;
+  lk_fake_clock_init(&fc, LK_SEC(5));
+  lk_exec_policy p;
+  lk_exec_policy_init_default(&p);
+  p.clock = &fc.base;
+  lk_bulkhead_config hc = {1, 4};
+  lk_bulkhead *bh = NULL;
+  assert_int_equal(lk_bulkhead_new(&hc, &bh, NULL), LK_OK);
+  assert_int_equal(lk_bulkhead_try_acquire(bh), LK_OK);
+  p.bulkhead = bh;
+  p.pool_timeout = LK_MS(500);
+  aloop l = {.fc = &fc, .timer = -2};
+  lk_exec_loop loop = {a_start, a_timer, NULL, a_wake, &l};
+  lk_exec_call *call = NULL;
+  assert_int_equal(lk_exec_start(&p, &loop, NULL, NULL, 0, a_done, &l, &call), LK_OK);
+  l.call = call;
+  assert_int_equal(lk_exec_timer(call), LK_OK);
+  assert_int_equal(l.starts, 0);
+  assert_int_equal(l.timer, LK_MS(500)); /* queued: back at the end of pool_timeout */
+  assert_int_equal(lk_bulkhead_queue_depth(bh), 1);
+  lk_fake_clock_advance(&fc, LK_MS(20));
+  lk_bulkhead_release(bh); /* hands the slot over: wake runs here */
+  assert_int_equal(l.wakes, 1);
+  assert_int_equal(lk_exec_timer(call), LK_OK);
+  assert_int_equal(l.starts, 1);
+  assert_int_equal(lk_bulkhead_in_use(bh), 1);
+  lk_exec_outcome ok = {LK_F_NONE, true, -1};
+  assert_int_equal(lk_exec_attempt_end(call, &ok), LK_OK);
+  assert_true(l.done);
+  assert_int_equal(l.res.err, LK_OK);
+  assert_int_equal(lk_bulkhead_in_use(bh), 0);
+
+  /* queued past pool_timeout: refused as POOL_TIMEOUT, nothing held */
+  assert_int_equal(lk_bulkhead_try_acquire(bh), LK_OK);
+  aloop l2 = {.fc = &fc, .timer = -2};
+  loop.ctx = &l2;
+  lk_exec_attempt_info tl[2];
+  assert_int_equal(lk_exec_start(&p, &loop, NULL, tl, 2, a_done, &l2, &call), LK_OK);
+  assert_int_equal(lk_exec_timer(call), LK_OK);
+  lk_fake_clock_advance(&fc, LK_MS(500));
+  assert_int_equal(lk_exec_timer(call), LK_OK);
+  assert_true(l2.done);
+  assert_int_equal(l2.res.err, LK_EBULKHEAD_FULL);
+  assert_int_equal(l2.res.failure, LK_F_POOL_TIMEOUT);
+  assert_true(tl[0].refused);
+  assert_int_equal(lk_bulkhead_queue_depth(bh), 0);
+  lk_bulkhead_release(bh);
+
+  /* a token fired during the retry delay: the next step ends the call */
+  p.bulkhead = NULL;
+  lk_cancel *c = lk_cancel_new();
+  aloop l3 = {.fc = &fc, .timer = -2};
+  loop.ctx = &l3;
+  assert_int_equal(lk_exec_start(&p, &loop, c, NULL, 0, a_done, &l3, &call), LK_OK);
+  assert_int_equal(lk_exec_timer(call), LK_OK);
+  lk_exec_outcome refused = {LK_F_CONNECT_REFUSED, false, -1};
+  assert_int_equal(lk_exec_attempt_end(call, &refused), LK_OK);
+  assert_false(l3.done);
+  lk_cancel_fire(c);
+  assert_int_equal(lk_exec_timer(call), LK_OK); /* early, but cancelled */
+  assert_true(l3.done);
+  assert_int_equal(l3.res.err, LK_ECANCELED);
+  assert_int_equal(l3.starts, 1);
+  lk_cancel_free(c);
+
+  /* abort while an attempt runs: it ends when the attempt reports its failure */
+  aloop l4 = {.fc = &fc, .timer = -2};
+  loop.ctx = &l4;
+  assert_int_equal(lk_exec_start(&p, &loop, NULL, NULL, 0, a_done, &l4, &call), LK_OK);
+  assert_int_equal(lk_exec_timer(call), LK_OK);
+  assert_int_equal(lk_exec_abort(call), LK_OK);
+  assert_false(l4.done);
+  assert_int_equal(lk_exec_attempt_end(call, &refused), LK_OK);
+  assert_true(l4.done);
+  assert_int_equal(l4.res.err, LK_ECANCELED);
+  assert_int_equal(l4.res.failure, LK_F_CANCELLED);
+  lk_bulkhead_free(bh);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_success_first_attempt),
@@ -720,7 +847,9 @@ int main(void) {
       cmocka_unit_test(test_cancel),
       cmocka_unit_test(test_traceparent_per_attempt),
       cmocka_unit_test(test_invalid),
+      cmocka_unit_test(test_no_allocation),
       cmocka_unit_test(test_async),
+      cmocka_unit_test(test_async_bulkhead_cancel_abort),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
