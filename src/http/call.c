@@ -184,7 +184,11 @@ static int try_launch(lk_call *k, lk_try *t, int64_t now, bool hedge) {
     if (!t->ex)
       return LK_ENOMEM;
     t->easy = t->ex->h;
-    if (lk__attempt_setup_call(k, t->ex) != LK_OK) {
+    /* the policy's CA file was dropped at submit; the call's own handle keeps its copy */
+    k->pol.ca_file = k->ex ? k->ex->ca_file : NULL;
+    int rc = lk__attempt_setup_call(k, t->ex);
+    k->pol.ca_file = NULL;
+    if (rc != LK_OK) {
       lk__client_easy_put(k->cl, t->ex);
       t->ex = NULL;
       t->easy = NULL;

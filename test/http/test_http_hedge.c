@@ -341,6 +341,47 @@ static void test_hedge_to_another_endpoint(void **s) {
   faultd_stop(&fast);
 }
 
+/* A hedge on a handle of its own keeps the call's CA file: the first attempt goes to a slow
+ * plain-text replica, the hedge to an https one whose self-signed certificate only the CA file
+ * verifies, and the hedge wins. */
+static void test_hedge_keeps_ca_file(void **s) {
+  (void)s;
+  char dir[] = "/tmp/linkd-hedge-ca-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  ht_make_cert(dir, "server");
+  char crt[128], key[128];
+  snprintf(crt, sizeof crt, "%s/server-c.pem", dir);
+  snprintf(key, sizeof key, "%s/server-k.pem", dir);
+  int port = 0;
+  pid_t pid = ht_tls_server_start(crt, key, &port);
+  ht_start(&FP, "slow", "--delay-ms", "1500", NULL);
+  two_urls u = {0};
+  assert_int_equal(faultd_url(&FP, "/x", u.slow, sizeof u.slow), 0);
+  snprintf(u.fast, sizeof u.fast, "https://127.0.0.1:%d/x", port);
+  lk_http_policy pol;
+  hedge_policy(&pol, LK_MS(50));
+  pol.deadline = LK_SEC(5);
+  pol.attempt_timeout = LK_SEC(3); /* OpenSSL under sanitizers is slow */
+  pol.connect_timeout = 0;
+  pol.ca_file = crt;
+  pol.attempt_url = pick_url;
+  pol.attempt_url_ctx = &u;
+  ht_run r;
+  if (pid > 0)
+    ht_call_url(NULL, "GET", u.slow, NULL, 0, &pol, &r);
+  ht_tls_server_stop(pid);
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+  assert_true(pid > 0);
+  assert_int_equal(r.err, LK_OK);
+  assert_int_equal(r.nattempts, 2);
+  assert_true(r.att[1].hedge);
+  assert_int_equal(r.att[1].failure, LK_F_NONE);
+  assert_int_equal(r.att[0].failure, LK_F_CANCELLED);
+  ht_free(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_hedge_wins_over_slow_attempt, teardown),
@@ -353,6 +394,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_hedge_on_fake_clock, teardown),
       cmocka_unit_test_teardown(test_cancel_ends_all_attempts, teardown),
       cmocka_unit_test_teardown(test_hedge_to_another_endpoint, teardown),
+      cmocka_unit_test_teardown(test_hedge_keeps_ca_file, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
