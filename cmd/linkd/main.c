@@ -7,6 +7,7 @@
 #include "help.h"
 #include "outbox.h"
 #include "request.h"
+#include "serve.h"
 
 #include <linkd/linkd.h>
 #include <linkd/seed_example.h>
@@ -39,6 +40,8 @@ int main(int argc, char **argv) {
     return linkd_demo_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "outbox"))
     return cli_outbox_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "serve"))
+    return linkd_serve_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "seed-example") || !strcmp(cmd, "version")) {
     if (argc > 2 && is_help(argv[2])) {
       cli_help_command(stdout, cmd);

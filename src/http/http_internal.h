@@ -134,11 +134,15 @@ struct lk_http_result {
   lk_failure failure;
   lk_resp resp;          /* the last real response (status != 0) or empty */
   bool has_resp;
+  bool fallback;     /* the fallback produced `resp` */
   lk_http_attempt_info *attempts; /* `first` until a second attempt needs the heap */
   size_t nattempts, cap_attempts;
   bool has_key;
+  int original_err;  /* the error a fallback replaced (the fields fill padding: the struct's
+                        size, and so malloc's path for it, stays what it was) */
   int64_t elapsed;
   int resends;
+  int hedges;
   /* From here on, buffers written before they are read: lk__result_new() leaves them be. */
   lk_http_attempt_info first;
   char stop[96];
