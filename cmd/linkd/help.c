@@ -19,6 +19,7 @@ void cli_help_main(FILE *f) {
         "\n"
         "Other commands:\n"
         "  demo           run libraryd with faults and compare naive retries with linkd's policy\n"
+        "  sim FILE       simulate a fleet's retry policies on a simulated clock (docs/sim.md)\n"
         "  seed-example   print the seed document's RetryPolicy example (golden output)\n"
         "  version        print the library version\n"
         "  help [COMMAND] this text, or the options of COMMAND\n"

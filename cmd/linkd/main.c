@@ -6,6 +6,7 @@
 #include "exitcodes.h"
 #include "help.h"
 #include "request.h"
+#include "sim_cli.h"
 
 #include <linkd/linkd.h>
 #include <linkd/seed_example.h>
@@ -36,6 +37,8 @@ int main(int argc, char **argv) {
     return cli_cmd_request(argc, argv);
   if (!strcmp(cmd, "demo"))
     return linkd_demo_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "sim"))
+    return linkd_sim_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "seed-example") || !strcmp(cmd, "version")) {
     if (argc > 2 && is_help(argv[2])) {
       cli_help_command(stdout, cmd);
