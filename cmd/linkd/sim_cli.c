@@ -54,6 +54,10 @@ static void fill_row(sim_compare_row *row, const sim_result *r) {
     wasted += r->tier[t].wasted;
   }
   att0 = r->tier[r->sc.groups[0].target].attempts;
+  row->done_at = 0;
+  for (int g = 0; g < r->sc.n_groups; g++)
+    if (r->group[g].last_end > row->done_at)
+      row->done_at = r->group[g].last_end;
   row->success = calls ? 100.0 * (double)ok / (double)calls : 0;
   row->in_deadline = calls ? 100.0 * (double)in / (double)calls : 0;
   row->goodput = (double)in / ((double)r->sc.duration / 1e9);
@@ -127,16 +131,17 @@ int sim_compare(const sim_scenario *sc, const char *const *names, int n, sim_com
 }
 
 void sim_compare_print(FILE *f, const sim_scenario *sc, const sim_compare_row *rows, int n) {
-  char a[32];
-  fprintf(f, "%-14s %8s %9s %10s %9s %8s %12s %s\n", "policy", "success", "in dline",
-          "goodput/s", "att/call", "wasted", "recovery", "survives trigger x");
+  char a[32], d[32];
+  fprintf(f, "%-14s %8s %9s %10s %9s %8s %12s %12s %s\n", "policy", "success", "in dline",
+          "goodput/s", "att/call", "wasted", "done at", "recovery", "survives trigger x");
   for (int i = 0; i < n; i++) {
     const sim_compare_row *r = &rows[i];
     const char *rec = r->recovery == INT64_MIN ? "n/a"
                       : r->recovery < 0        ? "never"
                                                : lk_duration_format(r->recovery, a, sizeof a);
-    fprintf(f, "%-14s %7.1f%% %8.1f%% %10.1f %9.2f %7.1f%% %12s ", r->policy, r->success,
-            r->in_deadline, r->goodput, r->amplification, r->wasted, rec);
+    fprintf(f, "%-14s %7.1f%% %8.1f%% %10.1f %9.2f %7.1f%% %12s %12s ", r->policy, r->success,
+            r->in_deadline, r->goodput, r->amplification, r->wasted,
+            lk_duration_format(r->done_at, d, sizeof d), rec);
     if (r->survives < 0)
       fputs("(no trigger)\n", f);
     else if (r->survives == 0)

@@ -14,6 +14,7 @@ int linkd_sim_main(int argc, char **argv);
 typedef struct sim_compare_row {
   char policy[SIM_NAME_MAX];
   double success, in_deadline, goodput, amplification, wasted;
+  int64_t done_at;       /* simulated time the last client call ended */
   int64_t recovery;      /* of the first trigger, as sim_recovery */
   double survives;       /* largest multiple of the first trigger's length it recovers from;
                             0 = not even the smallest tried; -1 = no trigger */

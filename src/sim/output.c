@@ -28,18 +28,20 @@ void sim_write_summary(FILE *f, const sim_result *r) {
   fprintf(f, "seed %llu, %s of arrivals + up to %s to drain, window %s\n",
           (unsigned long long)sc->seed, fmt_ns(sc->duration, a, sizeof a),
           fmt_ns(sc->drain, b, sizeof b), fmt_ns(sc->window, c, sizeof c));
-  fprintf(f, "%-14s %10s %8s %8s %10s %9s %10s %10s %10s\n", "clients", "calls", "success",
-          "in dline", "goodput/s", "att/call", "p50", "p99", "p99.9");
+  fprintf(f, "%-14s %10s %8s %8s %10s %9s %10s %10s %10s %10s\n", "clients", "calls", "success",
+          "in dline", "goodput/s", "att/call", "p50", "p99", "p99.9", "done at");
   double secs = (double)sc->duration / 1e9;
   for (int g = 0; g < sc->n_groups; g++) {
     const sim_group_stats *s = &r->group[g];
-    fprintf(f, "%-14s %10llu %7.1f%% %7.1f%% %10.1f %9.2f %10s %10s %10s\n", sc->groups[g].name,
+    char d[32];
+    fprintf(f, "%-14s %10llu %7.1f%% %7.1f%% %10.1f %9.2f %10s %10s %10s %10s\n", sc->groups[g].name,
             (unsigned long long)s->calls, pct(s->ok, s->calls), pct(s->in_deadline, s->calls),
             (double)s->in_deadline / secs,
             s->calls ? (double)s->attempts / (double)s->calls : 0.0,
             fmt_ns(lk_hist_percentile(s->latency, 50), a, sizeof a),
             fmt_ns(lk_hist_percentile(s->latency, 99), b, sizeof b),
-            fmt_ns(lk_hist_percentile(s->latency, 99.9), c, sizeof c));
+            fmt_ns(lk_hist_percentile(s->latency, 99.9), c, sizeof c),
+            fmt_ns(s->last_end, d, sizeof d));
   }
   uint64_t cc = client_calls(r);
   fprintf(f, "%-14s %10s %9s %10s %8s %9s %9s %9s %8s\n", "tiers", "attempts", "per call",
