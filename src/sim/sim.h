@@ -125,6 +125,9 @@ typedef struct sim_scenario {
   sim_tier tiers[SIM_MAX_TIERS];
   sim_group groups[SIM_MAX_GROUPS];
   sim_trigger triggers[SIM_MAX_TRIGGERS];
+  bool plain_heap; /* not in the language: events in one 4-ary heap instead of the calendar
+                      queue (bench/sim compares the two); the same model, but simultaneous
+                      events may pop in another order */
 } sim_scenario;
 
 /* Parses a scenario (docs/sim.md). LK_OK, or LK_EPARSE with "line N: message" in err (the line
