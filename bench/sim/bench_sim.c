@@ -2,9 +2,10 @@
 /* The simulator's speed: simulated attempts per second of wall time, on one core.
  * Baseline: the same run with every event in one 4-ary heap instead of the calendar queue
  * (sim_scenario.plain_heap), interleaved round by round; the ratio is calendar time / heap time.
- * Rows: a lean tier (no protection), the demo's storm policy (deadline, budget, breaker), and a
- * fleet of 200 000 closed-loop clients over three tiers (the events of a million thinking
- * clients are what the calendar is for).  Usage: bench_sim [rounds=5] */
+ * Rows: one attempt per call with constant times (the engine alone), a lean tier with retries and
+ * jitter (no protection), the demo's linkd policy (deadline, budget, breaker that waits for its
+ * probe) through an overload, and a fleet of 1 000 000 closed-loop clients over three tiers for
+ * 10 simulated seconds (the events of a million thinking clients are what the calendar is for).  Usage: bench_sim [rounds=5] */
 #include "benchutil.h"
 
 #include "sim/sim.h"
@@ -34,6 +35,12 @@ static double timed_run(const sim_scenario *sc, uint64_t *attempts) {
   return (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
 }
 
+static const char minimal[] =
+    "seed 1\nduration 1s\ndrain 1s\nwindow 100ms\nnetwork delay=const:200us\n"
+    "policy p attempts=1 timeout=50ms\n"
+    "tier a servers=8 workers=128 service=const:1ms queue=1000\n"
+    "client c rate=1000000/s arrivals=uniform target=a policy=p\n";
+
 static const char lean[] =
     "seed 1\nduration 1s\ndrain 1s\nwindow 100ms\nnetwork delay=uniform:100us:300us\n"
     "policy p attempts=3 backoff=exponential base=10ms max=100ms jitter=full timeout=50ms\n"
@@ -56,10 +63,10 @@ static const char fleet[] =
     "deadline=2s propagate=yes budget=ratio budget.percent=10\n"
     "policy inner attempts=2 backoff=exponential base=10ms max=100ms jitter=full timeout=200ms "
     "propagate=yes\n"
-    "tier edge servers=10 workers=64 service=exp:1ms queue=2000 calls=app policy=inner\n"
-    "tier app servers=20 workers=32 service=exp:2ms queue=2000 calls=db policy=inner\n"
-    "tier db servers=8 workers=32 service=exp:5ms queue=2000\n"
-    "client users loop=closed count=200000 think=exp:10s target=edge policy=client\n";
+    "tier edge servers=50 workers=64 service=exp:1ms queue=2000 calls=app policy=inner\n"
+    "tier app servers=100 workers=32 service=exp:2ms queue=2000 calls=db policy=inner\n"
+    "tier db servers=40 workers=32 service=exp:5ms queue=2000\n"
+    "client users loop=closed count=1000000 think=exp:10s target=edge policy=client\n";
 
 static void row(const char *name, const char *text, int rounds) {
   sim_scenario cal, heap;
@@ -100,8 +107,9 @@ int main(int argc, char **argv) {
     rounds = 5;
   printf("%-30s %-22s %-22s %-22s %s\n", "run", "time calendar/heap", "M attempts/s calendar",
          "M attempts/s heap", "attempts per run");
+  row("minimal: 1M calls/s, 1 attempt", minimal, rounds);
   row("lean tier, 500k calls/s", lean, rounds);
   row("storm policy, 500k calls/s", storm, rounds);
-  row("fleet 200k clients, 3 tiers", fleet, rounds);
+  row("fleet 1M clients, 3 tiers, 10s", fleet, rounds);
   return 0;
 }
