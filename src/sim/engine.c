@@ -532,14 +532,24 @@ static void reply(run *R, const job *j, lk_failure kind) {
   push(R, lk_sat_add(R->now, net(R)), EV_REPLY + (uint32_t)kind, j->call, j->call_gen);
 }
 
+/* Starts the attempt's work, or (drop_expired=short) drops it when its caller's remaining time is
+ * shorter than the work: libraryd's deadline-aware dequeue answers 504 without working. */
 static void service_start(run *R, uint32_t ji) {
   job *j = &R->jobs[ji];
   const sim_tier *t = &R->sc->tiers[j->tier];
   server *sv = &R->srv[j->tier][j->server];
-  sv->busy++;
   double d = (double)draw(&t->service, &R->r_svc) * R->slow[j->tier];
+  int64_t svc = d < 9e18 ? (int64_t)d : INT64_MAX / 4;
+  if (t->drop_short && lk_sat_sub(j->deadline, R->now) < svc) {
+    R->r->tier[j->tier].dropped++;
+    win(R, R->now, j->tier)->dropped++;
+    reply(R, j, LK_F_HTTP_504);
+    job_free(R, ji);
+    return;
+  }
+  sv->busy++;
   j->svc_start = R->now;
-  push(R, lk_sat_add(R->now, d < 9e18 ? (int64_t)d : INT64_MAX / 4), EV_DONE, ji, 0);
+  push(R, lk_sat_add(R->now, svc), EV_DONE, ji, 0);
 }
 
 /* Takes queued attempts while a worker is free, dropping expired ones if the tier does. */

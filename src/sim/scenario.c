@@ -379,6 +379,11 @@ static int tier_kv(pctx *p, sim_tier *t, refs *rf, int ix, const char *k, const 
     else
       return fail(p, "discipline: '%s' is not fifo or lifo", v);
   } else if (!strcmp(k, "drop_expired")) {
+    if (!strcmp(v, "short")) {
+      t->drop_expired = t->drop_short = true;
+      return LK_OK;
+    }
+    t->drop_short = false;
     return boolean(p, k, v, &t->drop_expired);
   } else if (!strcmp(k, "kind")) {
     if (!strcmp(v, "queue"))

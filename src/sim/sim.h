@@ -80,6 +80,8 @@ typedef struct sim_tier {
   int64_t queue;          /* per server, waiting attempts at most; beyond: 503 */
   sim_discipline discipline;
   bool drop_expired;      /* at dequeue, drop an attempt whose propagated deadline has passed */
+  bool drop_short;        /* also answer 504 without working when the caller's remaining time is
+                             shorter than the work (drop_expired=short; libraryd's rule) */
   int calls;              /* index of the tier each attempt calls after its local work; -1 none */
   int policy;             /* the policy of that downstream call */
 } sim_tier;

@@ -54,7 +54,7 @@ static void test_everything(void **state) {
       "policy down attempts=2 backoff=none budget=quota budget.capacity=100\n"
       "tier front servers=3 workers=8 service=choice:1ms/3,2ms/1 queue=50 discipline=lifo "
       "drop_expired=yes calls=back policy=down\n"
-      "tier back workers=4 service=uniform:1ms:3ms\n"
+      "tier back workers=4 service=uniform:1ms:3ms drop_expired=short\n"
       "tier row kind=occ\n"
       "client open rate=100 arrivals=uniform target=front policy=up\n"
       "client shut loop=closed count=7 think=const:5ms ops=2 target=row policy=down\n"
@@ -75,6 +75,8 @@ static void test_everything(void **state) {
   assert_int_equal(s.tiers[0].service.n, 2);
   assert_int_equal(s.tiers[0].service.cum[1], 4);
   assert_int_equal(s.tiers[2].kind, SIM_TIER_OCC);
+  assert_true(s.tiers[0].drop_expired && !s.tiers[0].drop_short);
+  assert_true(s.tiers[1].drop_expired && s.tiers[1].drop_short);
   assert_true(s.groups[1].closed);
   assert_int_equal(s.groups[1].count, 7);
   assert_int_equal(s.policies[0].budget, SIM_BUDGET_TOKEN);
