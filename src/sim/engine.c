@@ -106,6 +106,7 @@ typedef struct run {
   int64_t issued[SIM_MAX_GROUPS]; /* closed: calls started */
   uint64_t *acc[SIM_MAX_TIERS + SIM_MAX_GROUPS]; /* latencies, copied into lk_hist at the end */
   int64_t now;
+  int64_t cur_w, next_w; /* the window R->now is in, and when the next one starts */
   int oom;
 } run;
 
@@ -170,14 +171,10 @@ static int64_t draw(const sim_dist *d, lk_rand_fast *g) {
 
 /* --- bookkeeping -------------------------------------------------------------------------------- */
 
-static inline sim_win *win(run *R, int64_t t, int tier) {
-  sim_result *r = R->r;
-  int64_t w = t / R->sc->window;
-  if (w >= r->n_windows)
-    w = r->n_windows - 1;
-  if (w < 0)
-    w = 0;
-  return &r->win[(size_t)w * (size_t)R->sc->n_tiers + (size_t)tier];
+/* The current window's record for `tier`. The window follows R->now in the main loop (a
+ * division per record was a measurable part of the loop). */
+static inline sim_win *win(run *R, int tier) {
+  return &R->r->win[(size_t)R->cur_w * (size_t)R->sc->n_tiers + (size_t)tier];
 }
 
 static inline int lat_bucket(int64_t ns) {
@@ -301,7 +298,7 @@ static void call_start(run *R, int site_ix, int target, uint32_t parent, int64_t
   c->ticket.cost = 0;
   R->r->calls_started++;
   R->r->tier[target].calls++;
-  win(R, R->now, target)->calls++;
+  win(R, target)->calls++;
   if (site_ix < R->sc->n_groups)
     R->r->group[site_ix].calls++;
   if (s->budget)
@@ -321,16 +318,12 @@ static void call_end(run *R, uint32_t ci, lk_failure kind, lk_reason reason) {
   sim_result *r = R->r;
   bool ok = kind == LK_F_NONE;
   sim_tier_stats *ts = &r->tier[c->target];
-  sim_win *w = win(R, now, c->target);
+  sim_win *w = win(R, c->target);
   if (ok) {
     ts->ok++;
     w->ok++;
     R->acc[c->target][acc_index(now - c->start)]++;
-    size_t li = ((size_t)(now / R->sc->window < r->n_windows ? now / R->sc->window
-                                                             : r->n_windows - 1) *
-                     (size_t)R->sc->n_tiers +
-                 c->target) *
-                SIM_LAT_BUCKETS;
+    size_t li = ((size_t)R->cur_w * (size_t)R->sc->n_tiers + c->target) * SIM_LAT_BUCKETS;
     r->lat[li + (size_t)lat_bucket(now - c->start)]++;
   } else {
     ts->failed++;
@@ -542,7 +535,7 @@ static void service_start(run *R, uint32_t ji) {
   int64_t svc = d < 9e18 ? (int64_t)d : INT64_MAX / 4;
   if (t->drop_short && lk_sat_sub(j->deadline, R->now) < svc) {
     R->r->tier[j->tier].dropped++;
-    win(R, R->now, j->tier)->dropped++;
+    win(R, j->tier)->dropped++;
     reply(R, j, LK_F_HTTP_504);
     job_free(R, ji);
     return;
@@ -565,7 +558,7 @@ static void dispatch(run *R, int tier, int sx) {
     R->queued[tier]--;
     if (t->drop_expired && j->deadline <= R->now) {
       R->r->tier[tier].dropped++;
-      win(R, R->now, tier)->dropped++;
+      win(R, tier)->dropped++;
       job_free(R, ji); /* the caller has given up already: nothing to answer */
       continue;
     }
@@ -577,7 +570,7 @@ static void job_arrive(run *R, uint32_t ji) {
   job *j = &R->jobs[ji];
   int tier = j->tier;
   const sim_tier *t = &R->sc->tiers[tier];
-  sim_win *w = win(R, R->now, tier);
+  sim_win *w = win(R, tier);
   R->r->tier[tier].attempts++;
   w->attempts++;
   uint32_t sx = R->rr[tier]++ % (uint32_t)t->servers;
@@ -634,7 +627,7 @@ static void occ_write(run *R, uint32_t ji) {
   server *sv = &R->srv[j->tier][j->server];
   sim_tier_stats *ts = &R->r->tier[j->tier];
   ts->done++;
-  win(R, R->now, j->tier)->done++;
+  win(R, j->tier)->done++;
   bool ok = j->version == sv->version;
   if (ok)
     sv->version++;
@@ -657,7 +650,7 @@ static void job_finish(run *R, uint32_t ji, bool ok) {
   job *j = &R->jobs[ji];
   int tier = j->tier;
   sim_tier_stats *ts = &R->r->tier[tier];
-  sim_win *w = win(R, R->now, tier);
+  sim_win *w = win(R, tier);
   uint64_t spent = (uint64_t)(R->now - j->svc_start);
   ts->done++;
   w->done++;
@@ -807,6 +800,7 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
     return LK_ENOMEM;
   }
   R.q.heap_only = sc->plain_heap;
+  R.next_w = sc->window;
   uint64_t seed = sc->seed;
   lk_rand_fast_seeded(&R.r_arr, seed ^ 0x61727269766c7321ull);
   lk_rand_fast_seeded(&R.r_svc, seed ^ 0x7365727669636521ull);
@@ -870,6 +864,10 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
     if (e.t > span)
       break;
     R.now = e.t;
+    while (R.now >= R.next_w && R.cur_w < out->n_windows - 1) {
+      R.cur_w++;
+      R.next_w = lk_sat_add(R.next_w, sc->window);
+    }
     out->events++;
     dispatch_event(&R, &e);
     if (__builtin_expect(R.oom, 0))

@@ -93,8 +93,8 @@ static inline void sim_heap_pop(sim_heap *h, sim_ev *out) {
 
 /* --- the calendar ---------------------------------------------------------------------------- */
 
-#define SIM_CAL_SHIFT 17       /* buckets of 131 us */
-#define SIM_CAL_BUCKETS 131072 /* a ring of 17.2 s */
+#define SIM_CAL_SHIFT 15       /* buckets of 32.8 us */
+#define SIM_CAL_BUCKETS 524288 /* a ring of 17.2 s */
 
 typedef struct sim_queue {
   sim_heap front;   /* the current bucket's events */
