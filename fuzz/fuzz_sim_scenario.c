@@ -31,7 +31,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     abort();
   if (s.n_tiers < 1 || s.n_tiers > SIM_MAX_TIERS || s.n_groups < 1 ||
       s.n_groups > SIM_MAX_GROUPS || s.n_policies > SIM_MAX_POLICIES ||
-      s.n_triggers > SIM_MAX_TRIGGERS || s.window <= 0 || s.window > s.duration)
+      s.n_triggers > SIM_MAX_TRIGGERS || s.window <= 0 || s.window > s.duration ||
+      s.drain < 0 || (s.duration + s.drain) / s.window >= SIM_MAX_WINDOWS)
     abort();
   for (int t = 0; t < s.n_tiers; t++) {
     const sim_tier *tier = &s.tiers[t];

@@ -809,8 +809,8 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
   lk_rand_fast_seeded(&R.r_brk, seed ^ 0x627265616b657221ull);
   int64_t span = lk_sat_add(sc->duration, sc->drain);
   int64_t nw = span / sc->window + 1;
-  if (nw > 10000000)
-    nw = 10000000;
+  if (nw > SIM_MAX_WINDOWS)
+    nw = SIM_MAX_WINDOWS;
   out->n_windows = (int)nw;
   size_t cells = (size_t)nw * (size_t)sc->n_tiers;
   out->win = calloc(cells, sizeof *out->win);
@@ -907,6 +907,21 @@ void sim_result_free(sim_result *r) {
   memset(r, 0, sizeof *r);
 }
 
+/* Client goodput of window w: successes within the deadline at the tiers client groups call
+ * (each such tier once, however many groups call it). */
+static double client_goodput(const sim_result *r, int w) {
+  const sim_scenario *sc = &r->sc;
+  double n = 0;
+  for (int g = 0; g < sc->n_groups; g++) {
+    bool seen = false;
+    for (int h = 0; h < g; h++)
+      seen |= sc->groups[h].target == sc->groups[g].target;
+    if (!seen)
+      n += sim_win_at(r, w, sc->groups[g].target)->in_deadline;
+  }
+  return n;
+}
+
 int64_t sim_recovery(const sim_result *r, int ti) {
   const sim_scenario *sc = &r->sc;
   const sim_trigger *t = &sc->triggers[ti];
@@ -914,13 +929,13 @@ int64_t sim_recovery(const sim_result *r, int ti) {
   int wend = (int)(sc->duration / sc->window);
   if (wend > r->n_windows)
     wend = r->n_windows;
-  /* Goodput of the clients per window: in_deadline of the first tier of every group. */
+  if (w0 > wend)
+    w0 = wend;
   int skip = w0 / 5; /* leave out the warm-up */
   double before = 0;
   int nb = 0;
   for (int w = skip; w < w0; w++, nb++)
-    for (int g = 0; g < sc->n_groups; g++)
-      before += sim_win_at(r, w, sc->groups[g].target)->in_deadline;
+    before += client_goodput(r, w);
   if (nb == 0 || before <= 0)
     return INT64_MIN;
   before /= nb;
@@ -930,8 +945,7 @@ int64_t sim_recovery(const sim_result *r, int ti) {
   for (int w = w1; w + span <= wend; w++) {
     double sum = 0;
     for (int k = w; k < w + span; k++)
-      for (int g = 0; g < sc->n_groups; g++)
-        sum += sim_win_at(r, k, sc->groups[g].target)->in_deadline;
+      sum += client_goodput(r, k);
     if (sum / span >= 0.9 * before) {
       int64_t at = (int64_t)w * sc->window - t->to;
       return at > 0 ? at : 0;

@@ -753,9 +753,10 @@ int sim_scenario_parse(const char *text, size_t len, sim_scenario *out, char *er
     p.line = 0;
     rc = fail(&p, "window longer than the duration");
   }
-  if (rc == LK_OK && lk_sat_add(out->duration, out->drain) / out->window > 1000000) {
+  if (rc == LK_OK && lk_sat_add(out->duration, out->drain) / out->window >= SIM_MAX_WINDOWS) {
     p.line = 0;
-    rc = fail(&p, "more than 1000000 windows: make window= longer");
+    rc = fail(&p, "more than %d windows in duration + drain: make window= longer",
+              SIM_MAX_WINDOWS - 1);
   }
   free(rf);
   return rc;

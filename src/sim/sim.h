@@ -28,6 +28,7 @@
 #define SIM_NAME_MAX 32
 #define SIM_CHOICE_MAX 4
 #define SIM_NIL UINT32_MAX
+#define SIM_MAX_WINDOWS 20000 /* of the time series: (duration + drain) / window */
 
 /* --- the scenario ---------------------------------------------------------------------------- */
 

@@ -131,6 +131,9 @@ static void test_errors_name_their_line(void **state) {
       {"policy p timeout=0s\n", "line 1: timeout: must be > 0"},
       {"window 1ns\n", "line 1: window: at least 1us"},
       {"network speed=3\n", "line 1: network: unknown key 'speed=3'"},
+      {"duration 1h\ndrain 0s\nwindow 100ms\npolicy p\ntier a service=1ms\n"
+       "client c rate=1 target=a policy=p\n",
+       "line 0: more than 19999 windows"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     sim_scenario s;
