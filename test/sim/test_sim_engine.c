@@ -74,6 +74,51 @@ static void test_heap_order(void **state) {
   free(h.a);
 }
 
+/* The calendar queue pops in time order across the current bucket, the ring and beyond it
+ * (events 40 s ahead, a jump over an empty stretch), in both modes. */
+static void test_calendar_order(void **state) {
+  (void)state;
+  for (int heap_only = 0; heap_only <= 1; heap_only++) {
+    sim_queue q;
+    assert_int_equal(sim_queue_init(&q), 0);
+    q.heap_only = heap_only;
+    lk_rand_fast g;
+    lk_rand_fast_seeded(&g, 11);
+    int64_t now = 0;
+    uint64_t pushed = 0, popped = 0;
+    static const int64_t spans[] = {1000, 100000, 10000000, 2000000000, 40000000000};
+    for (int round = 0; round < 30000; round++) {
+      int k = (int)lk_rand_below(&g.base, 3);
+      for (int i = 0; i < k; i++) {
+        int64_t span = spans[lk_rand_below(&g.base, 5)];
+        sim_ev e = {now + (int64_t)lk_rand_below(&g.base, (uint64_t)span), (uint32_t)round, 0};
+        assert_int_equal(sim_queue_push(&q, e), 0);
+        pushed++;
+      }
+      sim_ev e;
+      int got = sim_queue_pop(&q, &e);
+      if (got == 1) {
+        assert_true(e.t >= now);
+        now = e.t;
+        popped++;
+      } else {
+        assert_int_equal(got, 0);
+        assert_int_equal(q.n, 0);
+      }
+    }
+    sim_ev e;
+    while (sim_queue_pop(&q, &e) == 1) {
+      assert_true(e.t >= now);
+      now = e.t;
+      popped++;
+    }
+    assert_int_equal(popped, pushed);
+    assert_int_equal(q.n, 0);
+    assert_true(now > 20000000000); /* it did reach beyond the ring */
+    sim_queue_free(&q);
+  }
+}
+
 /* Two tiers, retries, a budget and a breaker, a deadline, a trigger: most of the engine. */
 static const char busy[] =
     "seed 5\nduration 3s\ndrain 5s\nwindow 100ms\nnetwork delay=uniform:100us:900us\n"
@@ -243,6 +288,7 @@ static void test_memory_follows_in_flight(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_heap_order),
+      cmocka_unit_test(test_calendar_order),
       cmocka_unit_test(test_determinism),
       cmocka_unit_test(test_conservation),
       cmocka_unit_test(test_amplification_3_pow_n),
