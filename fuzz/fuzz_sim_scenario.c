@@ -29,23 +29,22 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
   }
   if (rc != LK_OK)
     abort();
-  if (s.n_tiers < 1 || s.n_tiers > SIM_MAX_TIERS || s.n_groups < 1 ||
-      s.n_groups > SIM_MAX_GROUPS || s.n_policies > SIM_MAX_POLICIES ||
-      s.n_triggers > SIM_MAX_TRIGGERS || s.window <= 0 || s.window > s.duration ||
-      s.drain < 0 || (s.duration + s.drain) / s.window >= SIM_MAX_WINDOWS)
+  if (s.n_tiers < 1 || s.n_tiers > SIM_MAX_TIERS || s.n_groups < 1 || s.n_groups > SIM_MAX_GROUPS ||
+      s.n_policies > SIM_MAX_POLICIES || s.n_triggers > SIM_MAX_TRIGGERS || s.window <= 0 ||
+      s.window > s.duration || s.drain < 0 || (s.duration + s.drain) / s.window >= SIM_MAX_WINDOWS)
     abort();
   for (int t = 0; t < s.n_tiers; t++) {
     const sim_tier *tier = &s.tiers[t];
     if (tier->servers < 1 || tier->workers < 1 || tier->queue < 0)
       abort();
-    if (tier->calls >= 0 && (tier->calls <= t || tier->calls >= s.n_tiers ||
-                             tier->policy < 0 || tier->policy >= s.n_policies))
+    if (tier->calls >= 0 && (tier->calls <= t || tier->calls >= s.n_tiers || tier->policy < 0 ||
+                             tier->policy >= s.n_policies))
       abort();
   }
   for (int g = 0; g < s.n_groups; g++) {
     const sim_group *gr = &s.groups[g];
-    if (gr->target < 0 || gr->target >= s.n_tiers || gr->policy < 0 ||
-        gr->policy >= s.n_policies || (!gr->closed && !(gr->rate > 0)))
+    if (gr->target < 0 || gr->target >= s.n_tiers || gr->policy < 0 || gr->policy >= s.n_policies ||
+        (!gr->closed && !(gr->rate > 0)))
       abort();
   }
   for (int i = 0; i < s.n_triggers; i++) {

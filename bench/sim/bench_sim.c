@@ -6,7 +6,8 @@
  * Rows: one attempt per call with constant times (the engine alone), a lean tier with retries and
  * jitter (no protection), the demo's linkd policy (deadline, budget, breaker that waits for its
  * probe) through an overload, and a fleet of 1 000 000 closed-loop clients over three tiers for
- * 10 simulated seconds (the events of a million thinking clients are what the calendar is for).  Usage: bench_sim [rounds=5] */
+ * 10 simulated seconds (the events of a million thinking clients are what the calendar is for).
+ * Usage: bench_sim [rounds=5] */
 #include "benchutil.h"
 
 #include "sim/sim.h"
@@ -14,9 +15,9 @@
 #include <linkd/error.h>
 
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* One run, timed on CLOCK_MONOTONIC (wall) and on the thread's CPU clock; returns wall ns, stores
  * CPU ns and the attempts it simulated. One run is milliseconds to seconds, so rounds are single
@@ -114,9 +115,8 @@ int main(int argc, char **argv) {
   lk_bench_pin(LK_BENCH_MAIN);
   if (rounds < 1 || rounds > LK_BENCH_MAX_ROUNDS)
     rounds = 5;
-  printf("%-31s %-20s %-20s %-20s %-20s %s\n", "run (M = million attempts/s)",
-         "CPU calendar/heap", "calendar M/CPU-s", "calendar M/wall-s", "heap M/CPU-s",
-         "attempts per run");
+  printf("%-31s %-20s %-20s %-20s %-20s %s\n", "run (M = million attempts/s)", "CPU calendar/heap",
+         "calendar M/CPU-s", "calendar M/wall-s", "heap M/CPU-s", "attempts per run");
   row("minimal: 1M calls/s x 5s, 1 att", minimal, rounds);
   row("lean tier, 500k calls/s", lean, rounds);
   row("storm policy, 500k calls/s", storm, rounds);

@@ -13,28 +13,29 @@
 #include <string.h>
 
 static void usage(FILE *f) {
-  fputs("usage: linkd sim [options] SCENARIO-FILE\n"
-        "\n"
-        "Simulates the clients, tiers, servers, network and triggers of SCENARIO-FILE on a\n"
-        "simulated clock; every retry, backoff, budget, breaker, limiter and deadline decision is\n"
-        "made by liblinkd's own policy code with seeded generators, so a seed reproduces a run bit\n"
-        "for bit. The scenario language is in docs/sim.md; examples in examples/sim/.\n"
-        "\n"
-        "Options:\n"
-        "      --seed N           override the scenario's seed\n"
-        "      --duration DUR     override the scenario's duration (arrivals stop then)\n"
-        "      --csv FILE         per window and tier: offered load, goodput, amplification,\n"
-        "                         queue depth, wasted work, latency percentiles\n"
-        "      --html FILE        a self-contained HTML report with SVG time series\n"
-        "      --compare[=P,...]  run once per policy (default: every policy of the file) with\n"
-        "                         every client group on it, and print which keep goodput and the\n"
-        "                         largest multiple of the first trigger's length each recovers\n"
-        "                         from (the metastable boundary)\n"
-        "  -q, --quiet            no summary on stdout\n"
-        "  -h, --help             this text\n"
-        "\n"
-        "Exit status: 0 done; 1 failure; 64 usage error; 78 bad scenario.\n",
-        f);
+  fputs(
+      "usage: linkd sim [options] SCENARIO-FILE\n"
+      "\n"
+      "Simulates the clients, tiers, servers, network and triggers of SCENARIO-FILE on a\n"
+      "simulated clock; every retry, backoff, budget, breaker, limiter and deadline decision is\n"
+      "made by liblinkd's own policy code with seeded generators, so a seed reproduces a run bit\n"
+      "for bit. The scenario language is in docs/sim.md; examples in examples/sim/.\n"
+      "\n"
+      "Options:\n"
+      "      --seed N           override the scenario's seed\n"
+      "      --duration DUR     override the scenario's duration (arrivals stop then)\n"
+      "      --csv FILE         per window and tier: offered load, goodput, amplification,\n"
+      "                         queue depth, wasted work, latency percentiles\n"
+      "      --html FILE        a self-contained HTML report with SVG time series\n"
+      "      --compare[=P,...]  run once per policy (default: every policy of the file) with\n"
+      "                         every client group on it, and print which keep goodput and the\n"
+      "                         largest multiple of the first trigger's length each recovers\n"
+      "                         from (the metastable boundary)\n"
+      "  -q, --quiet            no summary on stdout\n"
+      "  -h, --help             this text\n"
+      "\n"
+      "Exit status: 0 done; 1 failure; 64 usage error; 78 bad scenario.\n",
+      f);
 }
 
 /* --- --compare ------------------------------------------------------------------------------ */
@@ -151,9 +152,10 @@ void sim_compare_print(FILE *f, const sim_scenario *sc, const sim_compare_row *r
   }
   if (sc->n_triggers) {
     char b[32];
-    fprintf(f, "\"survives trigger x\": the largest multiple of the first trigger's length (%s)"
-               " after which client goodput returned to 90%% of its level before it; a policy"
-               " that keeps goodput with a margin survives more.\n",
+    fprintf(f,
+            "\"survives trigger x\": the largest multiple of the first trigger's length (%s)"
+            " after which client goodput returned to 90%% of its level before it; a policy"
+            " that keeps goodput with a margin survives more.\n",
             lk_duration_format(sc->triggers[0].to - sc->triggers[0].from, b, sizeof b));
   }
 }

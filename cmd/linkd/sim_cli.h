@@ -14,11 +14,11 @@ int linkd_sim_main(int argc, char **argv);
 typedef struct sim_compare_row {
   char policy[SIM_NAME_MAX];
   double success, in_deadline, goodput, amplification, wasted;
-  int64_t done_at;       /* simulated time the last client call ended */
-  int64_t recovery;      /* of the first trigger, as sim_recovery */
-  double survives;       /* largest multiple of the first trigger's length it recovers from;
-                            0 = not even the smallest tried; -1 = no trigger */
-  bool survives_all;     /* recovered from every length tried */
+  int64_t done_at;   /* simulated time the last client call ended */
+  int64_t recovery;  /* of the first trigger, as sim_recovery */
+  double survives;   /* largest multiple of the first trigger's length it recovers from;
+                        0 = not even the smallest tried; -1 = no trigger */
+  bool survives_all; /* recovered from every length tried */
 } sim_compare_row;
 
 /* Runs `sc` once per policy in `names` (n of them) and fills rows[0..n). LK_OK or an error with a

@@ -45,8 +45,8 @@ static void chart(FILE *f, const sim_result *r, const char *title, int n, int k,
     double x0 = L + pw * (double)tr->from / span, x1 = L + pw * (double)tr->to / span;
     if (x1 > W - R)
       x1 = W - R;
-    fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"#f3e3c3\"/>\n", x0,
-            T, x1 - x0, H - T - B);
+    fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"#f3e3c3\"/>\n", x0, T,
+            x1 - x0, H - T - B);
   }
   for (int g = 0; g <= 4; g++) {
     double val = vmax * g / 4, y = y_of(val, vmax);
@@ -58,8 +58,8 @@ static void chart(FILE *f, const sim_result *r, const char *title, int n, int k,
   double secs = span / 1e9;
   double step = nice_max(secs / 10);
   for (double s = 0; s <= secs + 1e-9; s += step)
-    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%gs</text>\n",
-            L + pw * s / secs, H - B + 14, s);
+    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%gs</text>\n", L + pw * s / secs,
+            H - B + 14, s);
   for (int s = 0; s < k; s++) {
     fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\" points=\"", colors[s]);
     for (int w = 0; w < n; w++)

@@ -8,9 +8,9 @@
  * remainder: the core's code, on the simulated clock.
  *
  * Calls and jobs live in pools with free lists, events in a calendar queue (heap.h); after
- * warm-up the loop allocates nothing. An event refers to its call or job by index and carries the attempt's
- * generation, so a timeout or reply that lost its race is recognised and ignored without ever
- * removing anything from the queue.
+ * warm-up the loop allocates nothing. An event refers to its call or job by index and carries the
+ * attempt's generation, so a timeout or reply that lost its race is recognised and ignored without
+ * ever removing anything from the queue.
  */
 #include "sim/heap.h"
 #include "sim/sim.h"
@@ -103,7 +103,7 @@ typedef struct run {
   lk_failure outage[SIM_MAX_TIERS];
   int outage_on[SIM_MAX_TIERS];
   double burst[SIM_MAX_GROUPS];
-  int64_t issued[SIM_MAX_GROUPS]; /* closed: calls started */
+  int64_t issued[SIM_MAX_GROUPS];                /* closed: calls started */
   uint64_t *acc[SIM_MAX_TIERS + SIM_MAX_GROUPS]; /* latencies, copied into lk_hist at the end */
   int64_t now;
   int64_t cur_w, next_w; /* the window R->now is in, and when the next one starts */
@@ -136,7 +136,8 @@ static void acc_flush(const uint64_t *acc, lk_hist *h) {
       lk_hist_record_n(h, acc_value(i), acc[i]);
 }
 
-/* --- randomness -------------------------------------------------------------------------------- */
+/* --- randomness --------------------------------------------------------------------------------
+ */
 
 static inline double unit(lk_rand_fast *g) { /* [0, 1) */
   return (double)(g->base.next64(&g->base) >> 11) * 0x1p-53;
@@ -149,8 +150,7 @@ static int64_t draw(const sim_dist *d, lk_rand_fast *g) {
     double v = -(double)d->a * log(1.0 - unit(g));
     return v < 9e18 ? (int64_t)v : INT64_MAX / 4;
   }
-  case SIM_D_UNIFORM:
-    return d->a + (int64_t)g->base.below(&g->base, (uint64_t)(d->b - d->a) + 1);
+  case SIM_D_UNIFORM: return d->a + (int64_t)g->base.below(&g->base, (uint64_t)(d->b - d->a) + 1);
   case SIM_D_NORMAL: {
     /* Box-Muller; one value per draw keeps the stream simple to reason about. */
     double u1 = 1.0 - unit(g), u2 = unit(g);
@@ -169,7 +169,8 @@ static int64_t draw(const sim_dist *d, lk_rand_fast *g) {
   return d->a;
 }
 
-/* --- bookkeeping -------------------------------------------------------------------------------- */
+/* --- bookkeeping --------------------------------------------------------------------------------
+ */
 
 /* The current window's record for `tier`. The window follows R->now in the main loop (a
  * division per record was a measurable part of the loop). */
@@ -272,7 +273,8 @@ static void job_free(run *R, uint32_t i) {
 
 static inline int64_t net(run *R) { return draw(&R->sc->net, &R->r_net); }
 
-/* --- calls ---------------------------------------------------------------------------------------- */
+/* --- calls
+ * ---------------------------------------------------------------------------------------- */
 
 static void attempt_begin(run *R, uint32_t ci);
 static void job_finish(run *R, uint32_t ji, bool ok);
@@ -284,8 +286,8 @@ static void call_start(run *R, int site_ix, int target, uint32_t parent, int64_t
   call *c = &R->calls[ci];
   site *s = &R->sites[site_ix];
   c->start = R->now;
-  c->deadline = s->pol->deadline > 0 ? lk_deadline_after(R->now, s->pol->deadline).at
-                                     : LK_DEADLINE_NONE;
+  c->deadline =
+      s->pol->deadline > 0 ? lk_deadline_after(R->now, s->pol->deadline).at : LK_DEADLINE_NONE;
   if (parent_deadline < c->deadline)
     c->deadline = parent_deadline;
   c->prev_delay = 0;
@@ -519,7 +521,8 @@ static inline bool call_current(const run *R, uint32_t ci, uint32_t gen) {
   return c->live && (c->gen & GEN_MASK) == gen;
 }
 
-/* --- servers -------------------------------------------------------------------------------------- */
+/* --- servers
+ * -------------------------------------------------------------------------------------- */
 
 static void reply(run *R, const job *j, lk_failure kind) {
   push(R, lk_sat_add(R->now, net(R)), EV_REPLY + (uint32_t)kind, j->call, j->call_gen);
@@ -668,7 +671,8 @@ static void job_finish(run *R, uint32_t ji, bool ok) {
   dispatch(R, tier, sx);
 }
 
-/* --- triggers ------------------------------------------------------------------------------------- */
+/* --- triggers
+ * ------------------------------------------------------------------------------------- */
 
 static void trigger(run *R, int ti, bool on) {
   const sim_trigger *t = &R->sc->triggers[ti];
@@ -879,8 +883,8 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
   for (int g = 0; g < sc->n_groups; g++)
     acc_flush(R.acc[SIM_MAX_TIERS + g], out->group[g].latency);
   out->calls_unfinished = R.live_calls;
-  out->peak_bytes = sim_queue_bytes(&R.q) + (size_t)R.ncalls * sizeof(call) +
-                    (size_t)R.njobs * sizeof(job);
+  out->peak_bytes =
+      sim_queue_bytes(&R.q) + (size_t)R.ncalls * sizeof(call) + (size_t)R.njobs * sizeof(job);
   for (int i = 0; i < SIM_MAX_GROUPS + SIM_MAX_TIERS; i++)
     out->peak_bytes += (size_t)R.sites[i].timers.cap * sizeof(sim_ev);
   run_free(&R);

@@ -97,15 +97,15 @@ static inline void sim_heap_pop(sim_heap *h, sim_ev *out) {
 #define SIM_CAL_BUCKETS 524288 /* a ring of 17.2 s */
 
 typedef struct sim_queue {
-  sim_heap front;   /* the current bucket's events */
-  sim_heap far;     /* beyond the ring */
-  uint32_t *ring;   /* SIM_CAL_BUCKETS list heads into the node pool (SIM_NIL_EV: empty) */
-  sim_ev *node;     /* the pool: events waiting in the ring, one singly linked list per bucket */
+  sim_heap front; /* the current bucket's events */
+  sim_heap far;   /* beyond the ring */
+  uint32_t *ring; /* SIM_CAL_BUCKETS list heads into the node pool (SIM_NIL_EV: empty) */
+  sim_ev *node;   /* the pool: events waiting in the ring, one singly linked list per bucket */
   uint32_t *next;
   uint32_t node_cap, free_node;
-  int64_t cur;      /* absolute number of the current bucket (t >> SIM_CAL_SHIFT) */
+  int64_t cur; /* absolute number of the current bucket (t >> SIM_CAL_SHIFT) */
   uint64_t in_ring, n;
-  int heap_only;    /* every event in `front`: the plain 4-ary heap, the benchmark's baseline */
+  int heap_only; /* every event in `front`: the plain 4-ary heap, the benchmark's baseline */
 } sim_queue;
 
 #define SIM_NIL_EV UINT32_MAX

@@ -34,9 +34,9 @@ void sim_write_summary(FILE *f, const sim_result *r) {
   for (int g = 0; g < sc->n_groups; g++) {
     const sim_group_stats *s = &r->group[g];
     char d[32];
-    fprintf(f, "%-14s %10llu %7.1f%% %7.1f%% %10.1f %9.2f %10s %10s %10s %10s\n", sc->groups[g].name,
-            (unsigned long long)s->calls, pct(s->ok, s->calls), pct(s->in_deadline, s->calls),
-            (double)s->in_deadline / secs,
+    fprintf(f, "%-14s %10llu %7.1f%% %7.1f%% %10.1f %9.2f %10s %10s %10s %10s\n",
+            sc->groups[g].name, (unsigned long long)s->calls, pct(s->ok, s->calls),
+            pct(s->in_deadline, s->calls), (double)s->in_deadline / secs,
             s->calls ? (double)s->attempts / (double)s->calls : 0.0,
             fmt_ns(lk_hist_percentile(s->latency, 50), a, sizeof a),
             fmt_ns(lk_hist_percentile(s->latency, 99), b, sizeof b),
@@ -51,9 +51,8 @@ void sim_write_summary(FILE *f, const sim_result *r) {
     double cap = (double)sc->tiers[t].servers * sc->tiers[t].workers * (double)r->end_time;
     fprintf(f, "%-14s %10llu %9.2f %10llu %7.1f%% %9llu %9llu %9llu %7.1f%%\n", sc->tiers[t].name,
             (unsigned long long)s->attempts, cc ? (double)s->attempts / (double)cc : 0.0,
-            (unsigned long long)s->done, pct(s->wasted, s->done),
-            (unsigned long long)s->dropped, (unsigned long long)s->rejected,
-            (unsigned long long)s->queue_max,
+            (unsigned long long)s->done, pct(s->wasted, s->done), (unsigned long long)s->dropped,
+            (unsigned long long)s->rejected, (unsigned long long)s->queue_max,
             sc->tiers[t].kind == SIM_TIER_OCC || cap <= 0 ? 0.0 : 100.0 * (double)s->busy_ns / cap);
   }
   for (int t = 0; t < sc->n_triggers; t++) {
@@ -83,8 +82,9 @@ void sim_write_summary(FILE *f, const sim_result *r) {
         fprintf(f, " %s %llu", lk_reason_name((lk_reason)k), (unsigned long long)s->by_reason[k]);
     fputc('\n', f);
   }
-  fprintf(f, "events %llu, attempts %llu, calls %llu (ended %llu, unfinished %llu), peak in "
-             "flight: %u calls, %u attempts, %u events\n",
+  fprintf(f,
+          "events %llu, attempts %llu, calls %llu (ended %llu, unfinished %llu), peak in "
+          "flight: %u calls, %u attempts, %u events\n",
           (unsigned long long)r->events, (unsigned long long)r->attempts,
           (unsigned long long)r->calls_started, (unsigned long long)r->calls_ended,
           (unsigned long long)r->calls_unfinished, r->peak_calls, r->peak_jobs, r->peak_events);
@@ -110,10 +110,11 @@ void sim_write_csv(FILE *f, const sim_result *r) {
     for (int t = 0; t < sc->n_tiers; t++) {
       const sim_win *x = sim_win_at(r, w, t);
       fprintf(f, "%.3f,%s,%u,%u,%u,%u,%.3f,%u,%u,%u,%u,%u,%u,%.3f,%.3f\n",
-              (double)w * (double)sc->window / 1e9, sc->tiers[t].name, x->attempts, x->calls,
-              x->ok, x->failed, started ? (double)x->attempts / started : 0.0, x->done, x->wasted,
+              (double)w * (double)sc->window / 1e9, sc->tiers[t].name, x->attempts, x->calls, x->ok,
+              x->failed, started ? (double)x->attempts / started : 0.0, x->done, x->wasted,
               x->dropped, x->rejected, x->queue_max, x->in_deadline,
-              (double)sim_win_latency(r, w, t, 50) / 1e6, (double)sim_win_latency(r, w, t, 99) / 1e6);
+              (double)sim_win_latency(r, w, t, 50) / 1e6,
+              (double)sim_win_latency(r, w, t, 99) / 1e6);
     }
   }
 }

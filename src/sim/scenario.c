@@ -142,8 +142,9 @@ static int dist(pctx *p, const char *key, const char *v, sim_dist *d) {
       return fail(p, "%s: uniform:LOW:HIGH needs LOW <= HIGH", key);
     return LK_OK;
   }
-  return fail(p, "%s: '%s' is not const:D, exp:MEAN, uniform:LOW:HIGH, normal:MEAN:SD or "
-                 "choice:D/W,...",
+  return fail(p,
+              "%s: '%s' is not const:D, exp:MEAN, uniform:LOW:HIGH, normal:MEAN:SD or "
+              "choice:D/W,...",
               key, v);
 }
 
@@ -650,8 +651,9 @@ static int directive(pctx *p, refs *rf, char **tok, int n) {
     rf->trig_line[ix] = p->line;
     s->n_triggers++;
   } else {
-    return fail(p, "unknown directive '%s' (seed, duration, drain, window, network, policy, "
-                   "tier, client, trigger)",
+    return fail(p,
+                "unknown directive '%s' (seed, duration, drain, window, network, policy, "
+                "tier, client, trigger)",
                 d);
   }
   first = 2;

@@ -42,29 +42,33 @@ typedef enum sim_dist_kind {
 
 typedef struct sim_dist {
   sim_dist_kind kind;
-  int n;                       /* SIM_D_CHOICE: values */
-  int64_t a, b;                /* ns */
-  int64_t v[SIM_CHOICE_MAX];   /* SIM_D_CHOICE: ns */
+  int n;                        /* SIM_D_CHOICE: values */
+  int64_t a, b;                 /* ns */
+  int64_t v[SIM_CHOICE_MAX];    /* SIM_D_CHOICE: ns */
   uint32_t cum[SIM_CHOICE_MAX]; /* SIM_D_CHOICE: cumulative weights */
 } sim_dist;
 
-typedef enum sim_budget_kind { SIM_BUDGET_NONE, SIM_BUDGET_RATIO, SIM_BUDGET_TOKEN,
-                               SIM_BUDGET_QUOTA } sim_budget_kind;
+typedef enum sim_budget_kind {
+  SIM_BUDGET_NONE,
+  SIM_BUDGET_RATIO,
+  SIM_BUDGET_TOKEN,
+  SIM_BUDGET_QUOTA
+} sim_budget_kind;
 
 typedef struct sim_policy {
   char name[SIM_NAME_MAX];
-  lk_retry_config retry;  /* attempts, backoff, retry_on */
-  int64_t timeout;        /* per-attempt cap, ns (default 1 s) */
-  int64_t deadline;       /* per logical call, ns; 0 = none */
-  bool propagate;         /* the deadline travels with the attempt (servers may drop expired work) */
+  lk_retry_config retry; /* attempts, backoff, retry_on */
+  int64_t timeout;       /* per-attempt cap, ns (default 1 s) */
+  int64_t deadline;      /* per logical call, ns; 0 = none */
+  bool propagate;        /* the deadline travels with the attempt (servers may drop expired work) */
   sim_budget_kind budget;
   lk_budget_ratio_config ratio;
   lk_budget_token_config token;
   lk_budget_quota_config quota;
   bool breaker;
   lk_breaker_config breaker_cfg; /* rng and callbacks are set by the run */
-  bool breaker_wait;      /* a refused call waits for the next probe while its deadline allows
-                             (lk_http_policy.breaker_wait), else it fails at once */
+  bool breaker_wait; /* a refused call waits for the next probe while its deadline allows
+                        (lk_http_policy.breaker_wait), else it fails at once */
   bool limiter;
   lk_limiter_config limiter_cfg;
 } sim_policy;
@@ -75,28 +79,28 @@ typedef enum sim_tier_kind { SIM_TIER_QUEUE, SIM_TIER_OCC } sim_tier_kind;
 typedef struct sim_tier {
   char name[SIM_NAME_MAX];
   sim_tier_kind kind;
-  int servers;            /* >= 1, attempts go round robin */
-  int workers;            /* per server */
-  sim_dist service;       /* local work of one attempt */
-  int64_t queue;          /* per server, waiting attempts at most; beyond: 503 */
+  int servers;      /* >= 1, attempts go round robin */
+  int workers;      /* per server */
+  sim_dist service; /* local work of one attempt */
+  int64_t queue;    /* per server, waiting attempts at most; beyond: 503 */
   sim_discipline discipline;
-  bool drop_expired;      /* at dequeue, drop an attempt whose propagated deadline has passed */
-  bool drop_short;        /* also answer 504 without working when the caller's remaining time is
-                             shorter than the work (drop_expired=short; libraryd's rule) */
-  int calls;              /* index of the tier each attempt calls after its local work; -1 none */
-  int policy;             /* the policy of that downstream call */
+  bool drop_expired; /* at dequeue, drop an attempt whose propagated deadline has passed */
+  bool drop_short;   /* also answer 504 without working when the caller's remaining time is
+                        shorter than the work (drop_expired=short; libraryd's rule) */
+  int calls;         /* index of the tier each attempt calls after its local work; -1 none */
+  int policy;        /* the policy of that downstream call */
 } sim_tier;
 
 typedef struct sim_group {
   char name[SIM_NAME_MAX];
-  bool closed;            /* closed loop: each of `count` clients waits for its call, thinks,
-                             calls again; open loop: arrivals at `rate` whatever happens */
-  int64_t count;          /* closed: clients */
-  double rate;            /* open: logical calls per second */
-  bool poisson;           /* open: exponential gaps (else evenly spaced) */
-  sim_dist think;         /* closed: before each call (the first included) */
-  int64_t ops;            /* closed: calls per client (0 = until the end) */
-  int target;             /* tier */
+  bool closed;    /* closed loop: each of `count` clients waits for its call, thinks,
+                     calls again; open loop: arrivals at `rate` whatever happens */
+  int64_t count;  /* closed: clients */
+  double rate;    /* open: logical calls per second */
+  bool poisson;   /* open: exponential gaps (else evenly spaced) */
+  sim_dist think; /* closed: before each call (the first included) */
+  int64_t ops;    /* closed: calls per client (0 = until the end) */
+  int target;     /* tier */
   int policy;
 } sim_group;
 
@@ -109,12 +113,12 @@ typedef enum sim_trigger_kind {
 
 typedef struct sim_trigger {
   sim_trigger_kind kind;
-  int64_t from, to;  /* ns of simulated time */
-  int tier, group;   /* -1 when not used */
+  int64_t from, to; /* ns of simulated time */
+  int tier, group;  /* -1 when not used */
   double factor;
   int workers;
-  lk_failure fail;   /* OUTAGE: HTTP_503 (default), CONNECT_REFUSED, or NONE for a black hole
-                        (no answer: the callers time out) */
+  lk_failure fail; /* OUTAGE: HTTP_503 (default), CONNECT_REFUSED, or NONE for a black hole
+                      (no answer: the callers time out) */
 } sim_trigger;
 
 typedef struct sim_scenario {
@@ -146,15 +150,15 @@ int sim_policy_find(const sim_scenario *s, const char *name);
 
 /* Per window and tier. */
 typedef struct sim_win {
-  uint32_t attempts;  /* attempts that reached the tier (offered load) */
-  uint32_t calls;     /* logical calls to the tier that started */
-  uint32_t ok;        /* logical calls to the tier that succeeded (goodput), by their end */
-  uint32_t failed;    /* logical calls to the tier that failed, by their end */
-  uint32_t done;      /* attempts whose work finished */
-  uint32_t wasted;    /* of which for callers that had given up */
-  uint32_t dropped;   /* dropped expired at dequeue */
-  uint32_t rejected;  /* queue full or outage */
-  uint32_t queue_max; /* deepest queue (all servers) seen in the window */
+  uint32_t attempts;    /* attempts that reached the tier (offered load) */
+  uint32_t calls;       /* logical calls to the tier that started */
+  uint32_t ok;          /* logical calls to the tier that succeeded (goodput), by their end */
+  uint32_t failed;      /* logical calls to the tier that failed, by their end */
+  uint32_t done;        /* attempts whose work finished */
+  uint32_t wasted;      /* of which for callers that had given up */
+  uint32_t dropped;     /* dropped expired at dequeue */
+  uint32_t rejected;    /* queue full or outage */
+  uint32_t queue_max;   /* deepest queue (all servers) seen in the window */
   uint32_t in_deadline; /* client calls (tier 0 targets) that succeeded within their deadline */
 } sim_win;
 
@@ -180,17 +184,17 @@ typedef struct sim_group_stats {
 typedef struct sim_result {
   sim_scenario sc;
   int n_windows;
-  sim_win *win;                 /* [n_windows * n_tiers], tier-major within a window */
-  uint32_t *lat;                /* [n_windows * n_tiers * SIM_LAT_BUCKETS] success latencies */
+  sim_win *win;  /* [n_windows * n_tiers], tier-major within a window */
+  uint32_t *lat; /* [n_windows * n_tiers * SIM_LAT_BUCKETS] success latencies */
   sim_tier_stats tier[SIM_MAX_TIERS];
   sim_group_stats group[SIM_MAX_GROUPS];
-  uint64_t events;              /* events processed */
-  uint64_t attempts;            /* attempts made, all tiers */
+  uint64_t events;   /* events processed */
+  uint64_t attempts; /* attempts made, all tiers */
   uint64_t calls_started, calls_ended, calls_unfinished, double_ends;
   uint64_t jobs_started, jobs_ended;
   uint32_t peak_calls, peak_jobs, peak_events; /* in flight at once */
-  size_t peak_bytes;            /* pool and heap memory at its largest */
-  int64_t end_time;             /* simulated time of the last event */
+  size_t peak_bytes;                           /* pool and heap memory at its largest */
+  int64_t end_time;                            /* simulated time of the last event */
 } sim_result;
 
 /* Runs `sc` and fills *out (free it with sim_result_free). LK_OK, LK_ENOMEM, or LK_ECONFIG with

@@ -231,9 +231,9 @@ static void test_amplification_3_pow_n(void **state) {
                        "policy three attempts=3 backoff=none timeout=20s\n");
     for (int t = 0; t < n; t++) {
       if (t + 1 < n)
-        len += snprintf(text + len, sizeof text - (size_t)len,
-                        "tier t%d workers=10000 service=const:1ms calls=t%d policy=three\n", t,
-                        t + 1);
+        len +=
+            snprintf(text + len, sizeof text - (size_t)len,
+                     "tier t%d workers=10000 service=const:1ms calls=t%d policy=three\n", t, t + 1);
       else
         len += snprintf(text + len, sizeof text - (size_t)len,
                         "tier t%d workers=10000 service=const:1ms\n", t);

@@ -165,8 +165,8 @@ static void test_nul_and_long_lines(void **state) {
 
 static void test_examples_parse(void **state) {
   (void)state;
-  static const char *const files[] = {"storm.scn", "brooker.scn", "metastable.scn",
-                                      "tiers.scn", "fleet.scn"};
+  static const char *const files[] = {"storm.scn", "brooker.scn", "metastable.scn", "tiers.scn",
+                                      "fleet.scn"};
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
     char path[512];
     snprintf(path, sizeof path, "%s/examples/sim/%s", LINKD_SOURCE_DIR, files[i]);

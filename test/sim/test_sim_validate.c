@@ -118,10 +118,10 @@ static void test_brooker_n_squared(void **state) {
 static double goodput(const sim_result *r, int64_t from, int64_t to) {
   uint64_t n = 0;
   for (int w = (int)(from / r->sc.window); w < (int)(to / r->sc.window); w++)
-    n += sim_win_at(r, w, 0)->in_deadline + (r->sc.policies[r->sc.groups[0].policy].deadline
-                                                 ? 0
-                                                 : sim_win_at(r, w, 0)->ok -
-                                                       sim_win_at(r, w, 0)->in_deadline);
+    n += sim_win_at(r, w, 0)->in_deadline +
+         (r->sc.policies[r->sc.groups[0].policy].deadline
+              ? 0
+              : sim_win_at(r, w, 0)->ok - sim_win_at(r, w, 0)->in_deadline);
   return (double)n / ((double)(to - from) / 1e9);
 }
 
@@ -137,8 +137,8 @@ static void test_metastable_sustains_when_retries_exceed_capacity(void **state) 
   (void)state;
   sim_result r;
   metastable(600, "retry3", &r); /* 600/s x 3 attempts = 1800/s > 1000/s */
-  double before = goodput(&r, 1000000000, 5000000000), after = goodput(&r, 20000000000,
-                                                                           30000000000);
+  double before = goodput(&r, 1000000000, 5000000000),
+         after = goodput(&r, 20000000000, 30000000000);
   printf("# metastable 600/s x3: goodput %.0f/s before, %.0f/s 11-21 s after the trigger, "
          "%.2f attempts per call\n",
          before, after, (double)r.tier[0].attempts / (double)r.group[0].calls);
@@ -200,8 +200,8 @@ static void test_demo_storm_within_tolerance(void **state) {
     /* The naive clients of the demo also retry its 5 % of 404s; the simulation has none, so it
      * counts the deadline of the linkd policy and "within 1 s + a margin" for the others alike
      * through in_deadline / ok. */
-    double success = 100.0 * (double)(s.policies[s.groups[0].policy].deadline ? g->in_deadline
-                                                                              : g->ok) /
+    double success = 100.0 *
+                     (double)(s.policies[s.groups[0].policy].deadline ? g->in_deadline : g->ok) /
                      (double)g->calls;
     double amp = (double)r.tier[0].attempts / (double)g->calls;
     double wasted = 100.0 * (double)r.tier[0].wasted / (double)r.tier[0].done;
