@@ -261,6 +261,32 @@ static void test_amplification_3_pow_n(void **state) {
   }
 }
 
+/* drop_expired=short answers 504 without working when the caller's time left is shorter than
+ * the work; =yes only drops what has expired, so that work is done for nobody. */
+static void test_drop_short(void **state) {
+  (void)state;
+  static const char text[] = "seed 1\nduration 1s\ndrain 2s\nnetwork delay=const:1ms\n"
+                             "policy p attempts=1 timeout=50ms propagate=yes\n"
+                             "tier a workers=100 service=const:100ms drop_expired=short\n"
+                             "client c rate=100/s arrivals=uniform target=a policy=p\n";
+  sim_scenario s;
+  parse_or_fail(text, &s);
+  sim_result r;
+  run_or_fail(&s, &r);
+  assert_int_equal(r.group[0].calls, 100);
+  assert_int_equal(r.tier[0].dropped, 100);
+  assert_int_equal(r.tier[0].done, 0);
+  assert_int_equal(r.group[0].ends[LK_F_HTTP_504], 100); /* answered, not timed out */
+  sim_result_free(&r);
+  s.tiers[0].drop_short = false;
+  run_or_fail(&s, &r);
+  assert_int_equal(r.tier[0].dropped, 0);
+  assert_int_equal(r.tier[0].done, 100);
+  assert_int_equal(r.tier[0].wasted, 100);
+  assert_int_equal(r.group[0].ends[LK_F_READ_TIMEOUT], 100);
+  sim_result_free(&r);
+}
+
 /* A run ten times longer in a steady state needs no more pool or heap memory: memory follows
  * the requests in flight. */
 static void test_memory_follows_in_flight(void **state) {
@@ -292,6 +318,7 @@ int main(void) {
       cmocka_unit_test(test_determinism),
       cmocka_unit_test(test_conservation),
       cmocka_unit_test(test_amplification_3_pow_n),
+      cmocka_unit_test(test_drop_short),
       cmocka_unit_test(test_memory_follows_in_flight),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
