@@ -54,6 +54,8 @@ static void brooker(int clients, int seeds, double work[B_N], double secs[B_N]) 
   sim_scenario s;
   load_or_fail("brooker.scn", &s);
   s.groups[0].count = clients;
+  s.duration = 600000000000; /* room for 100 clients without jitter */
+  s.window = 1000000000;
   for (int b = 0; b < B_N; b++) {
     use_policy(&s, bnames[b]);
     double w = 0, t = 0;
@@ -76,10 +78,13 @@ static void brooker(int clients, int seeds, double work[B_N], double secs[B_N]) 
     printf("#   %-7s %7.2f %8.3f\n", bnames[b], work[b], secs[b]);
 }
 
+/* LINKD_SIM_FULL=1: the post's sizes (up to 100 clients, 100 runs each) instead of CI's. */
+static bool full(void) { return getenv("LINKD_SIM_FULL") != NULL; }
+
 static void test_brooker_ordering(void **state) {
   (void)state;
   double w[B_N], t[B_N];
-  brooker(50, 10, w, t);
+  brooker(full() ? 100 : 50, full() ? 100 : 10, w, t);
   /* "the number of calls is approximately the same for Full and Equal jitter, and higher for
    * Decorrelated. Both cut down work substantially relative to both the no-jitter approaches." */
   assert_true(w[B_EQUAL] > w[B_FULL]); /* "It does slightly more work than Full Jitter" */
@@ -104,10 +109,12 @@ static void test_brooker_n_squared(void **state) {
   /* Without backoff one client wins each round: N rounds, so work per client grows with N and
    * the total with N^2, and completion time linearly. */
   double w25[B_N], t25[B_N], w50[B_N], t50[B_N];
-  brooker(25, 10, w25, t25);
-  brooker(50, 10, w50, t50);
+  int n = full() ? 50 : 25, seeds = full() ? 100 : 10;
+  brooker(n, seeds, w25, t25);
+  brooker(2 * n, seeds, w50, t50);
   double rw = w50[B_NONE] / w25[B_NONE], rt = t50[B_NONE] / t25[B_NONE];
-  printf("# no backoff, N 25 -> 50: work per client x%.2f, completion time x%.2f\n", rw, rt);
+  printf("# no backoff, N %d -> %d: work per client x%.2f, completion time x%.2f\n", n, 2 * n, rw,
+         rt);
   assert_true(rw > 1.6 && rw < 2.4);
   assert_true(rt > 1.6 && rt < 2.4);
 }
