@@ -271,7 +271,13 @@ static void job_free(run *R, uint32_t i) {
   R->r->jobs_ended++;
 }
 
-static inline int64_t net(run *R) { return draw(&R->sc->net, &R->r_net); }
+/* At least 1 ns, like every gap the engine schedules itself: simulated time must advance, or a
+ * zero-delay scenario (an outage answering at once, a retry without backoff) would spin at one
+ * instant. */
+static inline int64_t net(run *R) {
+  int64_t d = draw(&R->sc->net, &R->r_net);
+  return d > 0 ? d : 1;
+}
 
 /* --- calls
  * ---------------------------------------------------------------------------------------- */
@@ -359,7 +365,8 @@ static void call_end(run *R, uint32_t ci, lk_failure kind, lk_reason reason) {
     job_finish(R, parent, ok);
   } else if (R->sc->groups[site_ix].closed) {
     const sim_group *g = &R->sc->groups[site_ix];
-    int64_t t = lk_sat_add(now, draw(&g->think, &R->r_arr));
+    int64_t think = draw(&g->think, &R->r_arr);
+    int64_t t = lk_sat_add(now, think > 0 ? think : 1); /* a refused call takes no time */
     bool more = g->ops == 0 || R->issued[site_ix] < g->count * g->ops;
     if (more && t < R->sc->duration)
       push(R, t, EV_CLOSED, (uint32_t)site_ix, 0);

@@ -343,6 +343,7 @@ typedef struct refs {
   char tier_calls[SIM_MAX_TIERS][SIM_NAME_MAX];
   char tier_policy[SIM_MAX_TIERS][SIM_NAME_MAX];
   int tier_line[SIM_MAX_TIERS];
+  bool tier_service[SIM_MAX_TIERS]; /* service= was given */
   char group_target[SIM_MAX_GROUPS][SIM_NAME_MAX];
   char group_policy[SIM_MAX_GROUPS][SIM_NAME_MAX];
   int group_line[SIM_MAX_GROUPS];
@@ -369,6 +370,7 @@ static int tier_kv(pctx *p, sim_tier *t, refs *rf, int ix, const char *k, const 
       return LK_EPARSE;
     t->workers = (int)n;
   } else if (!strcmp(k, "service")) {
+    rf->tier_service[ix] = true;
     return dist(p, k, v, &t->service);
   } else if (!strcmp(k, "queue")) {
     return integer(p, k, v, 0, INT32_MAX, &t->queue);
@@ -680,8 +682,7 @@ static int directive(pctx *p, refs *rf, char **tok, int n) {
   if (d[0] == 'p')
     return policy_check(p, &s->policies[ix]);
   if (d[0] == 't' && d[1] == 'i' && s->tiers[ix].kind == SIM_TIER_QUEUE &&
-      s->tiers[ix].service.kind == SIM_D_CONST && s->tiers[ix].service.a == 0 &&
-      !rf->tier_calls[ix][0])
+      !rf->tier_service[ix] && !rf->tier_calls[ix][0])
     return fail(p, "tier %s: needs service=DIST", s->tiers[ix].name);
   return LK_OK;
 }

@@ -287,6 +287,28 @@ static void test_drop_short(void **state) {
   sim_result_free(&r);
 }
 
+/* Zero delays everywhere and a breaker that refuses at once: time still advances and the run
+ * ends (a closed-loop client whose call took no time would otherwise call again at the same
+ * instant forever). */
+static void test_zero_delays_terminate(void **state) {
+  (void)state;
+  static const char text[] =
+      "seed 1\nduration 2ms\ndrain 0s\nwindow 100us\nnetwork delay=0s\n"
+      "policy p attempts=1000000 backoff=exponential base=1ms max=1ms jitter=full timeout=1s "
+      "breaker=yes breaker.window=10 breaker.min=5 breaker.open=500us\n"
+      "tier a workers=1 service=0s\n"
+      "client c loop=closed count=3 think=0s target=a policy=p\n"
+      "trigger outage tier=a from=0s to=1h\n";
+  sim_scenario s;
+  parse_or_fail(text, &s);
+  sim_result r;
+  run_or_fail(&s, &r);
+  assert_true(r.group[0].ends[LK_F_BREAKER_OPEN] > 0);
+  assert_true(r.events < 20000000); /* about one per client and ns while refused */
+  assert_int_equal(r.double_ends, 0);
+  sim_result_free(&r);
+}
+
 /* A run ten times longer in a steady state needs no more pool or heap memory: memory follows
  * the requests in flight. */
 static void test_memory_follows_in_flight(void **state) {
@@ -319,6 +341,7 @@ int main(void) {
       cmocka_unit_test(test_conservation),
       cmocka_unit_test(test_amplification_3_pow_n),
       cmocka_unit_test(test_drop_short),
+      cmocka_unit_test(test_zero_delays_terminate),
       cmocka_unit_test(test_memory_follows_in_flight),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
