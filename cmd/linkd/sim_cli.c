@@ -157,6 +157,16 @@ void sim_compare_print(FILE *f, const sim_scenario *sc, const sim_compare_row *r
             " after which client goodput returned to 90%% of its level before it; a policy"
             " that keeps goodput with a margin survives more.\n",
             lk_duration_format(sc->triggers[0].to - sc->triggers[0].from, b, sizeof b));
+    /* The verdict an operator asked for: recovered from the trigger as given, and from twice
+     * its length (a margin), or not. */
+    fputs("keep goodput through the trigger with a 2x margin:", f);
+    int kept = 0;
+    for (int i = 0; i < n; i++)
+      if (rows[i].recovery >= 0 && rows[i].survives >= 2) {
+        fprintf(f, " %s", rows[i].policy);
+        kept++;
+      }
+    fputs(kept ? "\n" : " none\n", f);
   }
 }
 
