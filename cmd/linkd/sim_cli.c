@@ -259,6 +259,18 @@ int linkd_sim_main(int argc, char **argv) {
       code = CLI_EXIT_USAGE;
       goto out;
     }
+    if (d > LK_SEC(86400) * 365) {
+      fprintf(stderr, "linkd sim: --duration: at most 1 year\n");
+      code = CLI_EXIT_USAGE;
+      goto out;
+    }
+    if ((d + sc->drain) / sc->window >= SIM_MAX_WINDOWS) {
+      fprintf(stderr, "linkd sim: --duration: more than %d windows of %s; make the scenario's "
+                      "window longer\n",
+              SIM_MAX_WINDOWS - 1, lk_duration_format(sc->window, e, sizeof e));
+      code = CLI_EXIT_USAGE;
+      goto out;
+    }
     sc->duration = d;
   }
   if (do_compare) {
