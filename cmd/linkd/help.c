@@ -22,6 +22,7 @@ void cli_help_main(FILE *f) {
         "  demo           run libraryd with faults and compare naive retries with linkd's policy\n"
         "  outbox         a durable outbox of requests in a file: enqueue, run, list, retry, purge\n"
         "  serve -c FILE  run the gateway: an HTTP/1.1 reverse proxy with linkd's policies\n"
+        "  sim FILE       simulate a fleet's retry policies on a simulated clock (docs/sim.md)\n"
         "  seed-example   print the seed document's RetryPolicy example (golden output)\n"
         "  version        print the library version\n"
         "  help [COMMAND] this text, or the options of COMMAND\n"

@@ -8,6 +8,7 @@
 #include "outbox.h"
 #include "request.h"
 #include "serve.h"
+#include "sim_cli.h"
 
 #include <linkd/linkd.h>
 #include <linkd/seed_example.h>
@@ -42,6 +43,8 @@ int main(int argc, char **argv) {
     return cli_outbox_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "serve"))
     return linkd_serve_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "sim"))
+    return linkd_sim_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "seed-example") || !strcmp(cmd, "version")) {
     if (argc > 2 && is_help(argv[2])) {
       cli_help_command(stdout, cmd);

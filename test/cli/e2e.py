@@ -1189,8 +1189,8 @@ def help_and_docs(ctx):
     th = re.search(r'^\.TH LINKD 1 "(\d{4}-\d{2}-\d{2})"', man, re.M)
     check(th is not None, "docs/linkd.1 has a real date (YYYY-MM-DD) in .TH")
     commands = man[man.index(".SH COMMANDS"):man.index(".SH OPTIONS")].replace("\\-", "-")
-    for cmd in ("get", "head", "put", "post", "patch", "delete", "demo", "outbox", "seed-example",
-                "version", "help"):
+    for cmd in ("get", "head", "put", "post", "patch", "delete", "demo", "outbox", "sim",
+                "seed-example", "version", "help"):
         check(re.search(r"^\.B[IR]? %s\b" % cmd, commands, re.M),
               "docs/linkd.1 COMMANDS lists %s" % cmd)
     check(not re.search(r"^\.B[IR]? serve\b", commands, re.M), "there is no serve command")
@@ -1209,8 +1209,13 @@ def help_and_docs(ctx):
     check(outbox.rc == 0 and "db" in outbox_opts, "outbox --help lists its options", outbox)
     for o in outbox_opts:
         check(o in man_opts, "docs/linkd.1 documents outbox's --%s" % o)
+    sim = linkd(ctx, "sim", "--help")
+    sim_opts = set(long_options(sim.out.decode()))
+    check(sim.rc == 0 and "compare" in sim_opts, "sim --help lists its options", sim)
+    for o in sim_opts - {"help", "quiet"}:
+        check(o in man_opts, "docs/linkd.1 documents sim's --%s" % o)
     for o in man_opts | md_opts:
-        check(o in opts or o in demo_opts or o in outbox_opts or o == "version",
+        check(o in opts or o in demo_opts or o in outbox_opts or o in sim_opts or o == "version",
               "the docs mention --%s, which linkd lacks" % o)
     helptext = linkd(ctx, "get", "--help").out.decode()
     for code in ("0", "1", "2", "3", "4", "5", "6", "64", "66", "73", "78", "130"):

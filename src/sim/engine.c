@@ -1,0 +1,966 @@
+/* SPDX-License-Identifier: MIT */
+/* engine.c: the event loop of the simulator. Logical calls (from clients, or from a tier's job to
+ * the tier below) make attempts; an attempt crosses the network, queues at one server of its
+ * tier, is served by a worker (and, for a tier that calls another, holds the worker during its
+ * own downstream call), and its reply crosses the network back. Every decision about a failed
+ * attempt is lk_retry_decide's, every retry asks the call site's lk_budget, every attempt asks its
+ * lk_breaker and lk_limiter, and the per-attempt timeout is lk_attempt_timeout of the deadline's
+ * remainder: the core's code, on the simulated clock.
+ *
+ * Calls and jobs live in pools with free lists, events in a calendar queue (heap.h); after
+ * warm-up the loop allocates nothing. An event refers to its call or job by index and carries the
+ * attempt's generation, so a timeout or reply that lost its race is recognised and ignored without
+ * ever removing anything from the queue.
+ */
+#include "sim/heap.h"
+#include "sim/sim.h"
+
+#include <linkd/deadline.h>
+#include <linkd/error.h>
+#include <linkd/rand.h>
+
+#include "core/sat.h"
+
+#include <math.h>
+#include <string.h>
+
+enum {
+  EV_OPEN = 1,  /* an open-loop group's next arrival; idx = group */
+  EV_CLOSED,    /* a closed-loop client starts a call; idx = group */
+  EV_SEND,      /* a call starts its next attempt (after a backoff or breaker wait) */
+  EV_ARRIVE,    /* an attempt reaches its tier; idx = job */
+  EV_DONE,      /* a worker finished an attempt's local work; idx = job */
+  EV_OCC_WRITE, /* an OCC attempt's conditional write reaches the row; idx = job */
+  EV_TIMEOUT,   /* an attempt's timeout; idx = call */
+  EV_TRIG_ON,   /* idx = trigger */
+  EV_TRIG_OFF,
+  EV_TIMERS,    /* the first live entry of a site's timeout FIFO is due; idx = site */
+  EV_REPLY = 32 /* + the attempt's lk_failure (LK_F_NONE = success); idx = call */
+};
+
+#define GEN_MASK 0xffffffu
+
+typedef struct call {
+  int64_t start, deadline, attempt_start, prev_delay;
+  uint32_t gen;    /* attempts and their ends; never reset, so stale events stay stale */
+  uint32_t parent; /* the job that made this call, or SIM_NIL for a client */
+  uint32_t next;   /* free list */
+  int16_t site;    /* group index, or n_groups + tier for a tier's downstream calls */
+  uint8_t target, live;
+  uint16_t attempt;
+  lk_failure last;
+  lk_budget_ticket ticket;
+  lk_breaker_permit permit;
+} call;
+
+typedef struct job {
+  int64_t deadline, svc_start;
+  uint32_t call, call_gen, next;
+  uint64_t version; /* OCC: the row's version this attempt read */
+  uint16_t server;
+  uint8_t tier, downstream, live;
+} job;
+
+typedef struct server {
+  int busy, cap;
+  uint32_t qhead, qtail, qlen;
+  uint64_t version; /* OCC row */
+} server;
+
+/* Timeouts of the full per-attempt length, in the order they were set. Nearly every one of them
+ * loses its race (the reply comes first), and they are set at now + the same length, so they
+ * come due in the order they were set: a FIFO per call site instead of the event queue, with one
+ * event in the queue for its first live entry. Stale entries are dropped whenever that event
+ * fires, without ever being ordered against anything (a third of the queue's work before). */
+typedef struct tfifo {
+  sim_ev *a;
+  uint32_t head, n, cap; /* cap is a power of two */
+  bool armed;            /* an EV_TIMERS event is in the queue */
+} tfifo;
+
+typedef struct site {
+  tfifo timers;
+  const sim_policy *pol;
+  lk_retry_policy retry;
+  lk_budget *budget;
+  lk_breaker *breaker;
+  lk_limiter *limiter;
+} site;
+
+typedef struct run {
+  const sim_scenario *sc;
+  sim_result *r;
+  sim_queue q;
+  call *calls;
+  job *jobs;
+  uint32_t ncalls, njobs, free_call, free_job, live_calls, live_jobs;
+  server *srv[SIM_MAX_TIERS];
+  uint32_t rr[SIM_MAX_TIERS];
+  uint32_t queued[SIM_MAX_TIERS];
+  site sites[SIM_MAX_GROUPS + SIM_MAX_TIERS];
+  lk_rand_fast r_arr, r_svc, r_net, r_pol, r_brk;
+  double slow[SIM_MAX_TIERS];
+  lk_failure outage[SIM_MAX_TIERS];
+  int outage_on[SIM_MAX_TIERS];
+  double burst[SIM_MAX_GROUPS];
+  int64_t issued[SIM_MAX_GROUPS];                /* closed: calls started */
+  uint64_t *acc[SIM_MAX_TIERS + SIM_MAX_GROUPS]; /* latencies, copied into lk_hist at the end */
+  int64_t now;
+  int64_t cur_w, next_w; /* the window R->now is in, and when the next one starts */
+  int oom;
+} run;
+
+/* Latencies are counted in a plain array with lk_hist's layout (128 sub-buckets per power of
+ * two) and handed to lk_hist once, at the end: lk_hist is built for many threads, and its atomic
+ * adds were a fifth of the loop's time. */
+#define ACC_SLOTS (58 * 128)
+
+static inline uint32_t acc_index(int64_t v) {
+  uint64_t u = v > 0 ? (uint64_t)v : 0;
+  if (u < 128)
+    return (uint32_t)u;
+  int e = 63 - __builtin_clzll(u);
+  return (uint32_t)(e - 6) * 128u + (uint32_t)((u >> (e - 7)) & 127u);
+}
+
+static inline int64_t acc_value(uint32_t i) {
+  if (i < 128)
+    return (int64_t)i;
+  int e = (int)(i / 128) + 6;
+  return (int64_t)((128u + (i % 128u)) << (e - 7));
+}
+
+static void acc_flush(const uint64_t *acc, lk_hist *h) {
+  for (uint32_t i = 0; i < ACC_SLOTS; i++)
+    if (acc[i])
+      lk_hist_record_n(h, acc_value(i), acc[i]);
+}
+
+/* --- randomness --------------------------------------------------------------------------------
+ */
+
+static inline double unit(lk_rand_fast *g) { /* [0, 1) */
+  return (double)(g->base.next64(&g->base) >> 11) * 0x1p-53;
+}
+
+static int64_t draw(const sim_dist *d, lk_rand_fast *g) {
+  switch (d->kind) {
+  case SIM_D_CONST: return d->a;
+  case SIM_D_EXP: {
+    double v = -(double)d->a * log(1.0 - unit(g));
+    return v < 9e18 ? (int64_t)v : INT64_MAX / 4;
+  }
+  case SIM_D_UNIFORM: return d->a + (int64_t)g->base.below(&g->base, (uint64_t)(d->b - d->a) + 1);
+  case SIM_D_NORMAL: {
+    /* Box-Muller; one value per draw keeps the stream simple to reason about. */
+    double u1 = 1.0 - unit(g), u2 = unit(g);
+    double z = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    double v = fabs((double)d->a + (double)d->b * z);
+    return v < 9e18 ? (int64_t)v : INT64_MAX / 4;
+  }
+  case SIM_D_CHOICE: {
+    uint32_t x = (uint32_t)g->base.below(&g->base, d->cum[d->n - 1]);
+    int i = 0;
+    while (i < d->n - 1 && x >= d->cum[i])
+      i++;
+    return d->v[i];
+  }
+  }
+  return d->a;
+}
+
+/* --- bookkeeping --------------------------------------------------------------------------------
+ */
+
+/* The current window's record for `tier`. The window follows R->now in the main loop (a
+ * division per record was a measurable part of the loop). */
+static inline sim_win *win(run *R, int tier) {
+  return &R->r->win[(size_t)R->cur_w * (size_t)R->sc->n_tiers + (size_t)tier];
+}
+
+static inline int lat_bucket(int64_t ns) {
+  uint64_t us = ns > 0 ? (uint64_t)ns / 1000u : 0;
+  if (us == 0)
+    return 0;
+  int e = 63 - __builtin_clzll(us);
+  unsigned frac = e >= 2 ? (unsigned)(us >> (e - 2)) & 3u : (unsigned)(us << (2 - e)) & 3u;
+  int k = 4 * e + (int)frac;
+  return k < SIM_LAT_BUCKETS ? k : SIM_LAT_BUCKETS - 1;
+}
+
+int64_t sim_win_latency(const sim_result *r, int w, int tier, double q) {
+  const uint32_t *b = &r->lat[((size_t)w * (size_t)r->sc.n_tiers + (size_t)tier) * SIM_LAT_BUCKETS];
+  uint64_t total = 0;
+  for (int k = 0; k < SIM_LAT_BUCKETS; k++)
+    total += b[k];
+  if (total == 0)
+    return 0;
+  uint64_t rank = (uint64_t)ceil(q / 100.0 * (double)total);
+  if (rank < 1)
+    rank = 1;
+  uint64_t acc = 0;
+  for (int k = 0; k < SIM_LAT_BUCKETS; k++) {
+    acc += b[k];
+    if (acc >= rank) {
+      int e = k / 4, frac = k % 4;
+      return (int64_t)(((uint64_t)(5 + frac) << e) * 1000u / 4u);
+    }
+  }
+  return 0;
+}
+
+static inline void push(run *R, int64_t t, uint32_t type, uint32_t idx, uint32_t gen) {
+  sim_ev e = {t, idx, type << 24 | (gen & GEN_MASK)};
+  if (sim_queue_push(&R->q, e) != 0)
+    R->oom = 1;
+  else if (R->q.n > R->r->peak_events)
+    R->r->peak_events = (uint32_t)R->q.n;
+}
+
+static uint32_t call_alloc(run *R) {
+  if (R->free_call == SIM_NIL) {
+    uint32_t n = R->ncalls ? R->ncalls * 2 : 1024;
+    call *c = realloc(R->calls, (size_t)n * sizeof *c);
+    if (!c) {
+      R->oom = 1;
+      return SIM_NIL;
+    }
+    memset(c + R->ncalls, 0, (size_t)(n - R->ncalls) * sizeof *c);
+    for (uint32_t i = n; i-- > R->ncalls;) {
+      c[i].next = R->free_call;
+      R->free_call = i;
+    }
+    R->calls = c;
+    R->ncalls = n;
+  }
+  uint32_t i = R->free_call;
+  R->free_call = R->calls[i].next;
+  if (++R->live_calls > R->r->peak_calls)
+    R->r->peak_calls = R->live_calls;
+  return i;
+}
+
+static uint32_t job_alloc(run *R) {
+  if (R->free_job == SIM_NIL) {
+    uint32_t n = R->njobs ? R->njobs * 2 : 1024;
+    job *j = realloc(R->jobs, (size_t)n * sizeof *j);
+    if (!j) {
+      R->oom = 1;
+      return SIM_NIL;
+    }
+    memset(j + R->njobs, 0, (size_t)(n - R->njobs) * sizeof *j);
+    for (uint32_t i = n; i-- > R->njobs;) {
+      j[i].next = R->free_job;
+      R->free_job = i;
+    }
+    R->jobs = j;
+    R->njobs = n;
+  }
+  uint32_t i = R->free_job;
+  R->free_job = R->jobs[i].next;
+  if (++R->live_jobs > R->r->peak_jobs)
+    R->r->peak_jobs = R->live_jobs;
+  return i;
+}
+
+static void job_free(run *R, uint32_t i) {
+  R->jobs[i].live = 0;
+  R->jobs[i].next = R->free_job;
+  R->free_job = i;
+  R->live_jobs--;
+  R->r->jobs_ended++;
+}
+
+/* At least 1 ns, like every gap the engine schedules itself: simulated time must advance, or a
+ * zero-delay scenario (an outage answering at once, a retry without backoff) would spin at one
+ * instant. */
+static inline int64_t net(run *R) {
+  int64_t d = draw(&R->sc->net, &R->r_net);
+  return d > 0 ? d : 1;
+}
+
+/* --- calls
+ * ---------------------------------------------------------------------------------------- */
+
+static void attempt_begin(run *R, uint32_t ci);
+static void job_finish(run *R, uint32_t ji, bool ok);
+
+static void call_start(run *R, int site_ix, int target, uint32_t parent, int64_t parent_deadline) {
+  uint32_t ci = call_alloc(R);
+  if (ci == SIM_NIL)
+    return;
+  call *c = &R->calls[ci];
+  site *s = &R->sites[site_ix];
+  c->start = R->now;
+  c->deadline =
+      s->pol->deadline > 0 ? lk_deadline_after(R->now, s->pol->deadline).at : LK_DEADLINE_NONE;
+  if (parent_deadline < c->deadline)
+    c->deadline = parent_deadline;
+  c->prev_delay = 0;
+  c->parent = parent;
+  c->site = (int16_t)site_ix;
+  c->target = (uint8_t)target;
+  c->attempt = 0;
+  c->live = 1;
+  c->last = LK_F_NONE;
+  c->ticket.cost = 0;
+  R->r->calls_started++;
+  R->r->tier[target].calls++;
+  win(R, target)->calls++;
+  if (site_ix < R->sc->n_groups)
+    R->r->group[site_ix].calls++;
+  if (s->budget)
+    lk_budget_record_request(s->budget, R->now);
+  attempt_begin(R, ci);
+}
+
+static void call_end(run *R, uint32_t ci, lk_failure kind, lk_reason reason) {
+  call *c = &R->calls[ci];
+  if (!c->live) {
+    R->r->double_ends++;
+    return;
+  }
+  c->live = 0;
+  c->gen++; /* whatever is still in flight for it is stale now */
+  int64_t now = R->now;
+  sim_result *r = R->r;
+  bool ok = kind == LK_F_NONE;
+  sim_tier_stats *ts = &r->tier[c->target];
+  sim_win *w = win(R, c->target);
+  if (ok) {
+    ts->ok++;
+    w->ok++;
+    R->acc[c->target][acc_index(now - c->start)]++;
+    size_t li = ((size_t)R->cur_w * (size_t)R->sc->n_tiers + c->target) * SIM_LAT_BUCKETS;
+    r->lat[li + (size_t)lat_bucket(now - c->start)]++;
+  } else {
+    ts->failed++;
+    w->failed++;
+    ts->ends[kind]++;
+  }
+  if (c->site < R->sc->n_groups) {
+    sim_group_stats *g = &r->group[c->site];
+    g->last_end = now;
+    if (ok) {
+      g->ok++;
+      g->by_reason[LK_REASON_SUCCESS]++;
+      R->acc[SIM_MAX_TIERS + c->site][acc_index(now - c->start)]++;
+      if (now <= c->deadline) {
+        g->in_deadline++;
+        w->in_deadline++;
+      }
+    } else {
+      g->failed++;
+      g->ends[kind]++;
+      g->by_reason[reason]++;
+    }
+  }
+  r->calls_ended++;
+  uint32_t parent = c->parent;
+  int site_ix = c->site;
+  c->next = R->free_call;
+  R->free_call = ci;
+  R->live_calls--;
+  if (parent != SIM_NIL) {
+    job_finish(R, parent, ok);
+  } else if (R->sc->groups[site_ix].closed) {
+    const sim_group *g = &R->sc->groups[site_ix];
+    int64_t think = draw(&g->think, &R->r_arr);
+    int64_t t = lk_sat_add(now, think > 0 ? think : 1); /* a refused call takes no time */
+    bool more = g->ops == 0 || R->issued[site_ix] < g->count * g->ops;
+    if (more && t < R->sc->duration)
+      push(R, t, EV_CLOSED, (uint32_t)site_ix, 0);
+  }
+}
+
+static int64_t breaker_wait_until(run *R, const site *s, const call *c) {
+  if (!s->pol->breaker_wait)
+    return 0;
+  int64_t at = lk_breaker_retry_at(s->breaker, R->now);
+  if (at == LK_BREAKER_RETRY_UNKNOWN || at <= R->now)
+    at = lk_sat_add(R->now, LK_MS(5)); /* probes out: ask again soon, as the HTTP layer does */
+  if (at >= c->deadline || lk_sat_sub(c->deadline, at) < LK_MS(1))
+    return 0;
+  return at;
+}
+
+static void timer_add(run *R, int site_ix, int64_t t, uint32_t ci, uint32_t gen) {
+  tfifo *q = &R->sites[site_ix].timers;
+  if (q->n == q->cap) {
+    uint32_t cap = q->cap ? q->cap * 2 : 1024;
+    sim_ev *a = malloc((size_t)cap * sizeof *a);
+    if (!a) {
+      R->oom = 1;
+      return;
+    }
+    for (uint32_t i = 0; i < q->n; i++)
+      a[i] = q->a[(q->head + i) & (q->cap - 1)];
+    free(q->a);
+    q->a = a;
+    q->head = 0;
+    q->cap = cap;
+  }
+  q->a[(q->head + q->n) & (q->cap - 1)] = (sim_ev){t, ci, gen & GEN_MASK};
+  q->n++;
+  if (!q->armed) {
+    q->armed = true;
+    push(R, t, EV_TIMERS, (uint32_t)site_ix, 0);
+  }
+}
+
+static void attempt_end(run *R, uint32_t ci, lk_failure kind);
+static inline bool call_current(const run *R, uint32_t ci, uint32_t gen);
+
+/* EV_TIMERS: fire what is due, drop what lost its race, and wait for the first live entry. */
+static void timers_due(run *R, int site_ix) {
+  tfifo *q = &R->sites[site_ix].timers;
+  while (q->n > 0) {
+    sim_ev e = q->a[q->head];
+    if (call_current(R, e.idx, e.tg)) {
+      if (e.t > R->now)
+        break;
+      q->head = (q->head + 1) & (q->cap - 1);
+      q->n--;
+      attempt_end(R, e.idx, LK_F_READ_TIMEOUT); /* may add entries: always behind this one */
+      continue;
+    }
+    q->head = (q->head + 1) & (q->cap - 1);
+    q->n--;
+  }
+  if (q->n > 0)
+    push(R, q->a[q->head].t, EV_TIMERS, (uint32_t)site_ix, 0);
+  else
+    q->armed = false;
+}
+
+static void attempt_begin(run *R, uint32_t ci) {
+  call *c = &R->calls[ci];
+  site *s = &R->sites[c->site];
+  int64_t now = R->now;
+  int64_t remaining = lk_deadline_remaining((lk_deadline){c->deadline}, now);
+  if (remaining <= 0) {
+    call_end(R, ci, LK_F_DEADLINE_EXCEEDED, LK_REASON_DEADLINE);
+    return;
+  }
+  if (s->limiter && lk_limiter_try_acquire(s->limiter, now) != LK_OK) {
+    call_end(R, ci, LK_F_RATE_LIMITED, LK_REASON_NOT_RETRYABLE);
+    return;
+  }
+  if (s->breaker && lk_breaker_acquire_permit(s->breaker, now, &c->permit) != LK_OK) {
+    int64_t at = breaker_wait_until(R, s, c);
+    if (at > 0) {
+      push(R, at, EV_SEND, ci, c->gen);
+      return;
+    }
+    call_end(R, ci, LK_F_BREAKER_OPEN, LK_REASON_NOT_RETRYABLE);
+    return;
+  }
+  uint32_t ji = job_alloc(R);
+  if (ji == SIM_NIL)
+    return;
+  c->attempt++;
+  c->gen++;
+  c->attempt_start = now;
+  if (c->site < R->sc->n_groups)
+    R->r->group[c->site].attempts++;
+  R->r->attempts++;
+  int64_t timeout = lk_attempt_timeout(s->pol->timeout, remaining);
+  int64_t attempt_end_at = lk_sat_add(now, timeout);
+  if (timeout == s->pol->timeout)
+    timer_add(R, c->site, attempt_end_at, ci, c->gen);
+  else /* cut short by the deadline: out of the FIFO's order */
+    push(R, attempt_end_at, EV_TIMEOUT, ci, c->gen);
+  job *j = &R->jobs[ji];
+  j->call = ci;
+  j->call_gen = c->gen & GEN_MASK;
+  /* What the server learns with a propagated deadline is when its caller stops waiting for
+   * this attempt: the deadline, or the attempt's timeout if that comes first (libraryd knows it
+   * from Linkd-Deadline, or from the connection the client closes). */
+  j->deadline = s->pol->propagate ? attempt_end_at : LK_DEADLINE_NONE;
+  j->tier = c->target;
+  j->downstream = 0;
+  j->live = 1;
+  R->r->jobs_started++;
+  push(R, lk_sat_add(now, net(R)), EV_ARRIVE, ji, 0);
+}
+
+/* The attempt of call ci ended with `kind` (LK_F_NONE = success) at R->now. */
+static void attempt_end(run *R, uint32_t ci, lk_failure kind) {
+  call *c = &R->calls[ci];
+  site *s = &R->sites[c->site];
+  int64_t now = R->now;
+  c->gen++;
+  c->last = kind;
+  if (s->breaker)
+    lk_breaker_record_permit(s->breaker, &c->permit, now, now - c->attempt_start, kind);
+  if (kind == LK_F_NONE) {
+    if (s->budget)
+      lk_budget_record_success_ticket(s->budget, now, &c->ticket);
+    call_end(R, ci, LK_F_NONE, LK_REASON_SUCCESS);
+    return;
+  }
+  if (s->budget)
+    lk_budget_record_failure(s->budget, now);
+  lk_attempt a = {.number = c->attempt,
+                  .method = "GET",
+                  .idempotency_key = false,
+                  .request_fully_sent = true,
+                  .failure = kind,
+                  .retry_after = -1,
+                  .prev_delay = c->prev_delay};
+  lk_decision d;
+  int64_t remaining = lk_deadline_remaining((lk_deadline){c->deadline}, now);
+  if (lk_retry_decide(&s->retry, &a, remaining, &R->r_pol.base, &d) != LK_OK || !d.retry) {
+    call_end(R, ci, kind, d.reason);
+    return;
+  }
+  if (s->budget && lk_budget_acquire_retry_ticket(s->budget, now, kind == LK_F_READ_TIMEOUT,
+                                                  &c->ticket) != LK_OK) {
+    call_end(R, ci, kind, LK_REASON_BUDGET);
+    return;
+  }
+  c->prev_delay = d.delay;
+  push(R, lk_sat_add(now, d.delay), EV_SEND, ci, c->gen);
+}
+
+static inline bool call_current(const run *R, uint32_t ci, uint32_t gen) {
+  const call *c = &R->calls[ci];
+  return c->live && (c->gen & GEN_MASK) == gen;
+}
+
+/* --- servers
+ * -------------------------------------------------------------------------------------- */
+
+static void reply(run *R, const job *j, lk_failure kind) {
+  push(R, lk_sat_add(R->now, net(R)), EV_REPLY + (uint32_t)kind, j->call, j->call_gen);
+}
+
+/* Starts the attempt's work, or (drop_expired=short) drops it when its caller's remaining time is
+ * shorter than the work: libraryd's deadline-aware dequeue answers 504 without working. */
+static void service_start(run *R, uint32_t ji) {
+  job *j = &R->jobs[ji];
+  const sim_tier *t = &R->sc->tiers[j->tier];
+  server *sv = &R->srv[j->tier][j->server];
+  double d = (double)draw(&t->service, &R->r_svc) * R->slow[j->tier];
+  int64_t svc = d < 9e18 ? (int64_t)d : INT64_MAX / 4;
+  if (t->drop_short && lk_sat_sub(j->deadline, R->now) < svc) {
+    R->r->tier[j->tier].dropped++;
+    win(R, j->tier)->dropped++;
+    reply(R, j, LK_F_HTTP_504);
+    job_free(R, ji);
+    return;
+  }
+  sv->busy++;
+  j->svc_start = R->now;
+  push(R, lk_sat_add(R->now, svc), EV_DONE, ji, 0);
+}
+
+/* Takes queued attempts while a worker is free, dropping expired ones if the tier does. */
+static void dispatch(run *R, int tier, int sx) {
+  server *sv = &R->srv[tier][sx];
+  const sim_tier *t = &R->sc->tiers[tier];
+  while (sv->busy < sv->cap && sv->qlen > 0) {
+    uint32_t ji = sv->qhead;
+    job *j = &R->jobs[ji];
+    sv->qhead = j->next;
+    if (--sv->qlen == 0)
+      sv->qtail = SIM_NIL;
+    R->queued[tier]--;
+    if (t->drop_expired && j->deadline <= R->now) {
+      R->r->tier[tier].dropped++;
+      win(R, tier)->dropped++;
+      job_free(R, ji); /* the caller has given up already: nothing to answer */
+      continue;
+    }
+    service_start(R, ji);
+  }
+}
+
+static void job_arrive(run *R, uint32_t ji) {
+  job *j = &R->jobs[ji];
+  int tier = j->tier;
+  const sim_tier *t = &R->sc->tiers[tier];
+  sim_win *w = win(R, tier);
+  R->r->tier[tier].attempts++;
+  w->attempts++;
+  uint32_t sx = R->rr[tier]++ % (uint32_t)t->servers;
+  j->server = (uint16_t)sx;
+  server *sv = &R->srv[tier][sx];
+  if (R->outage_on[tier]) {
+    R->r->tier[tier].rejected++;
+    w->rejected++;
+    if (R->outage[tier] != LK_F_NONE)
+      reply(R, j, R->outage[tier]);
+    job_free(R, ji);
+    return;
+  }
+  if (t->kind == SIM_TIER_OCC) {
+    /* Brooker's OCC row: this attempt reads the version, its conditional write comes back one
+     * round trip later and succeeds only if nobody wrote in between. */
+    j->version = sv->version;
+    push(R, lk_sat_add(R->now, lk_sat_add(net(R), net(R))), EV_OCC_WRITE, ji, 0);
+    return;
+  }
+  if (sv->busy < sv->cap && sv->qlen == 0) {
+    service_start(R, ji);
+    return;
+  }
+  if ((int64_t)sv->qlen >= t->queue) {
+    R->r->tier[tier].rejected++;
+    w->rejected++;
+    reply(R, j, LK_F_HTTP_503);
+    job_free(R, ji);
+    return;
+  }
+  if (t->discipline == SIM_Q_FIFO) {
+    j->next = SIM_NIL;
+    if (sv->qtail == SIM_NIL)
+      sv->qhead = ji;
+    else
+      R->jobs[sv->qtail].next = ji;
+    sv->qtail = ji;
+  } else {
+    j->next = sv->qhead;
+    sv->qhead = ji;
+    if (sv->qtail == SIM_NIL)
+      sv->qtail = ji;
+  }
+  sv->qlen++;
+  if (++R->queued[tier] > w->queue_max)
+    w->queue_max = R->queued[tier];
+  if (R->queued[tier] > R->r->tier[tier].queue_max)
+    R->r->tier[tier].queue_max = R->queued[tier];
+}
+
+static void occ_write(run *R, uint32_t ji) {
+  job *j = &R->jobs[ji];
+  server *sv = &R->srv[j->tier][j->server];
+  sim_tier_stats *ts = &R->r->tier[j->tier];
+  ts->done++;
+  win(R, j->tier)->done++;
+  bool ok = j->version == sv->version;
+  if (ok)
+    sv->version++;
+  reply(R, j, ok ? LK_F_NONE : LK_F_CLIENT_4XX); /* 409 Conflict */
+  job_free(R, ji);
+}
+
+static void job_done(run *R, uint32_t ji) {
+  job *j = &R->jobs[ji];
+  const sim_tier *t = &R->sc->tiers[j->tier];
+  if (t->calls >= 0 && !j->downstream) {
+    j->downstream = 1; /* the worker stays busy while it waits for the tier below */
+    call_start(R, R->sc->n_groups + j->tier, t->calls, ji, j->deadline);
+    return;
+  }
+  job_finish(R, ji, true);
+}
+
+static void job_finish(run *R, uint32_t ji, bool ok) {
+  job *j = &R->jobs[ji];
+  int tier = j->tier;
+  sim_tier_stats *ts = &R->r->tier[tier];
+  sim_win *w = win(R, tier);
+  uint64_t spent = (uint64_t)(R->now - j->svc_start);
+  ts->done++;
+  w->done++;
+  ts->busy_ns += spent;
+  if (!call_current(R, j->call, j->call_gen)) { /* its caller gave up meanwhile */
+    ts->wasted++;
+    w->wasted++;
+    ts->wasted_ns += spent;
+  } else {
+    reply(R, j, ok ? LK_F_NONE : LK_F_HTTP_503);
+  }
+  uint16_t sx = j->server;
+  R->srv[tier][sx].busy--;
+  job_free(R, ji);
+  dispatch(R, tier, sx);
+}
+
+/* --- triggers
+ * ------------------------------------------------------------------------------------- */
+
+static void trigger(run *R, int ti, bool on) {
+  const sim_trigger *t = &R->sc->triggers[ti];
+  switch (t->kind) {
+  case SIM_TRIG_OUTAGE:
+    R->outage_on[t->tier] += on ? 1 : -1;
+    R->outage[t->tier] = t->fail;
+    break;
+  case SIM_TRIG_SLOWDOWN:
+    R->slow[t->tier] = on ? R->slow[t->tier] * t->factor : R->slow[t->tier] / t->factor;
+    break;
+  case SIM_TRIG_CAPACITY: {
+    const sim_tier *tier = &R->sc->tiers[t->tier];
+    for (int s = 0; s < tier->servers; s++) {
+      R->srv[t->tier][s].cap = on ? t->workers : tier->workers;
+      dispatch(R, t->tier, s);
+    }
+    break;
+  }
+  case SIM_TRIG_BURST:
+    R->burst[t->group] = on ? R->burst[t->group] * t->factor : R->burst[t->group] / t->factor;
+    break;
+  }
+}
+
+/* --- setup and the loop ----------------------------------------------------------------------- */
+
+static int site_init(run *R, site *s, const sim_policy *p, const char **why) {
+  s->pol = p;
+  if (lk_retry_policy_init(&s->retry, &p->retry, why) != LK_OK)
+    return LK_ECONFIG;
+  int rc = LK_OK;
+  switch (p->budget) {
+  case SIM_BUDGET_NONE: break;
+  case SIM_BUDGET_RATIO: rc = lk_budget_new_ratio(&p->ratio, &s->budget, why); break;
+  case SIM_BUDGET_TOKEN: rc = lk_budget_new_token(&p->token, &s->budget, why); break;
+  case SIM_BUDGET_QUOTA: rc = lk_budget_new_quota(&p->quota, &s->budget, why); break;
+  }
+  if (rc != LK_OK)
+    return rc;
+  if (p->breaker) {
+    lk_breaker_config bc = p->breaker_cfg;
+    bc.rng = &R->r_brk.base;
+    bc.on_transition = NULL;
+    if ((rc = lk_breaker_new(&bc, &s->breaker, why)) != LK_OK)
+      return rc;
+  }
+  if (p->limiter && (rc = lk_limiter_new(&p->limiter_cfg, &s->limiter, why)) != LK_OK)
+    return rc;
+  return LK_OK;
+}
+
+static void run_free(run *R) {
+  for (int i = 0; i < SIM_MAX_GROUPS + SIM_MAX_TIERS; i++) {
+    free(R->sites[i].timers.a);
+    lk_budget_free(R->sites[i].budget);
+    lk_breaker_free(R->sites[i].breaker);
+    lk_limiter_free(R->sites[i].limiter);
+  }
+  for (int t = 0; t < SIM_MAX_TIERS; t++)
+    free(R->srv[t]);
+  for (int i = 0; i < SIM_MAX_TIERS + SIM_MAX_GROUPS; i++)
+    free(R->acc[i]);
+  sim_queue_free(&R->q);
+  free(R->calls);
+  free(R->jobs);
+}
+
+static int64_t open_gap(run *R, int g) {
+  const sim_group *gr = &R->sc->groups[g];
+  double rate = gr->rate * R->burst[g];
+  double mean = 1e9 / rate;
+  double gap = gr->poisson ? -mean * log(1.0 - unit(&R->r_arr)) : mean;
+  return gap < 1 ? 1 : gap < 9e18 ? (int64_t)gap : INT64_MAX / 4;
+}
+
+static void dispatch_event(run *R, const sim_ev *e) {
+  uint32_t type = e->tg >> 24, gen = e->tg & GEN_MASK;
+  switch (type) {
+  case EV_OPEN: {
+    int g = (int)e->idx;
+    call_start(R, g, R->sc->groups[g].target, SIM_NIL, LK_DEADLINE_NONE);
+    int64_t t = lk_sat_add(R->now, open_gap(R, g));
+    if (t < R->sc->duration)
+      push(R, t, EV_OPEN, e->idx, 0);
+    break;
+  }
+  case EV_CLOSED: {
+    int g = (int)e->idx;
+    R->issued[g]++;
+    call_start(R, g, R->sc->groups[g].target, SIM_NIL, LK_DEADLINE_NONE);
+    break;
+  }
+  case EV_SEND:
+    if (call_current(R, e->idx, gen))
+      attempt_begin(R, e->idx);
+    break;
+  case EV_ARRIVE: job_arrive(R, e->idx); break;
+  case EV_DONE: job_done(R, e->idx); break;
+  case EV_OCC_WRITE: occ_write(R, e->idx); break;
+  case EV_TIMEOUT:
+    if (call_current(R, e->idx, gen))
+      attempt_end(R, e->idx, LK_F_READ_TIMEOUT);
+    break;
+  case EV_TIMERS: timers_due(R, (int)e->idx); break;
+  case EV_TRIG_ON: trigger(R, (int)e->idx, true); break;
+  case EV_TRIG_OFF: trigger(R, (int)e->idx, false); break;
+  default:
+    if (type >= EV_REPLY && call_current(R, e->idx, gen))
+      attempt_end(R, e->idx, (lk_failure)(type - EV_REPLY));
+    break;
+  }
+}
+
+int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
+  static const char *const nomem = "out of memory";
+  memset(out, 0, sizeof *out);
+  out->sc = *sc;
+  if (why)
+    *why = NULL;
+  run R;
+  memset(&R, 0, sizeof R);
+  R.sc = &out->sc;
+  R.r = out;
+  R.free_call = R.free_job = SIM_NIL;
+  if (sim_queue_init(&R.q) != 0) {
+    if (why)
+      *why = nomem;
+    return LK_ENOMEM;
+  }
+  R.q.heap_only = sc->plain_heap;
+  R.next_w = sc->window;
+  uint64_t seed = sc->seed;
+  lk_rand_fast_seeded(&R.r_arr, seed ^ 0x61727269766c7321ull);
+  lk_rand_fast_seeded(&R.r_svc, seed ^ 0x7365727669636521ull);
+  lk_rand_fast_seeded(&R.r_net, seed ^ 0x6e6574776f726b21ull);
+  lk_rand_fast_seeded(&R.r_pol, seed ^ 0x706f6c6963792121ull);
+  lk_rand_fast_seeded(&R.r_brk, seed ^ 0x627265616b657221ull);
+  int64_t span = lk_sat_add(sc->duration, sc->drain);
+  int64_t nw = span / sc->window + 1;
+  if (nw > SIM_MAX_WINDOWS)
+    nw = SIM_MAX_WINDOWS;
+  out->n_windows = (int)nw;
+  size_t cells = (size_t)nw * (size_t)sc->n_tiers;
+  out->win = calloc(cells, sizeof *out->win);
+  out->lat = calloc(cells * SIM_LAT_BUCKETS, sizeof *out->lat);
+  int rc = LK_OK;
+  if (!out->win || !out->lat)
+    goto oom;
+  for (int t = 0; t < sc->n_tiers; t++) {
+    const sim_tier *tier = &sc->tiers[t];
+    R.srv[t] = calloc((size_t)tier->servers, sizeof(server));
+    out->tier[t].latency = lk_hist_new(1000, LK_SEC(3600));
+    R.acc[t] = calloc(ACC_SLOTS, sizeof(uint64_t));
+    if (!R.srv[t] || !out->tier[t].latency || !R.acc[t])
+      goto oom;
+    for (int s = 0; s < tier->servers; s++) {
+      R.srv[t][s].cap = tier->workers;
+      R.srv[t][s].qhead = R.srv[t][s].qtail = SIM_NIL;
+    }
+    R.slow[t] = 1.0;
+    if (tier->calls >= 0 &&
+        (rc = site_init(&R, &R.sites[sc->n_groups + t], &sc->policies[tier->policy], why)) != 0)
+      goto fail;
+  }
+  for (int g = 0; g < sc->n_groups; g++) {
+    const sim_group *gr = &sc->groups[g];
+    out->group[g].latency = lk_hist_new(1000, LK_SEC(3600));
+    R.acc[SIM_MAX_TIERS + g] = calloc(ACC_SLOTS, sizeof(uint64_t));
+    if (!out->group[g].latency || !R.acc[SIM_MAX_TIERS + g])
+      goto oom;
+    if ((rc = site_init(&R, &R.sites[g], &sc->policies[gr->policy], why)) != LK_OK)
+      goto fail;
+    R.burst[g] = 1.0;
+    if (gr->closed) {
+      for (int64_t i = 0; i < gr->count; i++)
+        push(&R, draw(&gr->think, &R.r_arr), EV_CLOSED, (uint32_t)g, 0);
+    } else if (gr->rate > 0) {
+      push(&R, 0, EV_OPEN, (uint32_t)g, 0);
+    }
+  }
+  for (int t = 0; t < sc->n_triggers; t++) {
+    push(&R, sc->triggers[t].from, EV_TRIG_ON, (uint32_t)t, 0);
+    push(&R, sc->triggers[t].to, EV_TRIG_OFF, (uint32_t)t, 0);
+  }
+  if (R.oom)
+    goto oom;
+  sim_ev e;
+  int got;
+  while ((got = sim_queue_pop(&R.q, &e)) != 0) {
+    if (got < 0)
+      goto oom;
+    if (e.t > span)
+      break;
+    R.now = e.t;
+    while (R.now >= R.next_w && R.cur_w < out->n_windows - 1) {
+      R.cur_w++;
+      R.next_w = lk_sat_add(R.next_w, sc->window);
+    }
+    out->events++;
+    dispatch_event(&R, &e);
+    if (__builtin_expect(R.oom, 0))
+      goto oom;
+  }
+  out->end_time = R.now;
+  for (int t = 0; t < sc->n_tiers; t++)
+    acc_flush(R.acc[t], out->tier[t].latency);
+  for (int g = 0; g < sc->n_groups; g++)
+    acc_flush(R.acc[SIM_MAX_TIERS + g], out->group[g].latency);
+  out->calls_unfinished = R.live_calls;
+  out->peak_bytes =
+      sim_queue_bytes(&R.q) + (size_t)R.ncalls * sizeof(call) + (size_t)R.njobs * sizeof(job);
+  for (int i = 0; i < SIM_MAX_GROUPS + SIM_MAX_TIERS; i++)
+    out->peak_bytes += (size_t)R.sites[i].timers.cap * sizeof(sim_ev);
+  run_free(&R);
+  return LK_OK;
+oom:
+  rc = LK_ENOMEM;
+  if (why)
+    *why = nomem;
+fail:
+  run_free(&R);
+  sim_result_free(out);
+  return rc;
+}
+
+void sim_result_free(sim_result *r) {
+  if (!r)
+    return;
+  free(r->win);
+  free(r->lat);
+  for (int t = 0; t < SIM_MAX_TIERS; t++)
+    lk_hist_free(r->tier[t].latency);
+  for (int g = 0; g < SIM_MAX_GROUPS; g++)
+    lk_hist_free(r->group[g].latency);
+  memset(r, 0, sizeof *r);
+}
+
+/* Client goodput of window w: successes within the deadline at the tiers client groups call
+ * (each such tier once, however many groups call it). */
+static double client_goodput(const sim_result *r, int w) {
+  const sim_scenario *sc = &r->sc;
+  double n = 0;
+  for (int g = 0; g < sc->n_groups; g++) {
+    bool seen = false;
+    for (int h = 0; h < g; h++)
+      seen |= sc->groups[h].target == sc->groups[g].target;
+    if (!seen)
+      n += sim_win_at(r, w, sc->groups[g].target)->in_deadline;
+  }
+  return n;
+}
+
+int64_t sim_recovery(const sim_result *r, int ti) {
+  const sim_scenario *sc = &r->sc;
+  const sim_trigger *t = &sc->triggers[ti];
+  int w0 = (int)(t->from / sc->window), w1 = (int)(t->to / sc->window);
+  int wend = (int)(sc->duration / sc->window);
+  if (wend > r->n_windows)
+    wend = r->n_windows;
+  if (w0 > wend)
+    w0 = wend;
+  int skip = w0 / 5; /* leave out the warm-up */
+  double before = 0;
+  int nb = 0;
+  for (int w = skip; w < w0; w++, nb++)
+    before += client_goodput(r, w);
+  if (nb == 0 || before <= 0)
+    return INT64_MIN;
+  before /= nb;
+  int span = (int)(LK_MS(500) / sc->window);
+  if (span < 1)
+    span = 1;
+  for (int w = w1; w + span <= wend; w++) {
+    double sum = 0;
+    for (int k = w; k < w + span; k++)
+      sum += client_goodput(r, k);
+    if (sum / span >= 0.9 * before) {
+      int64_t at = (int64_t)w * sc->window - t->to;
+      return at > 0 ? at : 0;
+    }
+  }
+  return -1;
+}

@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: MIT */
+/* heap.h: the simulator's event queue.
+ *
+ * sim_heap is a 4-ary min-heap of 16-byte events keyed by time: half the depth of a binary heap,
+ * a node's children in one cache line, events as plain values. sim_queue puts a calendar in
+ * front of it: time is cut into buckets of 2^SIM_CAL_SHIFT ns, the next SIM_CAL_BUCKETS of which
+ * are a ring of unsorted arrays; only the current bucket's events sit in a (small, cache-resident)
+ * heap, and events beyond the ring wait in a second heap until the ring reaches them. A million
+ * clients thinking for seconds then cost an append and one move each, instead of a walk down a
+ * heap of a million entries for every event (measured in docs/BENCHMARKS.md).
+ *
+ * Arrays grow by doubling and never shrink: in a steady state nothing allocates. Ties in time pop
+ * in an order fixed by the sequence of pushes and pops, so a run is reproducible.
+ *
+ * Thread-safety: one queue belongs to one thread.
+ */
+#ifndef LINKD_SIM_HEAP_H
+#define LINKD_SIM_HEAP_H
+
+#include <stdint.h>
+#include <stdlib.h>
+
+typedef struct sim_ev {
+  int64_t t;
+  uint32_t idx; /* the call, job, group or trigger the event is about */
+  uint32_t tg;  /* type << 24 | generation (24 bits) */
+} sim_ev;
+
+typedef struct sim_heap {
+  sim_ev *a;
+  uint32_t n, cap;
+} sim_heap;
+
+/* 0, or -1 when out of memory (the heap is unchanged). */
+static inline int sim_heap_push(sim_heap *h, sim_ev e) {
+  if (h->n == h->cap) {
+    uint32_t cap = h->cap ? h->cap * 2 : 1024;
+    sim_ev *a = realloc(h->a, (size_t)cap * sizeof *a);
+    if (!a)
+      return -1;
+    h->a = a;
+    h->cap = cap;
+  }
+  uint32_t i = h->n++;
+  sim_ev *a = h->a;
+  while (i > 0) {
+    uint32_t p = (i - 1) >> 2;
+    if (a[p].t <= e.t)
+      break;
+    a[i] = a[p];
+    i = p;
+  }
+  a[i] = e;
+  return 0;
+}
+
+/* Removes the earliest event into *out; the heap must not be empty. */
+static inline void sim_heap_pop(sim_heap *h, sim_ev *out) {
+  sim_ev *a = h->a;
+  *out = a[0];
+  sim_ev last = a[--h->n];
+  uint32_t n = h->n, i = 0;
+  for (;;) {
+    uint32_t c = (i << 2) + 1;
+    if (c >= n)
+      break;
+    uint32_t best = c;
+    int64_t bt = a[c].t;
+    if (c + 3 < n) {
+      /* All four children: a tournament the compiler turns into conditional moves (which child
+       * is least is a coin toss, and mispredicted branches were most of the pop's time). */
+      int64_t t1 = a[c + 1].t, t2 = a[c + 2].t, t3 = a[c + 3].t;
+      uint32_t b01 = t1 < bt ? c + 1 : c, b23 = t3 < t2 ? c + 3 : c + 2;
+      int64_t m01 = t1 < bt ? t1 : bt, m23 = t3 < t2 ? t3 : t2;
+      best = m23 < m01 ? b23 : b01;
+      bt = m23 < m01 ? m23 : m01;
+    } else {
+      for (uint32_t k = c + 1; k < n; k++) {
+        if (a[k].t < bt) {
+          bt = a[k].t;
+          best = k;
+        }
+      }
+    }
+    if (bt >= last.t)
+      break;
+    a[i] = a[best];
+    i = best;
+  }
+  if (n > 0)
+    a[i] = last;
+}
+
+/* --- the calendar ---------------------------------------------------------------------------- */
+
+#define SIM_CAL_SHIFT 15       /* buckets of 32.8 us */
+#define SIM_CAL_BUCKETS 524288 /* a ring of 17.2 s */
+
+typedef struct sim_queue {
+  sim_heap front; /* the current bucket's events */
+  sim_heap far;   /* beyond the ring */
+  uint32_t *ring; /* SIM_CAL_BUCKETS list heads into the node pool (SIM_NIL_EV: empty) */
+  sim_ev *node;   /* the pool: events waiting in the ring, one singly linked list per bucket */
+  uint32_t *next;
+  uint32_t node_cap, free_node;
+  int64_t cur; /* absolute number of the current bucket (t >> SIM_CAL_SHIFT) */
+  uint64_t in_ring, n;
+  int heap_only; /* every event in `front`: the plain 4-ary heap, the benchmark's baseline */
+} sim_queue;
+
+#define SIM_NIL_EV UINT32_MAX
+
+/* 0, or -1 when out of memory. */
+static inline int sim_queue_init(sim_queue *q) {
+  *q = (sim_queue){0};
+  q->free_node = SIM_NIL_EV;
+  q->ring = malloc(SIM_CAL_BUCKETS * sizeof *q->ring);
+  if (!q->ring)
+    return -1;
+  for (uint32_t i = 0; i < SIM_CAL_BUCKETS; i++)
+    q->ring[i] = SIM_NIL_EV;
+  return 0;
+}
+
+static inline void sim_queue_free(sim_queue *q) {
+  free(q->ring);
+  free(q->node);
+  free(q->next);
+  free(q->front.a);
+  free(q->far.a);
+  *q = (sim_queue){0};
+}
+
+/* Nodes come from one pool shared by every bucket, so the ring holds memory for the events in
+ * it, not for the most any bucket ever held. */
+static inline int sim_ring_add(sim_queue *q, sim_ev e) {
+  if (q->free_node == SIM_NIL_EV) {
+    uint32_t cap = q->node_cap ? q->node_cap * 2 : 1024;
+    sim_ev *node = realloc(q->node, (size_t)cap * sizeof *node);
+    if (!node)
+      return -1;
+    q->node = node;
+    uint32_t *next = realloc(q->next, (size_t)cap * sizeof *next);
+    if (!next)
+      return -1;
+    q->next = next;
+    for (uint32_t i = cap; i-- > q->node_cap;) {
+      next[i] = q->free_node;
+      q->free_node = i;
+    }
+    q->node_cap = cap;
+  }
+  uint32_t i = q->free_node, *head = &q->ring[(e.t >> SIM_CAL_SHIFT) & (SIM_CAL_BUCKETS - 1)];
+  q->free_node = q->next[i];
+  q->node[i] = e;
+  q->next[i] = *head;
+  *head = i;
+  q->in_ring++;
+  return 0;
+}
+
+/* e.t must be >= the time of the last event popped. 0, or -1 when out of memory. */
+static inline int sim_queue_push(sim_queue *q, sim_ev e) {
+  int64_t b = e.t >> SIM_CAL_SHIFT;
+  int rc;
+  if (b <= q->cur || q->heap_only)
+    rc = sim_heap_push(&q->front, e);
+  else if (b < q->cur + SIM_CAL_BUCKETS)
+    rc = sim_ring_add(q, e);
+  else
+    rc = sim_heap_push(&q->far, e);
+  q->n += rc == 0;
+  return rc;
+}
+
+/* Removes the earliest event into *out: 1, or 0 when the queue is empty, or -1 when out of
+ * memory while moving events into the current bucket. */
+static inline int sim_queue_pop(sim_queue *q, sim_ev *out) {
+  while (q->front.n == 0) {
+    if (q->heap_only)
+      return 0;
+    if (q->in_ring == 0) {
+      if (q->far.n == 0)
+        return 0;
+      q->cur = q->far.a[0].t >> SIM_CAL_SHIFT; /* nothing in between: jump */
+    } else {
+      q->cur++;
+    }
+    while (q->far.n && (q->far.a[0].t >> SIM_CAL_SHIFT) < q->cur + SIM_CAL_BUCKETS) {
+      sim_ev e;
+      sim_heap_pop(&q->far, &e);
+      if (sim_ring_add(q, e) != 0)
+        return -1;
+    }
+    uint32_t *head = &q->ring[q->cur & (SIM_CAL_BUCKETS - 1)];
+    for (uint32_t i = *head; i != SIM_NIL_EV;) {
+      uint32_t nx = q->next[i];
+      if (sim_heap_push(&q->front, q->node[i]) != 0)
+        return -1;
+      q->next[i] = q->free_node;
+      q->free_node = i;
+      q->in_ring--;
+      i = nx;
+    }
+    *head = SIM_NIL_EV;
+  }
+  sim_heap_pop(&q->front, out);
+  q->n--;
+  return 1;
+}
+
+/* Bytes held by the queue's arrays. */
+static inline size_t sim_queue_bytes(const sim_queue *q) {
+  return ((size_t)q->front.cap + q->far.cap) * sizeof(sim_ev) +
+         (size_t)SIM_CAL_BUCKETS * sizeof(uint32_t) +
+         (size_t)q->node_cap * (sizeof(sim_ev) + sizeof(uint32_t));
+}
+
+#endif

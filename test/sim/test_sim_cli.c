@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/* `linkd sim` as users run it: the summary is the same bytes run after run, the CSV and HTML
+ * files are written, --compare prints one row per policy, and a bad scenario exits 78 with the
+ * file and line of the error. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+/* Runs `cmd` through the shell; returns its exit status and its stdout+stderr in *out. */
+static int run(const char *cmd, char **out) {
+  char full[2048];
+  snprintf(full, sizeof full, "%s 2>&1", cmd);
+  FILE *p = popen(full, "r");
+  assert_non_null(p);
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  size_t got;
+  while ((got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+    n += got;
+    if (n + 1 == cap)
+      buf = realloc(buf, cap *= 2);
+  }
+  buf[n] = '\0';
+  int st = pclose(p);
+  *out = buf;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_summary_is_reproducible(void **state) {
+  (void)state;
+  char cmd[1024], *a, *b;
+  snprintf(cmd, sizeof cmd, "%s sim %s/examples/sim/storm.scn", LINKD_BIN, LINKD_SOURCE_DIR);
+  assert_int_equal(run(cmd, &a), 0);
+  assert_int_equal(run(cmd, &b), 0);
+  assert_non_null(strstr(a, "libraryd"));
+  assert_non_null(strstr(a, "recovery never"));
+  assert_string_equal(a, b);
+  free(b);
+  snprintf(cmd, sizeof cmd, "%s sim --seed 2 %s/examples/sim/storm.scn", LINKD_BIN,
+           LINKD_SOURCE_DIR);
+  assert_int_equal(run(cmd, &b), 0);
+  assert_string_not_equal(a, b);
+  free(a);
+  free(b);
+}
+
+static void test_files_and_compare(void **state) {
+  (void)state;
+  char dir[] = "/tmp/linkd-sim-test-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char cmd[1024], *out;
+  snprintf(cmd, sizeof cmd, "%s sim -q --csv %s/m.csv --html %s/m.html %s/examples/sim/tiers.scn",
+           LINKD_BIN, dir, dir, LINKD_SOURCE_DIR);
+  assert_int_equal(run(cmd, &out), 0);
+  assert_string_equal(out, "");
+  free(out);
+  snprintf(cmd, sizeof cmd, "head -1 %s/m.csv; grep -c '<svg' %s/m.html", dir, dir);
+  assert_int_equal(run(cmd, &out), 0);
+  assert_non_null(strstr(out, "t_s,tier,attempts,calls,ok,failed,amplification"));
+  assert_non_null(strstr(out, "\n6\n")); /* two charts for each of the three tiers */
+  free(out);
+  snprintf(cmd, sizeof cmd, "%s sim --compare=retry3,once %s/examples/sim/metastable.scn",
+           LINKD_BIN, LINKD_SOURCE_DIR);
+  assert_int_equal(run(cmd, &out), 0);
+  assert_non_null(strstr(out, "\nretry3 "));
+  assert_non_null(strstr(out, "\nonce "));
+  assert_null(strstr(out, "\nlinkd "));
+  assert_non_null(strstr(out, "with a 2x margin: once\n")); /* retry3 collapses */
+  free(out);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+static void test_errors(void **state) {
+  (void)state;
+  char dir[] = "/tmp/linkd-sim-test-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[256], cmd[1024], *out;
+  snprintf(path, sizeof path, "%s/bad.scn", dir);
+  FILE *f = fopen(path, "w");
+  fputs("seed 1\npolicy p attempts=2\ntier t service=1ms calls=nowhere policy=p\n", f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "%s sim %s", LINKD_BIN, path);
+  assert_int_equal(run(cmd, &out), 78);
+  assert_non_null(strstr(out, "bad.scn: line 3: tier t calls 'nowhere': no such tier"));
+  free(out);
+  snprintf(cmd, sizeof cmd, "%s sim", LINKD_BIN);
+  assert_int_equal(run(cmd, &out), 64);
+  free(out);
+  snprintf(cmd, sizeof cmd, "%s sim --frobnicate x.scn", LINKD_BIN);
+  assert_int_equal(run(cmd, &out), 64);
+  free(out);
+  snprintf(cmd, sizeof cmd, "%s sim --compare=nosuch %s/examples/sim/tiers.scn", LINKD_BIN,
+           LINKD_SOURCE_DIR);
+  assert_int_equal(run(cmd, &out), 64);
+  assert_non_null(strstr(out, "no policy 'nosuch'"));
+  free(out);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_summary_is_reproducible),
+      cmocka_unit_test(test_files_and_compare),
+      cmocka_unit_test(test_errors),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

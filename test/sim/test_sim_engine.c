@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: MIT */
+/* The simulator's invariants: the event heap's order, determinism (same seed, same bytes),
+ * conservation (every call and every attempt ends exactly once), 3^n amplification over n tiers,
+ * and memory that follows the requests in flight rather than the length of the run. */
+#include "sim/heap.h"
+#include "sim/sim.h"
+#include "testutil.h"
+
+#include <linkd/error.h>
+#include <linkd/rand.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static void parse_or_fail(const char *text, sim_scenario *s) {
+  char err[300] = "";
+  if (sim_scenario_parse(text, strlen(text), s, err, sizeof err) != LK_OK)
+    fail_msg("%s", err);
+}
+
+static void run_or_fail(const sim_scenario *s, sim_result *r) {
+  const char *why = NULL;
+  int rc = sim_run(s, r, &why);
+  if (rc != LK_OK)
+    fail_msg("sim_run: %d %s", rc, why ? why : "");
+}
+
+/* Summary + CSV of a run, as one string. */
+static char *outputs(const sim_result *r, size_t *len) {
+  char *buf = NULL;
+  FILE *m = open_memstream(&buf, len);
+  assert_non_null(m);
+  sim_write_summary(m, r);
+  sim_write_csv(m, r);
+  fclose(m);
+  return buf;
+}
+
+static void test_heap_order(void **state) {
+  (void)state;
+  sim_heap h = {0};
+  lk_rand_fast g;
+  lk_rand_fast_seeded(&g, 7);
+  int64_t last = INT64_MIN;
+  size_t popped = 0;
+  /* Interleaved pushes and pops, as the simulator does them: every pop is the minimum. */
+  for (int round = 0; round < 20000; round++) {
+    for (int k = 0; k < 3; k++) {
+      sim_ev e = {(int64_t)lk_rand_below(&g.base, 1000000) + (last > 0 ? last : 0), (uint32_t)round,
+                  0};
+      assert_int_equal(sim_heap_push(&h, e), 0);
+    }
+    for (int k = 0; k < 2; k++) {
+      sim_ev e;
+      sim_heap_pop(&h, &e);
+      assert_true(e.t >= last);
+      last = e.t;
+      popped++;
+    }
+  }
+  while (h.n) {
+    sim_ev e;
+    sim_heap_pop(&h, &e);
+    assert_true(e.t >= last);
+    last = e.t;
+    popped++;
+  }
+  assert_int_equal(popped, 60000);
+  free(h.a);
+}
+
+/* The calendar queue pops in time order across the current bucket, the ring and beyond it
+ * (events 40 s ahead, a jump over an empty stretch), in both modes. */
+static void test_calendar_order(void **state) {
+  (void)state;
+  for (int heap_only = 0; heap_only <= 1; heap_only++) {
+    sim_queue q;
+    assert_int_equal(sim_queue_init(&q), 0);
+    q.heap_only = heap_only;
+    lk_rand_fast g;
+    lk_rand_fast_seeded(&g, 11);
+    int64_t now = 0;
+    uint64_t pushed = 0, popped = 0;
+    static const int64_t spans[] = {1000, 100000, 10000000, 2000000000, 40000000000};
+    for (int round = 0; round < 30000; round++) {
+      int k = (int)lk_rand_below(&g.base, 3);
+      for (int i = 0; i < k; i++) {
+        int64_t span = spans[lk_rand_below(&g.base, 5)];
+        sim_ev e = {now + (int64_t)lk_rand_below(&g.base, (uint64_t)span), (uint32_t)round, 0};
+        assert_int_equal(sim_queue_push(&q, e), 0);
+        pushed++;
+      }
+      sim_ev e;
+      int got = sim_queue_pop(&q, &e);
+      if (got == 1) {
+        assert_true(e.t >= now);
+        now = e.t;
+        popped++;
+      } else {
+        assert_int_equal(got, 0);
+        assert_int_equal(q.n, 0);
+      }
+    }
+    sim_ev e;
+    while (sim_queue_pop(&q, &e) == 1) {
+      assert_true(e.t >= now);
+      now = e.t;
+      popped++;
+    }
+    assert_int_equal(popped, pushed);
+    assert_int_equal(q.n, 0);
+    assert_true(now > 20000000000); /* it did reach beyond the ring */
+    sim_queue_free(&q);
+  }
+}
+
+/* Two tiers, retries, a budget and a breaker, a deadline, a trigger: most of the engine. */
+static const char busy[] =
+    "seed 5\nduration 3s\ndrain 5s\nwindow 100ms\nnetwork delay=uniform:100us:900us\n"
+    "policy front attempts=4 backoff=exponential base=20ms max=200ms jitter=full timeout=150ms "
+    "deadline=600ms propagate=yes budget=ratio breaker=yes breaker.window=50 breaker.min=20 "
+    "breaker.open=50ms breaker.wait=yes limiter=2000:50\n"
+    "policy inner attempts=3 backoff=exponential base=5ms max=50ms jitter=decorrelated "
+    "timeout=60ms propagate=yes budget=token\n"
+    "policy naive attempts=4 backoff=none timeout=100ms retry_on=all\n"
+    "tier api servers=2 workers=4 service=exp:2ms queue=100 discipline=lifo drop_expired=yes "
+    "calls=db policy=inner\n"
+    "tier db servers=1 workers=6 service=choice:2ms/3,6ms/1 queue=200 drop_expired=yes\n"
+    "client users rate=1200/s target=api policy=front\n"
+    "client loopers loop=closed count=40 think=exp:20ms target=db policy=naive\n"
+    "trigger slowdown tier=db from=1s to=1.6s factor=5\n"
+    "trigger outage tier=api from=2s to=2.2s fail=none\n"
+    "trigger capacity tier=db from=2.4s to=2.6s workers=1\n"
+    "trigger burst client=users from=0.5s to=0.8s factor=3\n";
+
+static void test_determinism(void **state) {
+  (void)state;
+  sim_scenario s;
+  parse_or_fail(busy, &s);
+  sim_result a, b;
+  run_or_fail(&s, &a);
+  run_or_fail(&s, &b);
+  size_t la, lb;
+  char *oa = outputs(&a, &la), *ob = outputs(&b, &lb);
+  assert_true(la > 1000);
+  assert_int_equal(la, lb);
+  assert_memory_equal(oa, ob, la);
+  assert_int_equal(a.events, b.events);
+  /* Another seed is another run. */
+  s.seed = 6;
+  sim_result c;
+  run_or_fail(&s, &c);
+  size_t lc;
+  char *oc = outputs(&c, &lc);
+  assert_true(lc != la || memcmp(oa, oc, la) != 0);
+  free(oa);
+  free(ob);
+  free(oc);
+  sim_result_free(&a);
+  sim_result_free(&b);
+  sim_result_free(&c);
+}
+
+static void test_conservation(void **state) {
+  (void)state;
+  sim_scenario s;
+  parse_or_fail(busy, &s);
+  sim_result r;
+  run_or_fail(&s, &r);
+  /* The run must exercise what it claims to check. */
+  assert_true(r.calls_started > 3000);
+  assert_true(r.tier[1].dropped > 0);
+  assert_true(r.tier[0].rejected > 0);
+  assert_true(r.tier[0].wasted + r.tier[1].wasted > 0);
+  assert_true(r.group[0].by_reason[LK_REASON_BUDGET] + r.group[0].ends[LK_F_BREAKER_OPEN] +
+                  r.group[0].ends[LK_F_RATE_LIMITED] >
+              0);
+  /* Every call ended exactly once, every attempt too. */
+  assert_int_equal(r.double_ends, 0);
+  assert_int_equal(r.calls_unfinished, 0);
+  assert_int_equal(r.calls_started, r.calls_ended);
+  assert_int_equal(r.jobs_started, r.jobs_ended);
+  uint64_t calls = 0, ends = 0, attempts = 0, fates = 0, group_calls = 0;
+  for (int t = 0; t < s.n_tiers; t++) {
+    const sim_tier_stats *ts = &r.tier[t];
+    calls += ts->calls;
+    ends += ts->ok + ts->failed;
+    attempts += ts->attempts;
+    fates += ts->done + ts->dropped + ts->rejected;
+    assert_int_equal(ts->calls, ts->ok + ts->failed);
+  }
+  for (int g = 0; g < s.n_groups; g++) {
+    const sim_group_stats *gs = &r.group[g];
+    assert_int_equal(gs->calls, gs->ok + gs->failed);
+    group_calls += gs->calls;
+  }
+  assert_int_equal(calls, r.calls_started);
+  assert_int_equal(ends, r.calls_ended);
+  /* An attempt that reached a tier was served, dropped or rejected; the ones lost in the black
+   * hole (the outage with no answer) were rejected too. Attempts made = attempts that arrived. */
+  assert_int_equal(attempts, fates);
+  assert_int_equal(attempts, r.jobs_started);
+  assert_int_equal(r.attempts, r.jobs_started);
+  /* The calls of the tier below are those its jobs made: one per served api attempt at most. */
+  assert_int_equal(r.tier[1].calls - r.group[1].calls, r.tier[0].done);
+  (void)group_calls;
+  /* The windows add up to the totals. */
+  uint64_t wa = 0, wok = 0;
+  for (int w = 0; w < r.n_windows; w++) {
+    wa += sim_win_at(&r, w, 0)->attempts;
+    wok += sim_win_at(&r, w, 1)->ok;
+  }
+  assert_int_equal(wa, r.tier[0].attempts);
+  assert_int_equal(wok, r.tier[1].ok);
+  sim_result_free(&r);
+}
+
+/* n tiers, each retrying its call to the next 3 times, the last one down: 3^k attempts at the
+ * k-th tier per client call, exactly. */
+static void test_amplification_3_pow_n(void **state) {
+  (void)state;
+  for (int n = 1; n <= 4; n++) {
+    char text[2048];
+    int len = snprintf(text, sizeof text,
+                       "seed 1\nduration 1s\ndrain 30s\nwindow 100ms\nnetwork delay=const:100us\n"
+                       "policy three attempts=3 backoff=none timeout=20s\n");
+    for (int t = 0; t < n; t++) {
+      if (t + 1 < n)
+        len +=
+            snprintf(text + len, sizeof text - (size_t)len,
+                     "tier t%d workers=10000 service=const:1ms calls=t%d policy=three\n", t, t + 1);
+      else
+        len += snprintf(text + len, sizeof text - (size_t)len,
+                        "tier t%d workers=10000 service=const:1ms\n", t);
+    }
+    snprintf(text + len, sizeof text - (size_t)len,
+             "client c rate=20/s arrivals=uniform target=t0 policy=three\n"
+             "trigger outage tier=t%d from=0s to=1h\n",
+             n - 1);
+    sim_scenario s;
+    parse_or_fail(text, &s);
+    sim_result r;
+    run_or_fail(&s, &r);
+    uint64_t calls = r.group[0].calls;
+    assert_int_equal(calls, 20);
+    assert_int_equal(r.group[0].failed, calls);
+    uint64_t expect = calls;
+    for (int t = 0; t < n; t++) {
+      expect *= 3;
+      if (r.tier[t].attempts != expect)
+        fail_msg("%d tiers: tier %d got %llu attempts, expected %llu", n, t,
+                 (unsigned long long)r.tier[t].attempts, (unsigned long long)expect);
+    }
+    assert_int_equal(r.calls_unfinished, 0);
+    sim_result_free(&r);
+  }
+}
+
+/* drop_expired=short answers 504 without working when the caller's time left is shorter than
+ * the work; =yes only drops what has expired, so that work is done for nobody. */
+static void test_drop_short(void **state) {
+  (void)state;
+  static const char text[] = "seed 1\nduration 1s\ndrain 2s\nnetwork delay=const:1ms\n"
+                             "policy p attempts=1 timeout=50ms propagate=yes\n"
+                             "tier a workers=100 service=const:100ms drop_expired=short\n"
+                             "client c rate=100/s arrivals=uniform target=a policy=p\n";
+  sim_scenario s;
+  parse_or_fail(text, &s);
+  sim_result r;
+  run_or_fail(&s, &r);
+  assert_int_equal(r.group[0].calls, 100);
+  assert_int_equal(r.tier[0].dropped, 100);
+  assert_int_equal(r.tier[0].done, 0);
+  assert_int_equal(r.group[0].ends[LK_F_HTTP_504], 100); /* answered, not timed out */
+  sim_result_free(&r);
+  s.tiers[0].drop_short = false;
+  run_or_fail(&s, &r);
+  assert_int_equal(r.tier[0].dropped, 0);
+  assert_int_equal(r.tier[0].done, 100);
+  assert_int_equal(r.tier[0].wasted, 100);
+  assert_int_equal(r.group[0].ends[LK_F_READ_TIMEOUT], 100);
+  sim_result_free(&r);
+}
+
+/* Zero delays everywhere and a breaker that refuses at once: time still advances and the run
+ * ends (a closed-loop client whose call took no time would otherwise call again at the same
+ * instant forever). */
+static void test_zero_delays_terminate(void **state) {
+  (void)state;
+  static const char text[] =
+      "seed 1\nduration 2ms\ndrain 0s\nwindow 100us\nnetwork delay=0s\n"
+      "policy p attempts=1000000 backoff=exponential base=1ms max=1ms jitter=full timeout=1s "
+      "breaker=yes breaker.window=10 breaker.min=5 breaker.open=500us\n"
+      "tier a workers=1 service=0s\n"
+      "client c loop=closed count=3 think=0s target=a policy=p\n"
+      "trigger outage tier=a from=0s to=1h\n";
+  sim_scenario s;
+  parse_or_fail(text, &s);
+  sim_result r;
+  run_or_fail(&s, &r);
+  assert_true(r.group[0].ends[LK_F_BREAKER_OPEN] > 0);
+  assert_true(r.events < 20000000); /* about one per client and ns while refused */
+  assert_int_equal(r.double_ends, 0);
+  sim_result_free(&r);
+}
+
+/* A run ten times longer in a steady state needs no more pool or heap memory: memory follows
+ * the requests in flight. */
+static void test_memory_follows_in_flight(void **state) {
+  (void)state;
+  static const char steady[] =
+      "seed 3\ndrain 2s\nwindow 1s\nnetwork delay=uniform:100us:300us\n"
+      "policy p attempts=3 backoff=exponential base=10ms max=100ms jitter=full timeout=50ms "
+      "deadline=200ms propagate=yes budget=ratio\n"
+      "tier a servers=4 workers=8 service=exp:1ms queue=500 drop_expired=yes\n"
+      "client c rate=20000/s target=a policy=p\n";
+  sim_scenario s;
+  parse_or_fail(steady, &s);
+  s.duration = 2000000000;
+  sim_result shortr, longr;
+  lk_test_alloc_count_start();
+  run_or_fail(&s, &shortr);
+  uint64_t allocs_short = lk_test_alloc_count_stop();
+  s.duration = 20000000000;
+  lk_test_alloc_count_start();
+  run_or_fail(&s, &longr);
+  uint64_t allocs_long = lk_test_alloc_count_stop();
+  /* The loop allocates nothing per event: ten times the events, the same allocations give or
+   * take a pool doubling (the setup's are the same for both). */
+  printf("# allocations: %llu for %llu attempts, %llu for %llu\n",
+         (unsigned long long)allocs_short, (unsigned long long)shortr.attempts,
+         (unsigned long long)allocs_long, (unsigned long long)longr.attempts);
+  assert_true(allocs_long <= allocs_short + 8);
+  assert_true(longr.attempts > 9 * shortr.attempts);
+  assert_true(longr.peak_bytes <= 2 * shortr.peak_bytes);
+  assert_true(longr.peak_calls < 2 * shortr.peak_calls + 64);
+  sim_result_free(&shortr);
+  sim_result_free(&longr);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_heap_order),
+      cmocka_unit_test(test_calendar_order),
+      cmocka_unit_test(test_determinism),
+      cmocka_unit_test(test_conservation),
+      cmocka_unit_test(test_amplification_3_pow_n),
+      cmocka_unit_test(test_drop_short),
+      cmocka_unit_test(test_zero_delays_terminate),
+      cmocka_unit_test(test_memory_follows_in_flight),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

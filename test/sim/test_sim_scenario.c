@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: MIT */
+/* The scenario parser: what it accepts, and that every error names its line. */
+#include "sim/sim.h"
+
+#include <linkd/error.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static const char base[] = "policy p attempts=3\n"
+                           "tier t workers=2 service=exp:1ms\n"
+                           "client c rate=10/s target=t policy=p\n";
+
+static int parse(const char *text, sim_scenario *s, char *err, size_t cap) {
+  return sim_scenario_parse(text, strlen(text), s, err, cap);
+}
+
+static void test_minimal(void **state) {
+  (void)state;
+  sim_scenario s;
+  char err[256] = "";
+  assert_int_equal(parse(base, &s, err, sizeof err), LK_OK);
+  assert_int_equal(s.n_policies, 1);
+  assert_int_equal(s.n_tiers, 1);
+  assert_int_equal(s.n_groups, 1);
+  assert_int_equal(s.policies[0].retry.max_attempts, 3);
+  assert_int_equal(s.tiers[0].workers, 2);
+  assert_int_equal(s.tiers[0].service.kind, SIM_D_EXP);
+  assert_int_equal(s.tiers[0].service.a, 1000000);
+  assert_true(s.groups[0].rate == 10.0);
+  assert_int_equal(s.groups[0].target, 0);
+  assert_int_equal(s.tiers[0].calls, -1);
+}
+
+static void test_everything(void **state) {
+  (void)state;
+  const char *text =
+      "# a comment line\n"
+      "seed 42   # trailing comment\n"
+      "duration 3s\n"
+      "drain 1s\n"
+      "window 50ms\n"
+      "network delay=normal:10ms:2ms\n"
+      "policy up attempts=4 backoff=exponential base=10ms max=1s jitter=full timeout=300ms "
+      "deadline=1s propagate=yes budget=token budget.tokens=20 budget.token_ratio=0.5 "
+      "breaker=yes breaker.window=40 breaker.min=10 breaker.rate=25 breaker.open=50ms "
+      "breaker.open_max=400ms breaker.probes=3 breaker.wait=yes limiter=500:20 retry_on=all\n"
+      "policy down attempts=2 backoff=none budget=quota budget.capacity=100\n"
+      "tier front servers=3 workers=8 service=choice:1ms/3,2ms/1 queue=50 discipline=lifo "
+      "drop_expired=yes calls=back policy=down\n"
+      "tier back workers=4 service=uniform:1ms:3ms drop_expired=short\n"
+      "tier row kind=occ\n"
+      "client open rate=100 arrivals=uniform target=front policy=up\n"
+      "client shut loop=closed count=7 think=const:5ms ops=2 target=row policy=down\n"
+      "trigger outage tier=back from=1s to=1.5s fail=refused\n"
+      "trigger slowdown tier=front from=1s to=2s factor=3\n"
+      "trigger capacity tier=back from=2s to=2.5s workers=1\n"
+      "trigger burst client=open from=0.5s to=1s factor=2\n";
+  sim_scenario s;
+  char err[256] = "";
+  assert_int_equal(parse(text, &s, err, sizeof err), LK_OK);
+  assert_int_equal(s.seed, 42);
+  assert_int_equal(s.duration, 3000000000);
+  assert_int_equal(s.window, 50000000);
+  assert_int_equal(s.net.kind, SIM_D_NORMAL);
+  assert_int_equal(s.tiers[0].calls, 1);
+  assert_int_equal(s.tiers[0].policy, 1);
+  assert_int_equal(s.tiers[0].discipline, SIM_Q_LIFO);
+  assert_int_equal(s.tiers[0].service.n, 2);
+  assert_int_equal(s.tiers[0].service.cum[1], 4);
+  assert_int_equal(s.tiers[2].kind, SIM_TIER_OCC);
+  assert_true(s.tiers[0].drop_expired && !s.tiers[0].drop_short);
+  assert_true(s.tiers[1].drop_expired && s.tiers[1].drop_short);
+  assert_true(s.groups[1].closed);
+  assert_int_equal(s.groups[1].count, 7);
+  assert_int_equal(s.policies[0].budget, SIM_BUDGET_TOKEN);
+  assert_true(s.policies[0].breaker_cfg.wait_backoff);
+  assert_int_equal(s.policies[0].breaker_cfg.backoff.max, 400000000);
+  assert_true(s.policies[0].limiter);
+  assert_int_equal(s.triggers[0].fail, LK_F_CONNECT_REFUSED);
+  assert_int_equal(s.triggers[3].group, 0);
+}
+
+typedef struct bad {
+  const char *text;
+  const char *msg; /* expected prefix of the message */
+} bad;
+
+static void test_errors_name_their_line(void **state) {
+  (void)state;
+  static const bad cases[] = {
+      {"seed x\n", "line 1: seed: 'x' is not a whole number"},
+      {"\n\nfrobnicate 3\n", "line 3: unknown directive 'frobnicate'"},
+      {"duration 3\n", "line 1: duration:"},
+      {"policy p attempts=0\n", "line 1: attempts: '0' is not a whole number in [1, "},
+      {"policy p wobble=1\n", "line 1: policy: unknown key 'wobble'"},
+      {"policy p base=10ms max=1ms\n", "line 1: policy p: "},
+      {"policy p\npolicy p\n", "line 2: policy p defined twice"},
+      {"policy p attempts\n", "line 1: 'attempts' is not key=value"},
+      {"policy p jitter=purple\n", "line 1: jitter: 'purple' is not none"},
+      {"policy p budget=ratio budget.percent=2000\n", "line 1: budget.percent:"},
+      {"tier t workers=2\n", "line 1: tier t: needs service=DIST"},
+      {"tier t service=exp\n", "line 1: service: 'exp' is not"},
+      {"tier t service=uniform:3ms:1ms\n", "line 1: service: uniform:LOW:HIGH needs LOW <= HIGH"},
+      {"tier t service=choice:1ms/1,2ms/1,3ms/1,4ms/1,5ms/1\n", "line 1: service: at most 4"},
+      {"policy p\ntier a service=1ms calls=b policy=p\ntier b service=1ms\n"
+       "client c rate=1 target=zz policy=p\n",
+       "line 4: client c: target 'zz' is not a tier"},
+      {"policy p\ntier a service=1ms calls=a policy=p\nclient c rate=1 target=a policy=p\n",
+       "line 2: tier a calls 'a': a tier may call only a tier defined after it"},
+      {"policy p\ntier a service=1ms calls=b\ntier b service=1ms\n"
+       "client c rate=1 target=a policy=p\n",
+       "line 2: tier a calls b: needs policy=NAME"},
+      {"policy p\ntier a service=1ms\nclient c target=a policy=p\n",
+       "line 3: client c: an open loop needs rate=N/s > 0"},
+      {"policy p\ntier a service=1ms\nclient c rate=1 target=a policy=p\n"
+       "trigger slowdown tier=a from=2s to=1s factor=2\n",
+       "line 4: trigger: to= must be after from="},
+      {"policy p\ntier a service=1ms\nclient c rate=1 target=a policy=p\n"
+       "trigger burst client=nobody from=1s to=2s factor=2\n",
+       "line 4: trigger burst: client 'nobody'"},
+      {"policy p\ntier a service=1ms\n", "line 0: no client"},
+      {"policy p\n", "line 0: no tier"},
+      {"policy bad=name\n", "line 1: policy NAME key=value"},
+      {"policy p timeout=0s\n", "line 1: timeout: must be > 0"},
+      {"window 1ns\n", "line 1: window: at least 1us"},
+      {"network speed=3\n", "line 1: network: unknown key 'speed=3'"},
+      {"duration 1h\ndrain 0s\nwindow 100ms\npolicy p\ntier a service=1ms\n"
+       "client c rate=1 target=a policy=p\n",
+       "line 0: more than 19999 windows"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    sim_scenario s;
+    char err[256] = "";
+    int rc = parse(cases[i].text, &s, err, sizeof err);
+    if (rc != LK_EPARSE || strncmp(err, cases[i].msg, strlen(cases[i].msg)) != 0)
+      fail_msg("case %zu: rc %d, message '%s', expected '%s...'", i, rc, err, cases[i].msg);
+  }
+}
+
+static void test_nul_and_long_lines(void **state) {
+  (void)state;
+  sim_scenario s;
+  char err[256] = "";
+  const char with_nul[] = "seed 1\nse\0ed 2\n";
+  assert_int_equal(sim_scenario_parse(with_nul, sizeof with_nul - 1, &s, err, sizeof err),
+                   LK_EPARSE);
+  assert_string_equal(err, "line 2: NUL byte");
+  size_t n = 5000;
+  char *longline = malloc(n + 1);
+  memset(longline, 'x', n);
+  longline[n] = '\0';
+  assert_int_equal(sim_scenario_parse(longline, n, &s, err, sizeof err), LK_EPARSE);
+  assert_string_equal(err, "line 1: longer than 4095 bytes");
+  free(longline);
+  /* Never reads past len: the last directive is cut where len ends. */
+  assert_int_equal(sim_scenario_parse(base, strlen(base) - 20, &s, err, sizeof err), LK_EPARSE);
+}
+
+static void test_examples_parse(void **state) {
+  (void)state;
+  static const char *const files[] = {"storm.scn", "brooker.scn", "metastable.scn", "tiers.scn",
+                                      "fleet.scn"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/examples/sim/%s", LINKD_SOURCE_DIR, files[i]);
+    sim_scenario s;
+    char err[600] = "";
+    if (sim_scenario_load(path, &s, err, sizeof err) != LK_OK)
+      fail_msg("%s", err);
+  }
+  sim_scenario s;
+  char err[600] = "";
+  assert_int_equal(sim_scenario_load("/nonexistent/x.scn", &s, err, sizeof err), LK_ESYS);
+  assert_non_null(strstr(err, "/nonexistent/x.scn"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_minimal),
+      cmocka_unit_test(test_everything),
+      cmocka_unit_test(test_errors_name_their_line),
+      cmocka_unit_test(test_nul_and_long_lines),
+      cmocka_unit_test(test_examples_parse),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
