@@ -9,6 +9,12 @@
  * every commit (durable across power loss), with NORMAL it is written to the OS at commit and
  * fsynced at checkpoints (durable across a process crash such as kill -9, not power loss).
  *
+ * Group commit (default on): writes that arrive while another is committing wait for it, then
+ * the first of them commits them all in one transaction, each inside its own SAVEPOINT, with one
+ * fsync. A write that fails rolls back to its savepoint only, so its neighbours still commit;
+ * every one is acknowledged (lk_store_write returns) only after the shared COMMIT returned, so
+ * the durability of each write is that of a write committed alone.
+ *
  * Deadlines: every call takes an lk_deadline; a progress handler interrupts SQLite once it
  * passes (LK_EDEADLINE), and a write whose deadline passed before COMMIT is rolled back.
  *
@@ -38,6 +44,8 @@ typedef struct lk_store_config {
   bool seed;             /* insert the sample books on first start (default true) */
   int busy_timeout_ms;   /* for other processes holding the file (default 5000) */
   const lk_clock *clock; /* for deadlines; default lk_clock_system() */
+  bool group_commit;     /* commit concurrent writes together (default true); false: one
+                            transaction and one fsync per write */
 } lk_store_config;
 
 typedef struct lk_store lk_store;
@@ -106,6 +114,13 @@ typedef struct lk_store_counts {
 } lk_store_counts;
 int lk_store_counts_get(lk_store *s, lk_store_counts *out);
 
+/* Write transactions so far: commits = COMMITs attempted (each one fsync with sync=full), writes
+ * = lk_store_write calls that reached the writer, largest = most writes in one commit. */
+typedef struct lk_store_commit_stats {
+  int64_t commits, writes, largest;
+} lk_store_commit_stats;
+void lk_store_commit_stats_get(lk_store *s, lk_store_commit_stats *out);
+
 /* Visits loan groups that share an identity: by (tenant, book, X-Request-Id) when by_key is
  * false, by (tenant, idempotency key) when true. Only groups with more than one loan when
  * only_dupes. Stops after `limit` groups or when cb returns non-zero. */
@@ -125,7 +140,11 @@ int lk_store_tenant_totals(lk_store *s, lk_store_tenant_cb cb, void *arg);
 /* --- writes (one transaction each) ---------------------------------------------------------- */
 /* Runs fn inside BEGIN IMMEDIATE on the writer connection. fn returns 0 to commit or a negative
  * lk_err to roll back (returned as is). Returns 0 once COMMIT succeeded, LK_EDEADLINE when the
- * deadline passed before COMMIT (rolled back, nothing applied), or LK_EIO. */
+ * deadline passed before COMMIT (rolled back, nothing applied), or LK_EIO. With group commit the
+ * transaction may hold other writes too; fn then runs inside a savepoint, its failure rolls back
+ * only its own changes, and the deadline is checked once fn returned (a group's statements are
+ * not interrupted half-way, which would roll back the whole group). fn must not depend on
+ * running on the caller's thread. */
 typedef int (*lk_store_tx_fn)(lk_store_tx *tx, void *arg);
 int lk_store_write(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg);
 

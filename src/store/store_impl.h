@@ -21,6 +21,12 @@ typedef enum st_id {
   ST_LOAN_INSERT,
   ST_IDEM_DELETE_EXPIRED,
   ST_IDEM_INSERT,
+  ST_BEGIN,
+  ST_COMMIT,
+  ST_ROLLBACK,
+  ST_SAVEPOINT,
+  ST_RELEASE,
+  ST_ROLLBACK_TO,
   ST_COUNT
 } st_id;
 
@@ -37,6 +43,17 @@ struct lk_store_tx {
   store_conn *c;
 };
 
+/* One write waiting for, or inside, a group commit; lives on its caller's stack. */
+typedef struct gc_member {
+  lk_store_tx_fn fn;
+  void *arg;
+  lk_deadline dl;
+  int rc;
+  bool done; /* under gmu: rc is final and the caller may return */
+  pthread_cond_t cv; /* signalled when done, or when this member is to lead the next group */
+  struct gc_member *next;
+} gc_member;
+
 struct lk_store {
   char *path;
   lk_store_config cfg;
@@ -45,6 +62,10 @@ struct lk_store {
   pthread_mutex_t wmu;
   pthread_mutex_t pmu; /* guards `idle` */
   store_conn *idle;    /* reader connections not in use */
+  pthread_mutex_t gmu; /* guards the group-commit queue below */
+  gc_member *gq_head, *gq_tail;
+  bool leading; /* a thread is running a group */
+  int64_t n_commits, n_writes, n_largest; /* under wmu */
 };
 
 /* Opens one connection with the store's pragmas. NULL on failure (message in errbuf). */
