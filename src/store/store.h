@@ -120,6 +120,8 @@ typedef struct lk_store_commit_stats {
   int64_t commits, writes, largest;
 } lk_store_commit_stats;
 void lk_store_commit_stats_get(lk_store *s, lk_store_commit_stats *out);
+/* Writes waiting for the next group (not counting a group being committed). */
+size_t lk_store_queued(lk_store *s);
 
 /* Visits loan groups that share an identity: by (tenant, book, X-Request-Id) when by_key is
  * false, by (tenant, idempotency key) when true. Only groups with more than one loan when

@@ -190,6 +190,15 @@ int lk_store_write(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
   return me.rc;
 }
 
+size_t lk_store_queued(lk_store *s) {
+  pthread_mutex_lock(&s->gmu);
+  size_t n = 0;
+  for (const gc_member *m = s->gq_head; m; m = m->next)
+    n++;
+  pthread_mutex_unlock(&s->gmu);
+  return n;
+}
+
 void lk_store_commit_stats_get(lk_store *s, lk_store_commit_stats *out) {
   pthread_mutex_lock(&s->wmu);
   out->commits = s->n_commits;
