@@ -49,7 +49,7 @@ typedef struct gc_member {
   void *arg;
   lk_deadline dl;
   int rc;
-  bool done; /* under gmu: rc is final and the caller may return */
+  bool done;         /* under gmu: rc is final and the caller may return */
   pthread_cond_t cv; /* signalled when done, or when this member is to lead the next group */
   struct gc_member *next;
 } gc_member;
@@ -64,7 +64,7 @@ struct lk_store {
   store_conn *idle;    /* reader connections not in use */
   pthread_mutex_t gmu; /* guards the group-commit queue below */
   gc_member *gq_head, *gq_tail;
-  bool leading; /* a thread is running a group */
+  bool leading;                           /* a thread is running a group */
   int64_t n_commits, n_writes, n_largest; /* under wmu */
 };
 

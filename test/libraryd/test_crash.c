@@ -94,9 +94,9 @@ static int64_t stat_int(json_t *st, const char *a, const char *b) {
 static void crash_cycles(const char *sync, const char *group, int threads) {
   rng_state = lk_test_seed();
   lib_proc p;
-  const char *args[] = {"--sync", sync,       "--group-commit",      group, "--log", "off",
-                        "--threads", "3",     "--workers",           "16",  "--queue-discipline",
-                        "fifo",      NULL};
+  const char *args[] = {
+      "--sync",    sync, "--group-commit",     group,  "--log", "off", "--threads", "3",
+      "--workers", "16", "--queue-discipline", "fifo", NULL};
   assert_int_equal(lib_start(&p, args), 0);
   int64_t book = lib_create_book(p.port, INITIAL_STOCK);
   assert_true(book > 0);
@@ -115,8 +115,7 @@ static void crash_cycles(const char *sync, const char *group, int threads) {
     sleep_ms(rand_between(150, 450));
     json_t *before = lib_stats(&p); /* how many writes shared a commit so far */
     assert_non_null(before);
-    int64_t largest = stat_int(json_object_get(before, "server"), "store_commits",
-                               "largest_group");
+    int64_t largest = stat_int(json_object_get(before, "server"), "store_commits", "largest_group");
     json_decref(before);
     if (largest > largest_group)
       largest_group = largest;

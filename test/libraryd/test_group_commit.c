@@ -270,7 +270,7 @@ static void test_failing_write_spares_its_group(void **state) {
     op[i] = (loan_op){.s = s, .book = book, .dl = lk_deadline_none(), .rc = 1};
     snprintf(op[i].key, sizeof op[i].key, "m%d", i);
   }
-  op[M_FAILS].fail_after = true;                              /* effect, then rollback */
+  op[M_FAILS].fail_after = true; /* effect, then rollback */
   snprintf(op[M_SAME_KEY].key, sizeof op[M_SAME_KEY].key, "m%d", M_GOOD_A); /* dup key */
   op[M_LATE].dl = lk_deadline_after(lk_now_ns(), LK_MS(100)); /* expires while queued */
   /* One at a time, each queued before the next starts, so the group runs them in this order. */
