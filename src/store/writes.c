@@ -11,7 +11,7 @@ static int exec_simple(store_conn *c, const char *sql) {
   return rc == SQLITE_OK ? LK_OK : (store_err(rc) == LK_OK ? LK_EIO : store_err(rc));
 }
 
-int lk_store_write(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
+int sq_write(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
   const lk_clock *clk = s->cfg.clock;
   if (lk_deadline_expired(dl, clk->now(clk)))
     return LK_EDEADLINE;
@@ -20,8 +20,8 @@ int lk_store_write(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
   c->deadline = dl.at;
   int rc = exec_simple(c, "BEGIN IMMEDIATE");
   if (rc == LK_OK) {
-    lk_store_tx tx = {s, c};
-    rc = fn(&tx, arg);
+    sq_tx tx = {{&sq_ops}, s, c};
+    rc = fn(&tx.base, arg);
     /* The last check before the effect becomes visible: past the deadline the caller has
      * given up, so nothing may be applied on its behalf. */
     if (rc == LK_OK && lk_deadline_expired(dl, clk->now(clk)))
@@ -41,7 +41,7 @@ int lk_store_write(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
   return rc;
 }
 
-int lk_store_tx_book_get(lk_store_tx *tx, int64_t id, lk_book *out) {
+int sq_tx_book_get(sq_tx *tx, int64_t id, lk_book *out) {
   sqlite3_stmt *st = store_stmt(tx->c, ST_BOOK_GET);
   if (!st)
     return LK_EIO;
@@ -84,7 +84,7 @@ static int step_done(sqlite3_stmt *st) {
   return r == SQLITE_DONE ? LK_OK : (store_err(r) == LK_OK ? LK_EIO : store_err(r));
 }
 
-int lk_store_tx_book_create(lk_store_tx *tx, const lk_book *in, int64_t *id) {
+int sq_tx_book_create(sq_tx *tx, const lk_book *in, int64_t *id) {
   sqlite3_stmt *st = store_stmt(tx->c, ST_BOOK_INSERT);
   if (!st)
     return LK_EIO;
@@ -96,7 +96,7 @@ int lk_store_tx_book_create(lk_store_tx *tx, const lk_book *in, int64_t *id) {
   return rc;
 }
 
-int lk_store_tx_book_update(lk_store_tx *tx, const lk_book *in) {
+int sq_tx_book_update(sq_tx *tx, const lk_book *in) {
   sqlite3_stmt *st = store_stmt(tx->c, ST_BOOK_UPDATE);
   if (!st)
     return LK_EIO;
@@ -109,7 +109,7 @@ int lk_store_tx_book_update(lk_store_tx *tx, const lk_book *in) {
   return rc;
 }
 
-int lk_store_tx_book_delete(lk_store_tx *tx, int64_t id) {
+int sq_tx_book_delete(sq_tx *tx, int64_t id) {
   sqlite3_stmt *st = store_stmt(tx->c, ST_BOOK_DELETE);
   if (!st)
     return LK_EIO;
@@ -127,7 +127,7 @@ static void bind_opt_text(sqlite3_stmt *st, int i, const char *v) {
     sqlite3_bind_null(st, i);
 }
 
-int lk_store_tx_loan_create(lk_store_tx *tx, lk_loan *loan) {
+int sq_tx_loan_create(sq_tx *tx, lk_loan *loan) {
   int64_t now = lk_wall_ns();
   sqlite3_stmt *st = store_stmt(tx->c, ST_STOCK_TAKE);
   if (!st)
@@ -144,7 +144,7 @@ int lk_store_tx_loan_create(lk_store_tx *tx, lk_loan *loan) {
   if (stock < 0) {
     /* No row changed: either the book is missing or it has no copy left. */
     lk_book b;
-    int rc = lk_store_tx_book_get(tx, loan->book_id, &b);
+    int rc = sq_tx_book_get(tx, loan->book_id, &b);
     return rc == LK_OK ? LK_ECONFLICT : rc;
   }
   st = store_stmt(tx->c, ST_LOAN_INSERT);
@@ -166,7 +166,7 @@ int lk_store_tx_loan_create(lk_store_tx *tx, lk_loan *loan) {
   return LK_OK;
 }
 
-int lk_store_tx_idem_put(lk_store_tx *tx, const char *tenant, const char *key,
+int sq_tx_idem_put(sq_tx *tx, const char *tenant, const char *key,
                          const lk_idem_record *rec, int64_t min_created_wall_ns) {
   sqlite3_stmt *st = store_stmt(tx->c, ST_IDEM_DELETE_EXPIRED);
   if (!st)
@@ -191,7 +191,7 @@ int lk_store_tx_idem_put(lk_store_tx *tx, const char *tenant, const char *key,
   return step_done(st); /* a live record violates the primary key: LK_ECONFLICT */
 }
 
-int lk_store_idem_purge(lk_store *s, int64_t before_wall_ns, int64_t *deleted) {
+int sq_idem_purge(sq_store *s, int64_t before_wall_ns, int64_t *deleted) {
   int64_t total = 0;
   int rc = LK_OK;
   for (;;) {
