@@ -310,6 +310,8 @@ static const char *const migrations[] = {
     "  tenant TEXT NOT NULL,"
     "  key TEXT NOT NULL,"
     "  owner BIGINT NOT NULL,"
+    "  pid INTEGER NOT NULL,"
+    "  claimed_at TIMESTAMPTZ NOT NULL,"
     "  expires_at TIMESTAMPTZ NOT NULL,"
     "  PRIMARY KEY(tenant, key));"
     "CREATE TABLE meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);",
@@ -869,14 +871,20 @@ static int pg_idem_claim(lk_store *base, const char *tenant, const char *key, ui
   num o = i64s((int64_t)owner), l = i64s(lease_ns / 1000);
   const char *p[] = {tenant, key, o.b, l.b};
   int rc;
-  /* Taken, or taken over from a holder whose lease ended (it died, or it ran past the longest
-   * time it may run). The database's clock decides, so instances' clocks need not agree. */
+  /* Taken, or taken over from a holder that is gone: its lease ended (it ran past the longest
+   * time it may run), or the database connection it claimed on has closed (its process died:
+   * the backend with that pid is no longer there, or is a newer one). The database's clock
+   * decides, so instances' clocks need not agree. */
   PGresult *r = read1((pg_store *)base, dl,
-                      "INSERT INTO idem_claims(tenant, key, owner, expires_at) "
-                      "VALUES($1, $2, $3, clock_timestamp() + $4 * interval '1 microsecond') "
+                      "INSERT INTO idem_claims(tenant, key, owner, pid, claimed_at, expires_at) "
+                      "VALUES($1, $2, $3, pg_backend_pid(), clock_timestamp(), "
+                      "clock_timestamp() + $4 * interval '1 microsecond') "
                       "ON CONFLICT (tenant, key) DO UPDATE SET owner = EXCLUDED.owner, "
+                      "pid = EXCLUDED.pid, claimed_at = EXCLUDED.claimed_at, "
                       "expires_at = EXCLUDED.expires_at "
-                      "WHERE idem_claims.expires_at < clock_timestamp() RETURNING 1",
+                      "WHERE idem_claims.expires_at < clock_timestamp() OR NOT EXISTS "
+                      "(SELECT 1 FROM pg_stat_activity a WHERE a.pid = idem_claims.pid "
+                      "AND a.backend_start <= idem_claims.claimed_at) RETURNING 1",
                       4, p, &rc);
   if (!r)
     return rc;
