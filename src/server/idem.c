@@ -83,37 +83,28 @@ static int claim(req *r) {
 idem_verdict idem_begin(req *r, lk_resp *out) {
   lk_server *s = r->srv;
   /* A completed key is answered from the store without claiming it, so replays of one key
-   * never conflict with each other; only a key with no result yet is claimed, and looked up
-   * once more under the claim in case its first request finished in between. */
-  for (int pass = 0; pass < 2; pass++) {
-    lk_idem_record rec;
-    int64_t min_created = lk_wall_ns() - s->cfg.idem_retention_ns;
-    int rc = lk_store_idem_get(s->store, r->tenant, r->key, min_created, &rec, r->dl);
-    if (rc == LK_OK) {
-      idem_release(r);
-      idem_verdict v = answer_record(r, out, &rec);
-      lk_idem_record_clear(&rec);
-      return v;
-    }
-    if (rc != LK_ENOTFOUND) {
-      idem_release(r);
-      store_error(out, rc);
-      return IDEM_ANSWERED;
-    }
-    if (pass == 1)
-      break; /* claimed and still no result: this request executes */
-    rc = claim(r);
-    if (rc == LK_ECONFLICT) {
-      idem_release(r);
-      return in_use(r, out);
-    }
-    if (rc != LK_OK) {
-      idem_release(r);
-      store_error(out, rc);
-      return IDEM_ANSWERED;
-    }
+   * never conflict with each other; only a key with no result yet is claimed. If its first
+   * request finishes between this lookup and the claim, nothing is looked up again: this
+   * request's transaction then meets the record's primary key, rolls back, and answers with
+   * the replay (idem_replay_existing), which costs a lookup only in that rare race instead of
+   * on every new key. */
+  lk_idem_record rec;
+  int64_t min_created = lk_wall_ns() - s->cfg.idem_retention_ns;
+  int rc = lk_store_idem_get(s->store, r->tenant, r->key, min_created, &rec, r->dl);
+  if (rc == LK_OK) {
+    idem_verdict v = answer_record(r, out, &rec);
+    lk_idem_record_clear(&rec);
+    return v;
   }
-  return IDEM_EXECUTE;
+  if (rc == LK_ENOTFOUND)
+    rc = claim(r);
+  if (rc == LK_OK)
+    return IDEM_EXECUTE;
+  idem_release(r);
+  if (rc == LK_ECONFLICT)
+    return in_use(r, out);
+  store_error(out, rc);
+  return IDEM_ANSWERED;
 }
 
 int idem_complete(lk_store_tx *tx, req *r, const lk_resp *resp, int64_t now_wall) {

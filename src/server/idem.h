@@ -4,8 +4,7 @@
  *
  *   lookup    a stored result for (tenant, key)? -> replay it (same fingerprint) or 422
  *   claim     none yet: take the key in this process (in-process table) and in the database
- *             (lk_store_idem_claim, seen by every instance); held elsewhere -> 409 + Retry-After.
- *             Looked up once more under the claim, in case the first request finished between.
+ *             (lk_store_idem_claim, seen by every instance); held elsewhere -> 409 + Retry-After
  *   complete  inside the write's transaction: the response becomes the key's record, and the
  *             claim ends, in the same COMMIT as the effect
  *   release   the claim ends without a result (the write failed or never ran)
@@ -25,7 +24,7 @@ typedef enum idem_verdict {
   IDEM_ANSWERED, /* `out` holds an error to send (409, 422, 503, 504, 500) */
 } idem_verdict;
 
-/* Lookup, claim and the second lookup for a keyed write (r->fp already computed). */
+/* Lookup and claim for a keyed write (r->fp already computed). */
 idem_verdict idem_begin(req *r, lk_resp *out);
 /* Stores `resp` as the key's record in the write's transaction (and ends the claim there). The
  * store's LK_ECONFLICT means another transaction stored the key first: roll back. */

@@ -766,39 +766,34 @@ static int pg_tx_book_delete(lk_store_tx *tx, int64_t id) {
 static int pg_tx_loan_create(lk_store_tx *tx, lk_loan *loan) {
   int64_t now = lk_wall_ns();
   num id = i64s(loan->book_id), t = i64s(now);
-  const char *p[] = {id.b, t.b};
-  int rc;
-  /* At READ COMMITTED a concurrent decrement of the same book makes this UPDATE wait for it and
-   * then re-check stock > 0 on the row it left: copies are never lost nor oversold. */
-  PGresult *r = run(TXS(tx), TXC(tx), TXD(tx),
-                    "UPDATE books SET stock = stock - 1, updated_ns = $2 "
-                    "WHERE id = $1 AND stock > 0 RETURNING stock",
-                    2, p, NULL, NULL, &rc);
-  if (!r)
-    return rc;
-  int64_t stock = PQntuples(r) == 1 ? col_i64(r, 0, 0) : -1;
-  PQclear(r);
-  if (stock < 0) {
-    lk_book b;
-    rc = pg_tx_book_get(tx, loan->book_id, &b);
-    return rc == LK_OK ? LK_ECONFLICT : rc;
-  }
-  num st = i64s(stock);
-  const char *q[] = {id.b,
+  const char *p[] = {id.b,
                      loan->tenant,
                      loan->borrower[0] ? loan->borrower : NULL,
                      loan->idem_key[0] ? loan->idem_key : NULL,
                      loan->request_id[0] ? loan->request_id : NULL,
-                     t.b,
-                     st.b};
-  r = run(TXS(tx), TXC(tx), TXD(tx),
-          "INSERT INTO loans(book_id, tenant, borrower, idem_key, request_id, created_ns, "
-          "stock_after) VALUES($1, $2, $3, $4, $5, $6, $7) RETURNING id",
-          7, q, NULL, NULL, &rc);
+                     t.b};
+  int rc;
+  /* One statement, one round trip: the decrement and the loan row that records the stock it
+   * left. At READ COMMITTED a concurrent decrement of the same book makes the UPDATE wait for it
+   * and then re-check stock > 0 on the row it left: copies are never lost nor oversold. */
+  PGresult *r = run(TXS(tx), TXC(tx), TXD(tx),
+                    "WITH taken AS (UPDATE books SET stock = stock - 1, updated_ns = $6 "
+                    "WHERE id = $1 AND stock > 0 RETURNING stock) "
+                    "INSERT INTO loans(book_id, tenant, borrower, idem_key, request_id, "
+                    "created_ns, stock_after) SELECT $1, $2, $3, $4, $5, $6, stock FROM taken "
+                    "RETURNING id, stock_after",
+                    6, p, NULL, NULL, &rc);
   if (!r)
     return rc;
+  if (PQntuples(r) != 1) {
+    /* No copy taken: either the book is missing or it has none left. */
+    PQclear(r);
+    lk_book b;
+    rc = pg_tx_book_get(tx, loan->book_id, &b);
+    return rc == LK_OK ? LK_ECONFLICT : rc;
+  }
   loan->id = col_i64(r, 0, 0);
-  loan->stock_after = stock;
+  loan->stock_after = col_i64(r, 0, 1);
   loan->created_wall_ns = now;
   PQclear(r);
   return LK_OK;
