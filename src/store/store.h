@@ -156,7 +156,9 @@ int lk_store_tx_book_delete(lk_store_tx *tx, int64_t id);
  * book), LK_ECONFLICT (stock is 0). */
 int lk_store_tx_loan_create(lk_store_tx *tx, lk_loan *loan);
 /* Stores the idempotency record for (tenant, key); an expired one (created before
- * min_created_wall_ns) is replaced. LK_ECONFLICT when a live record exists. */
+ * min_created_wall_ns) is replaced. LK_ECONFLICT when a live record exists: from this call
+ * (SQLite) or from lk_store_write, which then rolls back (PostgreSQL sends the record with COMMIT
+ * in one round trip and learns of the conflict there). At most one per transaction. */
 int lk_store_tx_idem_put(lk_store_tx *tx, const char *tenant, const char *key,
                          const lk_idem_record *rec, int64_t min_created_wall_ns);
 

@@ -49,6 +49,15 @@ typedef struct pg_tx {
   pg_store *s;
   pg_conn *pc;
   lk_deadline dl;
+  bool begun; /* BEGIN has been sent (with the first statement) */
+  /* The key's record, sent with COMMIT (lk_store_tx_idem_put); copies, owned here. */
+  bool has_idem;
+  char *idem_tenant, *idem_key, *idem_headers;
+  uint8_t *idem_body;
+  size_t idem_body_len;
+  uint8_t idem_fp[32];
+  int idem_status;
+  int64_t idem_created, idem_min_created;
 } pg_tx;
 
 static const lk_store_ops pg_ops;
@@ -243,6 +252,83 @@ static int run_cmd(const pg_store *s, PGconn *c, int64_t deadline, const char *s
   int rc;
   PQclear(run(s, c, deadline, sql, n, vals, NULL, NULL, &rc));
   return rc;
+}
+
+/* One statement of a pipeline. */
+typedef struct stmt {
+  const char *sql;
+  int n;
+  const char *const *vals;
+  const int *lens, *fmts;
+} stmt;
+
+/* Sends the statements in one pipeline (one round trip) and returns the last one's result, or
+ * NULL with *rc set from the first that failed (the ones after it are skipped by the server).
+ * Used where a transaction's statements need not wait for each other's answers: BEGIN with the
+ * first statement, the key's record with COMMIT. */
+static PGresult *run_pipeline(const pg_store *s, PGconn *c, int64_t deadline, const stmt *st, int n,
+                              int *rc) {
+  if (!PQenterPipelineMode(c)) {
+    *rc = pg_err(c, NULL);
+    return NULL;
+  }
+  int sent = 0;
+  for (; sent < n; sent++)
+    if (!PQsendQueryParams(c, st[sent].sql, st[sent].n, NULL, st[sent].vals, st[sent].lens,
+                           st[sent].fmts, 0))
+      break;
+  int w = sent == n && PQpipelineSync(c) ? LK_OK : pg_err(c, NULL);
+  PGresult *last = NULL;
+  int first_err = LK_OK;
+  bool synced = false;
+  /* Each statement's result, then the sync's; on a deadline, cancel and read the rest. */
+  for (int i = 0; i <= sent && w != LK_EAGAIN && w != LK_EIO;) {
+    int wr = wait_result(s, c, w == LK_OK ? deadline : LK_DEADLINE_NONE);
+    if (wr == LK_EDEADLINE) {
+      PGcancel *cn = PQgetCancel(c);
+      char eb[128];
+      if (cn) {
+        PQcancel(cn, eb, sizeof eb);
+        PQfreeCancel(cn);
+      }
+      w = LK_EDEADLINE;
+      continue;
+    }
+    if (wr != LK_OK) {
+      w = wr;
+      break;
+    }
+    PGresult *r = PQgetResult(c);
+    if (!r) {
+      i++; /* the end of statement i's results */
+      continue;
+    }
+    ExecStatusType es = PQresultStatus(r);
+    if (es == PGRES_PIPELINE_SYNC) {
+      PQclear(r);
+      synced = true;
+      break;
+    }
+    if (es != PGRES_COMMAND_OK && es != PGRES_TUPLES_OK && first_err == LK_OK)
+      first_err = es == PGRES_PIPELINE_ABORTED ? LK_EIO : pg_err(c, r);
+    if (i == n - 1) {
+      PQclear(last);
+      last = r;
+    } else {
+      PQclear(r);
+    }
+  }
+  /* Unless every result was read (a broken connection), the pipeline stays on, and conn_put
+   * drops the connection. */
+  if (synced && !PQexitPipelineMode(c) && w == LK_OK)
+    w = LK_EIO;
+  if (w != LK_OK || first_err != LK_OK || !last) {
+    PQclear(last);
+    *rc = w != LK_OK ? w : first_err != LK_OK ? first_err : LK_EIO;
+    return NULL;
+  }
+  *rc = LK_OK;
+  return last;
 }
 
 static int64_t col_i64(const PGresult *r, int row, int col) {
@@ -667,6 +753,56 @@ static int pg_tenant_totals(lk_store *base, lk_store_tenant_cb cb, void *arg) {
 
 /* --- writes --------------------------------------------------------------------------------- */
 
+static void tx_free(pg_tx *tx) {
+  free(tx->idem_tenant);
+  free(tx->idem_key);
+  free(tx->idem_headers);
+  free(tx->idem_body);
+}
+
+#define BEGIN_SQL "BEGIN ISOLATION LEVEL READ COMMITTED"
+
+/* Ends the transaction: the key's record (when there is one) and COMMIT in one round trip. The
+ * record is a plain INSERT, so a live record of the key (committed by another instance, or in a
+ * transaction still open, which it waits for) is a unique_violation that aborts the transaction,
+ * the COMMIT after it turns into a rollback, and the call returns LK_ECONFLICT; the effect is
+ * never committed without its record. An expired record of the key and the key's claim are
+ * deleted first, in the same transaction, so the claim can never outlive a committed result. */
+static int tx_commit(pg_tx *tx) {
+  const pg_store *s = tx->s;
+  PGconn *c = tx->pc->c;
+  if (!tx->has_idem)
+    return tx->begun ? run_cmd(s, c, LK_DEADLINE_NONE, "COMMIT", 0, NULL) : LK_OK;
+  num status = i64s(tx->idem_status), created = i64s(tx->idem_created),
+      min = i64s(tx->idem_min_created);
+  const char *dv[] = {tx->idem_tenant, tx->idem_key, min.b};
+  const char *iv[] = {tx->idem_tenant, tx->idem_key,     (const char *)tx->idem_fp,
+                      status.b,        tx->idem_headers, (const char *)tx->idem_body,
+                      created.b};
+  const int il[] = {0, 0, (int)sizeof tx->idem_fp, 0, 0, (int)tx->idem_body_len, 0};
+  const int ifm[] = {0, 0, 1, 0, 0, 1, 0};
+  stmt st[4] = {
+      {BEGIN_SQL, 0, NULL, NULL, NULL},
+      {"WITH unclaim AS (DELETE FROM idem_claims WHERE tenant = $1 AND key = $2) "
+       "DELETE FROM idem WHERE tenant = $1 AND key = $2 AND created_ns < $3",
+       3, dv, NULL, NULL},
+      {"INSERT INTO idem(tenant, key, fingerprint, status, headers, body, created_ns) "
+       "VALUES($1, $2, $3, $4, $5, $6, $7)",
+       7, iv, il, ifm},
+      {"COMMIT", 0, NULL, NULL, NULL},
+  };
+  int skip = tx->begun ? 1 : 0;
+  int rc;
+  /* Not cancelled at the deadline: once COMMIT is sent its outcome must be learnt. A connection
+   * lost here leaves the outcome unknown (LK_EAGAIN): the client's retry with the same key
+   * finds the record if it committed. */
+  PGresult *r = run_pipeline(s, c, LK_DEADLINE_NONE, st + skip, 4 - skip, &rc);
+  if (r && strcmp(PQcmdStatus(r), "COMMIT") != 0)
+    rc = LK_EIO; /* "ROLLBACK": cannot happen after the statements succeeded */
+  PQclear(r);
+  return rc;
+}
+
 static int pg_write(lk_store *base, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
   pg_store *s = (pg_store *)base;
   if (lk_deadline_expired(dl, now_ns(s)))
@@ -675,33 +811,44 @@ static int pg_write(lk_store *base, lk_deadline dl, lk_store_tx_fn fn, void *arg
   pg_conn *pc = conn_get(s, dl, &rc);
   if (!pc)
     return rc;
-  rc = run_cmd(s, pc->c, dl.at, "BEGIN ISOLATION LEVEL READ COMMITTED", 0, NULL);
-  if (rc == LK_OK) {
-    pg_tx tx = {{&pg_ops}, s, pc, dl};
-    rc = fn(&tx.base, arg);
-    /* The last check before the effect becomes visible, as in the SQLite store. */
-    if (rc == LK_OK && lk_deadline_expired(dl, now_ns(s)))
-      rc = LK_EDEADLINE;
-    if (rc == LK_OK) {
-      /* Not cancelled at the deadline: once COMMIT is sent its outcome must be learnt. A
-       * connection lost here leaves the outcome unknown (LK_EAGAIN): the client's retry with
-       * the same key finds the record if it committed. */
-      rc = run_cmd(s, pc->c, LK_DEADLINE_NONE, "COMMIT", 0, NULL);
-    }
-    if (rc != LK_OK && PQstatus(pc->c) == CONNECTION_OK &&
-        PQtransactionStatus(pc->c) != PQTRANS_IDLE)
-      PQclear(PQexec(pc->c, "ROLLBACK"));
-  }
+  pg_tx tx = {.base = {&pg_ops}, .s = s, .pc = pc, .dl = dl};
+  rc = fn(&tx.base, arg);
+  /* The last check before the effect becomes visible, as in the SQLite store. */
+  if (rc == LK_OK && lk_deadline_expired(dl, now_ns(s)))
+    rc = LK_EDEADLINE;
+  if (rc == LK_OK)
+    rc = tx_commit(&tx);
+  if (rc != LK_OK && PQstatus(pc->c) == CONNECTION_OK &&
+      PQpipelineStatus(pc->c) == PQ_PIPELINE_OFF && PQtransactionStatus(pc->c) != PQTRANS_IDLE)
+    PQclear(PQexec(pc->c, "ROLLBACK"));
+  tx_free(&tx);
   conn_put(s, pc);
   return rc;
 }
 
-#define TXS(t) (((pg_tx *)(t))->s)
-#define TXC(t) (((pg_tx *)(t))->pc->c)
-#define TXD(t) (((pg_tx *)(t))->dl.at)
+/* A statement inside the transaction; the first one carries the BEGIN in the same round trip. */
+static PGresult *tx_run(lk_store_tx *t, const char *sql, int n, const char *const *vals,
+                        const int *lens, const int *fmts, int *rc) {
+  pg_tx *tx = (pg_tx *)t;
+  if (tx->begun)
+    return run(tx->s, tx->pc->c, tx->dl.at, sql, n, vals, lens, fmts, rc);
+  tx->begun = true;
+  stmt st[2] = {{BEGIN_SQL, 0, NULL, NULL, NULL}, {sql, n, vals, lens, fmts}};
+  return run_pipeline(tx->s, tx->pc->c, tx->dl.at, st, 2, rc);
+}
 
 static int pg_tx_book_get(lk_store_tx *tx, int64_t id, lk_book *out) {
-  return book_get_on(TXS(tx), TXC(tx), TXD(tx), id, out);
+  num n = i64s(id);
+  const char *p[] = {n.b};
+  int rc;
+  PGresult *r = tx_run(tx, "SELECT " BOOK_COLS " FROM books WHERE id = $1", 1, p, NULL, NULL, &rc);
+  if (!r)
+    return rc;
+  rc = PQntuples(r) == 1 ? LK_OK : LK_ENOTFOUND;
+  if (rc == LK_OK)
+    row_to_book(r, 0, out);
+  PQclear(r);
+  return rc;
 }
 
 /* $first.. = title, author, year, isbn, stock */
@@ -721,10 +868,11 @@ static int pg_tx_book_create(lk_store_tx *tx, const lk_book *in, int64_t *id) {
   book_params(in, p, &year, &stock);
   p[5] = now.b;
   int rc;
-  PGresult *r = run(TXS(tx), TXC(tx), TXD(tx),
-                    "INSERT INTO books(title, author, year, isbn, stock, created_ns, updated_ns) "
-                    "VALUES($1, $2, $3, $4, $5, $6, $6) RETURNING id",
-                    6, p, NULL, NULL, &rc);
+  PGresult *r =
+      tx_run(tx,
+             "INSERT INTO books(title, author, year, isbn, stock, created_ns, updated_ns) "
+             "VALUES($1, $2, $3, $4, $5, $6, $6) RETURNING id",
+             6, p, NULL, NULL, &rc);
   if (!r)
     return rc;
   *id = col_i64(r, 0, 0);
@@ -747,10 +895,11 @@ static int pg_tx_book_update(lk_store_tx *tx, const lk_book *in) {
   p[5] = id.b;
   p[6] = now.b;
   int rc;
-  PGresult *r = run(TXS(tx), TXC(tx), TXD(tx),
-                    "UPDATE books SET title = $1, author = $2, year = $3, isbn = $4, stock = $5, "
-                    "updated_ns = $7 WHERE id = $6",
-                    7, p, NULL, NULL, &rc);
+  PGresult *r =
+      tx_run(tx,
+             "UPDATE books SET title = $1, author = $2, year = $3, isbn = $4, stock = $5, "
+             "updated_ns = $7 WHERE id = $6",
+             7, p, NULL, NULL, &rc);
   return changed(r, rc);
 }
 
@@ -758,8 +907,7 @@ static int pg_tx_book_delete(lk_store_tx *tx, int64_t id) {
   num n = i64s(id);
   const char *p[] = {n.b};
   int rc;
-  PGresult *r =
-      run(TXS(tx), TXC(tx), TXD(tx), "DELETE FROM books WHERE id = $1", 1, p, NULL, NULL, &rc);
+  PGresult *r = tx_run(tx, "DELETE FROM books WHERE id = $1", 1, p, NULL, NULL, &rc);
   return changed(r, rc);
 }
 
@@ -776,13 +924,13 @@ static int pg_tx_loan_create(lk_store_tx *tx, lk_loan *loan) {
   /* One statement, one round trip: the decrement and the loan row that records the stock it
    * left. At READ COMMITTED a concurrent decrement of the same book makes the UPDATE wait for it
    * and then re-check stock > 0 on the row it left: copies are never lost nor oversold. */
-  PGresult *r = run(TXS(tx), TXC(tx), TXD(tx),
-                    "WITH taken AS (UPDATE books SET stock = stock - 1, updated_ns = $6 "
-                    "WHERE id = $1 AND stock > 0 RETURNING stock) "
-                    "INSERT INTO loans(book_id, tenant, borrower, idem_key, request_id, "
-                    "created_ns, stock_after) SELECT $1, $2, $3, $4, $5, $6, stock FROM taken "
-                    "RETURNING id, stock_after",
-                    6, p, NULL, NULL, &rc);
+  PGresult *r = tx_run(tx,
+                       "WITH taken AS (UPDATE books SET stock = stock - 1, updated_ns = $6 "
+                       "WHERE id = $1 AND stock > 0 RETURNING stock) "
+                       "INSERT INTO loans(book_id, tenant, borrower, idem_key, request_id, "
+                       "created_ns, stock_after) SELECT $1, $2, $3, $4, $5, $6, stock FROM taken "
+                       "RETURNING id, stock_after",
+                       6, p, NULL, NULL, &rc);
   if (!r)
     return rc;
   if (PQntuples(r) != 1) {
@@ -799,38 +947,30 @@ static int pg_tx_loan_create(lk_store_tx *tx, lk_loan *loan) {
   return LK_OK;
 }
 
-static int pg_tx_idem_put(lk_store_tx *tx, const char *tenant, const char *key,
+static char *dup_text(const char *t) { return strdup(t ? t : ""); }
+
+/* Kept (copied) and sent with COMMIT, see tx_commit: the conflict with a live record is learnt
+ * there and reported by lk_store_write as LK_ECONFLICT, which the interface allows. */
+static int pg_tx_idem_put(lk_store_tx *t, const char *tenant, const char *key,
                           const lk_idem_record *rec, int64_t min_created_wall_ns) {
-  num status = i64s(rec->status), created = i64s(rec->created_wall_ns),
-      min = i64s(min_created_wall_ns);
-  const char *p[] = {tenant,
-                     key,
-                     (const char *)rec->fingerprint,
-                     status.b,
-                     rec->headers ? rec->headers : "",
-                     rec->body ? (const char *)rec->body : "",
-                     created.b,
-                     min.b};
-  int lens[] = {0, 0, (int)sizeof rec->fingerprint, 0, 0, (int)rec->body_len, 0, 0};
-  int fmts[] = {0, 0, 1, 0, 0, 1, 0, 0};
-  /* The primary key decides: a live record of the key (committed by another instance, or by a
-   * transaction still open, which this statement waits for) leaves no row returned, and the
-   * caller rolls the effect back. An expired record is replaced. The key's claim ends in the
-   * same transaction, so it can never outlive a committed result. */
-  int rc;
-  PGresult *r = run(TXS(tx), TXC(tx), TXD(tx),
-                    "WITH unclaim AS (DELETE FROM idem_claims WHERE tenant = $1 AND key = $2) "
-                    "INSERT INTO idem(tenant, key, fingerprint, status, headers, body, created_ns) "
-                    "VALUES($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (tenant, key) DO UPDATE SET "
-                    "fingerprint = EXCLUDED.fingerprint, status = EXCLUDED.status, "
-                    "headers = EXCLUDED.headers, body = EXCLUDED.body, "
-                    "created_ns = EXCLUDED.created_ns WHERE idem.created_ns < $8 RETURNING 1",
-                    8, p, lens, fmts, &rc);
-  if (!r)
-    return rc;
-  rc = PQntuples(r) == 1 ? LK_OK : LK_ECONFLICT;
-  PQclear(r);
-  return rc;
+  pg_tx *tx = (pg_tx *)t;
+  if (tx->has_idem)
+    return LK_ESTATE; /* one record per transaction */
+  tx->idem_tenant = dup_text(tenant);
+  tx->idem_key = dup_text(key);
+  tx->idem_headers = dup_text(rec->headers);
+  tx->idem_body = malloc(rec->body_len ? rec->body_len : 1);
+  if (!tx->idem_tenant || !tx->idem_key || !tx->idem_headers || !tx->idem_body)
+    return LK_ENOMEM; /* freed by pg_write */
+  if (rec->body_len)
+    memcpy(tx->idem_body, rec->body, rec->body_len);
+  tx->idem_body_len = rec->body_len;
+  memcpy(tx->idem_fp, rec->fingerprint, sizeof tx->idem_fp);
+  tx->idem_status = rec->status;
+  tx->idem_created = rec->created_wall_ns;
+  tx->idem_min_created = min_created_wall_ns;
+  tx->has_idem = true;
+  return LK_OK;
 }
 
 static int pg_idem_purge(lk_store *base, int64_t before_wall_ns, int64_t *deleted) {
