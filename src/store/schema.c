@@ -49,27 +49,6 @@ static const char *const migrations[] = {
 _Static_assert(sizeof migrations / sizeof migrations[0] == LK_STORE_SCHEMA_VERSION,
                "one migration per schema version");
 
-static const struct {
-  const char *title, *author, *isbn;
-  int year, stock;
-} sample_books[] = {
-    {"The C Programming Language", "Brian W. Kernighan, Dennis M. Ritchie", "978-0131103627", 1988,
-     5},
-    {"Structure and Interpretation of Computer Programs", "Harold Abelson, Gerald Jay Sussman",
-     "978-0262510875", 1996, 3},
-    {"The Art of Computer Programming, Vol. 1", "Donald E. Knuth", "978-0201896831", 1997, 2},
-    {"Designing Data-Intensive Applications", "Martin Kleppmann", "978-1449373320", 2017, 4},
-    {"TCP/IP Illustrated, Vol. 1", "W. Richard Stevens", "978-0201633467", 1994, 3},
-    {"Release It!", "Michael T. Nygard", "978-1680502398", 2018, 6},
-    {"Site Reliability Engineering", "Betsy Beyer et al.", "978-1491929124", 2016, 5},
-    {"Computer Networks", "Andrew S. Tanenbaum", "978-0132126953", 2010, 2},
-    {"Operating Systems: Three Easy Pieces", "Remzi and Andrea Arpaci-Dusseau", "978-1985086593",
-     2018, 7},
-    {"The Mythical Man-Month", "Frederick P. Brooks Jr.", "978-0201835953", 1995, 1},
-    {"Unix Network Programming, Vol. 1", "W. Richard Stevens", "978-0131411555", 2003, 3},
-    {"A Philosophy of Software Design", "John Ousterhout", "978-1732102200", 2018, 8},
-};
-
 static int exec(store_conn *c, const char *sql, char *errbuf, size_t errcap) {
   char *msg = NULL;
   int rc = sqlite3_exec(c->db, sql, NULL, NULL, &msg);
@@ -93,7 +72,9 @@ static int seed_books(store_conn *c, int64_t now) {
   sqlite3_stmt *st = store_stmt(c, ST_BOOK_INSERT);
   if (!st)
     return LK_EIO;
-  for (size_t i = 0; i < sizeof sample_books / sizeof sample_books[0]; i++) {
+  size_t n;
+  const lk_sample_book *sample_books = lk_store_sample_books(&n);
+  for (size_t i = 0; i < n; i++) {
     sqlite3_reset(st);
     sqlite3_bind_text(st, 1, sample_books[i].title, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, sample_books[i].author, -1, SQLITE_STATIC);
@@ -108,7 +89,7 @@ static int seed_books(store_conn *c, int64_t now) {
   return LK_OK;
 }
 
-int store_migrate(lk_store *s, store_conn *c, char *errbuf, size_t errcap) {
+int store_migrate(sq_store *s, store_conn *c, char *errbuf, size_t errcap) {
   /* IMMEDIATE: two processes opening one new file must not both run the same migration. */
   int rc = exec(c, "BEGIN IMMEDIATE", errbuf, errcap);
   if (rc != LK_OK)

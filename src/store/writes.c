@@ -22,14 +22,14 @@ static int run_stmt(store_conn *c, st_id id) {
 }
 
 /* One write in its own transaction: the path without group commit. Called with wmu held. */
-static int write_alone(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
+static int write_alone(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
   const lk_clock *clk = s->cfg.clock;
   store_conn *c = s->writer;
   c->deadline = dl.at;
   int rc = exec_simple(c, "BEGIN IMMEDIATE");
   if (rc == LK_OK) {
-    lk_store_tx tx = {s, c};
-    rc = fn(&tx, arg);
+    sq_tx tx = {{&sq_ops}, s, c};
+    rc = fn(&tx.base, arg);
     /* The last check before the effect becomes visible: past the deadline the caller has
      * given up, so nothing may be applied on its behalf. */
     if (rc == LK_OK && lk_deadline_expired(dl, clk->now(clk)))
@@ -54,10 +54,10 @@ static int write_alone(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg
 
 /* Runs the members of one group in one transaction, each in a savepoint, and commits once.
  * Called with wmu held; sets every member's rc. */
-static void write_group(lk_store *s, gc_member *first) {
+static void write_group(sq_store *s, gc_member *first) {
   const lk_clock *clk = s->cfg.clock;
   store_conn *c = s->writer;
-  lk_store_tx tx = {s, c};
+  sq_tx tx = {{&sq_ops}, s, c};
   /* Never armed inside a group: an interrupted INSERT or UPDATE rolls back the whole
    * transaction, neighbours included. A member touches a few rows by key, so it cannot run
    * long; its deadline is checked before and after it instead. */
@@ -83,7 +83,7 @@ static void write_group(lk_store *s, gc_member *first) {
       }
       rc = run_stmt(c, ST_SAVEPOINT);
       if (rc == LK_OK)
-        rc = m->fn(&tx, m->arg);
+        rc = m->fn(&tx.base, m->arg);
       if (rc == LK_OK && lk_deadline_expired(m->dl, clk->now(clk)))
         rc = LK_EDEADLINE;
       if (sqlite3_get_autocommit(c->db)) {
@@ -131,7 +131,7 @@ static void write_group(lk_store *s, gc_member *first) {
 
 #define GC_GROUP_MAX 256 /* members per transaction: bounds the time a group holds the writer */
 
-int lk_store_write(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
+int sq_write(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
   const lk_clock *clk = s->cfg.clock;
   if (lk_deadline_expired(dl, clk->now(clk)))
     return LK_EDEADLINE;
@@ -190,7 +190,7 @@ int lk_store_write(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
   return me.rc;
 }
 
-size_t lk_store_queued(lk_store *s) {
+size_t sq_queued(sq_store *s) {
   pthread_mutex_lock(&s->gmu);
   size_t n = 0;
   for (const gc_member *m = s->gq_head; m; m = m->next)
@@ -199,7 +199,7 @@ size_t lk_store_queued(lk_store *s) {
   return n;
 }
 
-void lk_store_commit_stats_get(lk_store *s, lk_store_commit_stats *out) {
+void sq_commit_stats_get(sq_store *s, lk_store_commit_stats *out) {
   pthread_mutex_lock(&s->wmu);
   out->commits = s->n_commits;
   out->writes = s->n_writes;
@@ -207,7 +207,7 @@ void lk_store_commit_stats_get(lk_store *s, lk_store_commit_stats *out) {
   pthread_mutex_unlock(&s->wmu);
 }
 
-int lk_store_tx_book_get(lk_store_tx *tx, int64_t id, lk_book *out) {
+int sq_tx_book_get(sq_tx *tx, int64_t id, lk_book *out) {
   sqlite3_stmt *st = store_stmt(tx->c, ST_BOOK_GET);
   if (!st)
     return LK_EIO;
@@ -250,7 +250,7 @@ static int step_done(sqlite3_stmt *st) {
   return r == SQLITE_DONE ? LK_OK : (store_err(r) == LK_OK ? LK_EIO : store_err(r));
 }
 
-int lk_store_tx_book_create(lk_store_tx *tx, const lk_book *in, int64_t *id) {
+int sq_tx_book_create(sq_tx *tx, const lk_book *in, int64_t *id) {
   sqlite3_stmt *st = store_stmt(tx->c, ST_BOOK_INSERT);
   if (!st)
     return LK_EIO;
@@ -262,7 +262,7 @@ int lk_store_tx_book_create(lk_store_tx *tx, const lk_book *in, int64_t *id) {
   return rc;
 }
 
-int lk_store_tx_book_update(lk_store_tx *tx, const lk_book *in) {
+int sq_tx_book_update(sq_tx *tx, const lk_book *in) {
   sqlite3_stmt *st = store_stmt(tx->c, ST_BOOK_UPDATE);
   if (!st)
     return LK_EIO;
@@ -275,7 +275,7 @@ int lk_store_tx_book_update(lk_store_tx *tx, const lk_book *in) {
   return rc;
 }
 
-int lk_store_tx_book_delete(lk_store_tx *tx, int64_t id) {
+int sq_tx_book_delete(sq_tx *tx, int64_t id) {
   sqlite3_stmt *st = store_stmt(tx->c, ST_BOOK_DELETE);
   if (!st)
     return LK_EIO;
@@ -293,7 +293,7 @@ static void bind_opt_text(sqlite3_stmt *st, int i, const char *v) {
     sqlite3_bind_null(st, i);
 }
 
-int lk_store_tx_loan_create(lk_store_tx *tx, lk_loan *loan) {
+int sq_tx_loan_create(sq_tx *tx, lk_loan *loan) {
   int64_t now = lk_wall_ns();
   sqlite3_stmt *st = store_stmt(tx->c, ST_STOCK_TAKE);
   if (!st)
@@ -310,7 +310,7 @@ int lk_store_tx_loan_create(lk_store_tx *tx, lk_loan *loan) {
   if (stock < 0) {
     /* No row changed: either the book is missing or it has no copy left. */
     lk_book b;
-    int rc = lk_store_tx_book_get(tx, loan->book_id, &b);
+    int rc = sq_tx_book_get(tx, loan->book_id, &b);
     return rc == LK_OK ? LK_ECONFLICT : rc;
   }
   st = store_stmt(tx->c, ST_LOAN_INSERT);
@@ -332,7 +332,7 @@ int lk_store_tx_loan_create(lk_store_tx *tx, lk_loan *loan) {
   return LK_OK;
 }
 
-int lk_store_tx_idem_put(lk_store_tx *tx, const char *tenant, const char *key,
+int sq_tx_idem_put(sq_tx *tx, const char *tenant, const char *key,
                          const lk_idem_record *rec, int64_t min_created_wall_ns) {
   sqlite3_stmt *st = store_stmt(tx->c, ST_IDEM_DELETE_EXPIRED);
   if (!st)
@@ -357,7 +357,7 @@ int lk_store_tx_idem_put(lk_store_tx *tx, const char *tenant, const char *key,
   return step_done(st); /* a live record violates the primary key: LK_ECONFLICT */
 }
 
-int lk_store_idem_purge(lk_store *s, int64_t before_wall_ns, int64_t *deleted) {
+int sq_idem_purge(sq_store *s, int64_t before_wall_ns, int64_t *deleted) {
   int64_t total = 0;
   int rc = LK_OK;
   for (;;) {
