@@ -51,7 +51,7 @@ struct sh_conn {
 
   pthread_mutex_t mu;
   sh_req *q_head, *q_tail; /* handed over, not yet sent */
-  bool stop;
+  _Atomic bool stop;
   bool settled; /* the first connect attempt has ended, one way or the other */
   int efd;
   pthread_t th;
@@ -280,7 +280,7 @@ static void on_disconnect(const redisAsyncContext *ac, int status) {
   sh_conn *c = ac->data;
   c->ac = NULL; /* freed by hiredis after this returns */
   c->want_r = c->want_w = false;
-  if (!c->stop)
+  if (!atomic_load(&c->stop))
     atomic_fetch_add(&c->n_errors, 1);
   c->next_connect = lk_sat_add(lk_now_ns(), c->retry);
   set_ready(c, false);
@@ -362,10 +362,7 @@ static void drain(sh_conn *c) {
 static void *conn_main(void *arg) {
   sh_conn *c = arg;
   for (;;) {
-    pthread_mutex_lock(&c->mu);
-    bool stop = c->stop;
-    pthread_mutex_unlock(&c->mu);
-    if (stop)
+    if (atomic_load(&c->stop))
       break;
     int64_t now = lk_now_ns();
     if (!c->ac && now >= c->next_connect)
@@ -465,9 +462,7 @@ void sh_conn_free(sh_conn *c) {
   if (!c)
     return;
   if (c->th_started) {
-    pthread_mutex_lock(&c->mu);
-    c->stop = true;
-    pthread_mutex_unlock(&c->mu);
+    atomic_store(&c->stop, true);
     uint64_t one = 1;
     if (write(c->efd, &one, sizeof one) < 0) { /* the thread also wakes on its tick */
     }
