@@ -93,6 +93,14 @@ static PGconn *connect_one(const pg_store *s, char *errbuf, size_t errcap) {
   return c;
 }
 
+/* An idle connection receives nothing (libraryd uses no LISTEN); anything readable on it is the
+ * server closing it (a restart, or an administrator's pg_terminate_backend), so it is dropped
+ * here rather than failing the request that would have used it. */
+static bool idle_conn_ok(PGconn *c) {
+  struct pollfd p = {.fd = PQsocket(c), .events = POLLIN};
+  return p.fd >= 0 && poll(&p, 1, 0) == 0;
+}
+
 /* A connection from the pool, opened when none is idle and the pool has room; waits for one
  * up to the deadline (POOL_WAIT_NS without one). NULL with *rc = LK_EAGAIN (the database is
  * unreachable, or no connection came free) or LK_EDEADLINE. */
@@ -107,8 +115,14 @@ static pg_conn *conn_get(pg_store *s, lk_deadline dl, int *rc) {
     pg_conn *pc = s->idle;
     if (pc) {
       s->idle = pc->next;
-      pthread_mutex_unlock(&s->mu);
-      return pc;
+      if (idle_conn_ok(pc->c)) {
+        pthread_mutex_unlock(&s->mu);
+        return pc;
+      }
+      s->open_n--;
+      PQfinish(pc->c);
+      free(pc);
+      continue;
     }
     if (s->open_n < s->cfg.pool_size) {
       s->open_n++;
