@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LK_STORE_SCHEMA_VERSION 2 /* SQLite: user_version after all migrations */
+#define LK_STORE_SCHEMA_VERSION 3 /* SQLite: user_version after all migrations */
 #define LK_PG_SCHEMA_VERSION 1    /* PostgreSQL: schema_version after all migrations */
 #define LK_BOOK_TEXT_MAX 200      /* bytes of title / author */
 #define LK_BOOK_ISBN_MAX 32
