@@ -26,6 +26,10 @@ typedef struct lk_store_ops {
   int (*idem_claim)(lk_store *s, const char *tenant, const char *key, uint64_t owner,
                     int64_t lease_ns, lk_deadline dl);
   int (*idem_release)(lk_store *s, const char *tenant, const char *key, uint64_t owner);
+  /* optional: NULL means idem_get, then idem_claim when there is no record */
+  int (*idem_lookup_claim)(lk_store *s, const char *tenant, const char *key,
+                           int64_t min_created_wall_ns, uint64_t owner, int64_t lease_ns,
+                           lk_idem_record *out, bool *found, lk_deadline dl);
   /* inside lk_store_write's callback */
   int (*tx_book_get)(lk_store_tx *tx, int64_t id, lk_book *out);
   int (*tx_book_create)(lk_store_tx *tx, const lk_book *in, int64_t *id);
