@@ -66,40 +66,34 @@ static idem_verdict in_use(req *r, lk_resp *out) {
   return IDEM_ANSWERED;
 }
 
-/* Takes the key in this process, then in the database. */
-static int claim(req *r) {
-  lk_server *s = r->srv;
-  if (!lk_inflight_claim(s->inflight, r->tenant, r->key))
-    return LK_ECONFLICT;
-  r->claimed = true;
-  r->claim_owner = next_owner();
-  int rc = lk_store_idem_claim(s->store, r->tenant, r->key, r->claim_owner,
-                               idem_lease_ns(r, lk_now_ns()), r->dl);
-  if (rc == LK_OK)
-    r->claim_in_store = true;
-  return rc;
-}
-
 idem_verdict idem_begin(req *r, lk_resp *out) {
   lk_server *s = r->srv;
   /* A completed key is answered from the store without claiming it, so replays of one key
-   * never conflict with each other; only a key with no result yet is claimed. If its first
-   * request finishes between this lookup and the claim, nothing is looked up again: this
-   * request's transaction then meets the record's primary key, rolls back, and answers with
-   * the replay (idem_replay_existing), which costs a lookup only in that rare race instead of
-   * on every new key. */
+   * never conflict with each other; only a key with no result yet is claimed, in the database
+   * (in the same call as the lookup: one round trip) and then in this process. If its first
+   * request finishes just after the lookup, nothing is looked up again: this request's
+   * transaction meets the record's primary key, rolls back, and answers with the replay
+   * (idem_replay_existing), a cost paid only in that race instead of on every new key. */
   lk_idem_record rec;
+  bool found;
+  uint64_t owner = next_owner();
   int64_t min_created = lk_wall_ns() - s->cfg.idem_retention_ns;
-  int rc = lk_store_idem_get(s->store, r->tenant, r->key, min_created, &rec, r->dl);
-  if (rc == LK_OK) {
+  int rc = lk_store_idem_lookup_claim(s->store, r->tenant, r->key, min_created, owner,
+                                      idem_lease_ns(r, lk_now_ns()), &rec, &found, r->dl);
+  if (rc == LK_OK && found) {
     idem_verdict v = answer_record(r, out, &rec);
     lk_idem_record_clear(&rec);
     return v;
   }
-  if (rc == LK_ENOTFOUND)
-    rc = claim(r);
-  if (rc == LK_OK)
-    return IDEM_EXECUTE;
+  if (rc == LK_OK) {
+    r->claim_in_store = true;
+    r->claim_owner = owner;
+    if (lk_inflight_claim(s->inflight, r->tenant, r->key)) {
+      r->claimed = true;
+      return IDEM_EXECUTE;
+    }
+    rc = LK_ECONFLICT; /* held by another request of this process */
+  }
   idem_release(r);
   if (rc == LK_ECONFLICT)
     return in_use(r, out);

@@ -127,3 +127,18 @@ int lk_store_idem_claim(lk_store *s, const char *tenant, const char *key, uint64
 int lk_store_idem_release(lk_store *s, const char *tenant, const char *key, uint64_t owner) {
   return s->ops->idem_release(s, tenant, key, owner);
 }
+
+int lk_store_idem_lookup_claim(lk_store *s, const char *tenant, const char *key,
+                               int64_t min_created_wall_ns, uint64_t owner, int64_t lease_ns,
+                               lk_idem_record *out, bool *found, lk_deadline dl) {
+  if (s->ops->idem_lookup_claim)
+    return s->ops->idem_lookup_claim(s, tenant, key, min_created_wall_ns, owner, lease_ns, out,
+                                     found, dl);
+  *found = false;
+  int rc = s->ops->idem_get(s, tenant, key, min_created_wall_ns, out, dl);
+  if (rc == LK_OK) {
+    *found = true;
+    return LK_OK;
+  }
+  return rc == LK_ENOTFOUND ? s->ops->idem_claim(s, tenant, key, owner, lease_ns, dl) : rc;
+}

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* schema.c: schema creation, migrations (PRAGMA user_version) and the sample books. */
+/* schema.c: schema creation, migrations (PRAGMA user_version and the schema_version table) and
+ * the sample books. */
 #include "store_impl.h"
 
 #include <linkd/error.h>
@@ -44,6 +45,9 @@ static const char *const migrations[] = {
     "  created_ns INTEGER NOT NULL,"
     "  PRIMARY KEY(tenant, key)) WITHOUT ROWID;"
     "CREATE INDEX idem_by_age ON idem(created_ns);",
+    /* 2 -> 3: a table of the applied versions and when (the PostgreSQL store keeps the same
+     * table); user_version stays the counter that older programs check. */
+    "CREATE TABLE schema_version(version INTEGER PRIMARY KEY, applied_ns INTEGER NOT NULL);",
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] == LK_STORE_SCHEMA_VERSION,
@@ -89,6 +93,30 @@ static int seed_books(store_conn *c, int64_t now) {
   return LK_OK;
 }
 
+/* The version whose migration creates schema_version. */
+#define SCHEMA_TABLE_VERSION 3
+
+/* Records version `v` in schema_version. When the table has just been created, the versions
+ * before it are recorded too: those this open applied with the current time, those the file
+ * already had with 0 (applied before the table existed, time unknown). */
+static int record_version(store_conn *c, int v, int opened) {
+  int64_t now = lk_wall_ns();
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(c->db, "INSERT INTO schema_version(version, applied_ns) VALUES(?1, ?2)",
+                         -1, &st, NULL) != SQLITE_OK)
+    return LK_EIO;
+  int rc = LK_OK;
+  for (int i = v == SCHEMA_TABLE_VERSION ? 1 : v; i <= v && rc == LK_OK; i++) {
+    sqlite3_reset(st);
+    sqlite3_bind_int(st, 1, i);
+    sqlite3_bind_int64(st, 2, i <= opened ? 0 : now);
+    if (sqlite3_step(st) != SQLITE_DONE)
+      rc = LK_EIO;
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
 int store_migrate(sq_store *s, store_conn *c, char *errbuf, size_t errcap) {
   /* IMMEDIATE: two processes opening one new file must not both run the same migration. */
   int rc = exec(c, "BEGIN IMMEDIATE", errbuf, errcap);
@@ -113,6 +141,8 @@ int store_migrate(sq_store *s, store_conn *c, char *errbuf, size_t errcap) {
     char sql[64];
     snprintf(sql, sizeof sql, "PRAGMA user_version = %d", v + 1);
     rc = exec(c, sql, errbuf, errcap);
+    if (rc == LK_OK && v + 1 >= SCHEMA_TABLE_VERSION)
+      rc = record_version(c, v + 1, s->opened_version);
     if (rc != LK_OK)
       goto fail;
   }

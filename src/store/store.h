@@ -40,7 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LK_STORE_SCHEMA_VERSION 2 /* SQLite: user_version after all migrations */
+#define LK_STORE_SCHEMA_VERSION 3 /* SQLite: user_version after all migrations */
 #define LK_PG_SCHEMA_VERSION 1    /* PostgreSQL: schema_version after all migrations */
 #define LK_BOOK_TEXT_MAX 200      /* bytes of title / author */
 #define LK_BOOK_ISBN_MAX 32
@@ -201,5 +201,12 @@ int lk_store_idem_purge(lk_store *s, int64_t before_wall_ns, int64_t *deleted);
 int lk_store_idem_claim(lk_store *s, const char *tenant, const char *key, uint64_t owner,
                         int64_t lease_ns, lk_deadline dl);
 int lk_store_idem_release(lk_store *s, const char *tenant, const char *key, uint64_t owner);
+/* lk_store_idem_get and, when no live record exists, lk_store_idem_claim, as one call (one
+ * round trip on PostgreSQL). 0 with *found true and *out filled (nothing claimed; free with
+ * lk_idem_record_clear); 0 with *found false: claimed for `owner`; LK_ECONFLICT: no record, and
+ * another owner holds the key; or an error. */
+int lk_store_idem_lookup_claim(lk_store *s, const char *tenant, const char *key,
+                               int64_t min_created_wall_ns, uint64_t owner, int64_t lease_ns,
+                               lk_idem_record *out, bool *found, lk_deadline dl);
 
 #endif

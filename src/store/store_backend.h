@@ -29,6 +29,10 @@ typedef struct lk_store_ops {
   /* SQLite's group commit; NULL elsewhere */
   void (*commit_stats)(lk_store *s, lk_store_commit_stats *out);
   size_t (*queued)(lk_store *s);
+  /* optional: NULL means idem_get, then idem_claim when there is no record */
+  int (*idem_lookup_claim)(lk_store *s, const char *tenant, const char *key,
+                           int64_t min_created_wall_ns, uint64_t owner, int64_t lease_ns,
+                           lk_idem_record *out, bool *found, lk_deadline dl);
   /* inside lk_store_write's callback */
   int (*tx_book_get)(lk_store_tx *tx, int64_t id, lk_book *out);
   int (*tx_book_create)(lk_store_tx *tx, const lk_book *in, int64_t *id);

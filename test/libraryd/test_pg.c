@@ -26,13 +26,41 @@
 
 static lk_tmpsrv pg;
 
+/* Every daemon a test starts (in static storage), so that a failed assertion, which leaves the
+ * test function at once, does not leave daemons running: kill_tracked ends what is left. */
+#define TRACKED_MAX 16
+static lib_proc *tracked[TRACKED_MAX];
+
+static int start_tracked(lib_proc *p, const char *url, const char *const *extra) {
+  for (int i = 0; i < TRACKED_MAX; i++) {
+    if (!tracked[i] || tracked[i] == p) {
+      tracked[i] = p;
+      break;
+    }
+  }
+  return lib_start_store(p, url, extra);
+}
+
 static int group_setup(void **state) {
   (void)state;
   return lk_tmpsrv_pg_start(&pg);
 }
 
-static int group_teardown(void **state) {
+/* After each test: daemons a failed assertion left running are killed. */
+static int kill_tracked(void **state) {
   (void)state;
+  for (int i = 0; i < TRACKED_MAX && tracked[i]; i++) {
+    if (tracked[i]->pid) {
+      lib_kill9(tracked[i]);
+      lib_cleanup(tracked[i]);
+    }
+    tracked[i] = NULL;
+  }
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  kill_tracked(state);
   lk_tmpsrv_destroy(&pg);
   return 0;
 }
@@ -98,7 +126,7 @@ static int64_t json_id(const http_res *r) {
 
 static void start_fleet(lib_proc *p, int n, const char *url, const char *const *extra) {
   for (int i = 0; i < n; i++)
-    assert_int_equal(lib_start_store(&p[i], url, extra), 0);
+    assert_int_equal(start_tracked(&p[i], url, extra), 0);
 }
 
 static void stop_fleet(lib_proc *p, int n) {
@@ -115,9 +143,9 @@ static void test_single_instance(void **state) {
   (void)state;
   char url[256];
   new_db("single", url, sizeof url);
-  lib_proc p;
+  static lib_proc p; /* static: the teardown may reach it after a failure */
   const char *args[] = {"--log", "off", NULL};
-  assert_int_equal(lib_start_store(&p, url, args), 0);
+  assert_int_equal(start_tracked(&p, url, args), 0);
   assert_int_equal(db_int(url, "SELECT MAX(version) FROM schema_version"), LK_PG_SCHEMA_VERSION);
   assert_int_equal(db_int(url, "SELECT COUNT(*) FROM books"), 12); /* the sample books */
   int64_t book = lib_create_book(p.port, 2);
@@ -188,12 +216,12 @@ static void test_in_flight_on_another_instance(void **state) {
   (void)state;
   char url[256];
   new_db("inflight", url, sizeof url);
-  lib_proc p[INSTANCES];
+  static lib_proc p[INSTANCES]; /* static: the teardown may reach it after a failure */
   /* Instance 0 holds every loan for 1.5 s after claiming its key (injected latency). */
   const char *slow[] = {"--log", "off", "--fault",
                         "route=POST /books/*/loans,kind=latency,delay=1500ms", NULL};
   const char *plain[] = {"--log", "off", NULL};
-  assert_int_equal(lib_start_store(&p[0], url, slow), 0);
+  assert_int_equal(start_tracked(&p[0], url, slow), 0);
   start_fleet(&p[1], INSTANCES - 1, url, plain);
   int64_t book = lib_create_book(p[1].port, 10);
   assert_true(book > 0);
@@ -279,7 +307,7 @@ static void test_concurrent_duplicates(void **state) {
   (void)state;
   char url[256];
   new_db("dups", url, sizeof url);
-  lib_proc p[INSTANCES];
+  static lib_proc p[INSTANCES]; /* static: the teardown may reach it after a failure */
   const char *args[] = {"--log", "off", NULL};
   start_fleet(p, INSTANCES, url, args);
   int64_t book = lib_create_book(p[0].port, 1000);
@@ -431,7 +459,7 @@ static void test_kill9_instances(void **state) {
   (void)state;
   char url[256];
   new_db("kill9", url, sizeof url);
-  lib_proc p[INSTANCES];
+  static lib_proc p[INSTANCES]; /* static: the teardown may reach it after a failure */
   const char *args[] = {"--log", "off", "--threads", "2", NULL};
   start_fleet(p, INSTANCES, url, args);
   int64_t book = lib_create_book(p[0].port, 1000000);
@@ -535,7 +563,7 @@ static void test_pg_restart_under_load(void **state) {
   (void)state;
   char url[256];
   new_db("outage", url, sizeof url);
-  lib_proc p[2];
+  static lib_proc p[2]; /* static: the teardown may reach it after a failure */
   const char *args[] = {"--log", "off", NULL};
   start_fleet(p, 2, url, args);
   int64_t book = lib_create_book(p[0].port, 1000000);
@@ -587,13 +615,40 @@ static void test_pg_restart_under_load(void **state) {
   stop_fleet(p, 2);
 }
 
+/* --- connections the server closed are not handed to requests -------------------------------- */
+
+static void test_reconnect_without_a_failed_request(void **state) {
+  (void)state;
+  char url[256];
+  new_db("reconnect", url, sizeof url);
+  static lib_proc p; /* static: the teardown may reach it after a failure */
+  const char *args[] = {"--log", "off", NULL};
+  assert_int_equal(start_tracked(&p, url, args), 0);
+  int64_t book = lib_create_book(p.port, 100);
+  assert_true(book > 0);
+  for (int i = 0; i < 5; i++) /* connections in the pool, idle */
+    assert_int_equal(lib_stock(p.port, book), 100);
+  assert_int_equal(lk_tmpsrv_stop(&pg, SIGINT), 0); /* a clean restart of PostgreSQL */
+  assert_int_equal(lk_tmpsrv_restart(&pg), 0);
+  /* The pooled connections are dead; the very first requests still succeed. */
+  assert_int_equal(lib_stock(p.port, book), 100);
+  http_res r;
+  post_loan(p.port, book, "after-restart", 5000, &r);
+  assert_int_equal(r.status, 201);
+  http_res_free(&r);
+  assert_int_equal(lib_stock(p.port, book), 99);
+  assert_int_equal(lib_stop(&p), 0);
+  lib_cleanup(&p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_single_instance),
-      cmocka_unit_test(test_in_flight_on_another_instance),
-      cmocka_unit_test(test_concurrent_duplicates),
-      cmocka_unit_test(test_kill9_instances),
-      cmocka_unit_test(test_pg_restart_under_load),
+      cmocka_unit_test_teardown(test_single_instance, kill_tracked),
+      cmocka_unit_test_teardown(test_in_flight_on_another_instance, kill_tracked),
+      cmocka_unit_test_teardown(test_concurrent_duplicates, kill_tracked),
+      cmocka_unit_test_teardown(test_kill9_instances, kill_tracked),
+      cmocka_unit_test_teardown(test_pg_restart_under_load, kill_tracked),
+      cmocka_unit_test_teardown(test_reconnect_without_a_failed_request, kill_tracked),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

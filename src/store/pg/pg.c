@@ -93,6 +93,14 @@ static PGconn *connect_one(const pg_store *s, char *errbuf, size_t errcap) {
   return c;
 }
 
+/* An idle connection receives nothing (libraryd uses no LISTEN); anything readable on it is the
+ * server closing it (a restart, or an administrator's pg_terminate_backend), so it is dropped
+ * here rather than failing the request that would have used it. */
+static bool idle_conn_ok(PGconn *c) {
+  struct pollfd p = {.fd = PQsocket(c), .events = POLLIN};
+  return p.fd >= 0 && poll(&p, 1, 0) == 0;
+}
+
 /* A connection from the pool, opened when none is idle and the pool has room; waits for one
  * up to the deadline (POOL_WAIT_NS without one). NULL with *rc = LK_EAGAIN (the database is
  * unreachable, or no connection came free) or LK_EDEADLINE. */
@@ -107,8 +115,14 @@ static pg_conn *conn_get(pg_store *s, lk_deadline dl, int *rc) {
     pg_conn *pc = s->idle;
     if (pc) {
       s->idle = pc->next;
-      pthread_mutex_unlock(&s->mu);
-      return pc;
+      if (idle_conn_ok(pc->c)) {
+        pthread_mutex_unlock(&s->mu);
+        return pc;
+      }
+      s->open_n--;
+      PQfinish(pc->c);
+      free(pc);
+      continue;
     }
     if (s->open_n < s->cfg.pool_size) {
       s->open_n++;
@@ -639,6 +653,34 @@ static int pg_loan_get(lk_store *base, int64_t id, lk_loan *out, lk_deadline dl)
   return rc;
 }
 
+/* Fills `out` from row 0's columns first.. (fingerprint, status, headers, body, created_ns). */
+static int record_from_row(const PGresult *r, int first, lk_idem_record *out) {
+  size_t fl = 0, bl = 0;
+  unsigned char *fp = PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, first), &fl);
+  unsigned char *body = PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, first + 3), &bl);
+  size_t hl = (size_t)PQgetlength(r, 0, first + 2);
+  out->status = (int)col_i64(r, 0, first + 1);
+  out->created_wall_ns = col_i64(r, 0, first + 4);
+  out->headers = malloc(hl + 1);
+  out->body = malloc(bl ? bl : 1);
+  int rc = LK_OK;
+  if (!fp || !body || !out->headers || !out->body) {
+    lk_idem_record_clear(out);
+    rc = LK_ENOMEM;
+  } else {
+    if (fl == sizeof out->fingerprint)
+      memcpy(out->fingerprint, fp, fl);
+    memcpy(out->headers, PQgetvalue(r, 0, first + 2), hl);
+    out->headers[hl] = '\0';
+    if (bl)
+      memcpy(out->body, body, bl);
+    out->body_len = bl;
+  }
+  PQfreemem(fp);
+  PQfreemem(body);
+  return rc;
+}
+
 static int pg_idem_get(lk_store *base, const char *tenant, const char *key,
                        int64_t min_created_wall_ns, lk_idem_record *out, lk_deadline dl) {
   memset(out, 0, sizeof *out);
@@ -651,33 +693,7 @@ static int pg_idem_get(lk_store *base, const char *tenant, const char *key,
                       3, p, &rc);
   if (!r)
     return rc;
-  if (PQntuples(r) != 1) {
-    PQclear(r);
-    return LK_ENOTFOUND;
-  }
-  size_t fl = 0, bl = 0;
-  unsigned char *fp = PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 0), &fl);
-  unsigned char *body = PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 3), &bl);
-  size_t hl = (size_t)PQgetlength(r, 0, 2);
-  out->status = (int)col_i64(r, 0, 1);
-  out->created_wall_ns = col_i64(r, 0, 4);
-  out->headers = malloc(hl + 1);
-  out->body = malloc(bl ? bl : 1);
-  rc = LK_OK;
-  if (!fp || !body || !out->headers || !out->body) {
-    lk_idem_record_clear(out);
-    rc = LK_ENOMEM;
-  } else {
-    if (fl == sizeof out->fingerprint)
-      memcpy(out->fingerprint, fp, fl);
-    memcpy(out->headers, PQgetvalue(r, 0, 2), hl);
-    out->headers[hl] = '\0';
-    if (bl)
-      memcpy(out->body, body, bl);
-    out->body_len = bl;
-  }
-  PQfreemem(fp);
-  PQfreemem(body);
+  rc = PQntuples(r) == 1 ? record_from_row(r, 0, out) : LK_ENOTFOUND;
   PQclear(r);
   return rc;
 }
@@ -1001,29 +1017,66 @@ static int pg_idem_purge(lk_store *base, int64_t before_wall_ns, int64_t *delete
   return rc;
 }
 
+/* Taken, or taken over from a holder that is gone: its lease ended (it ran past the longest time
+ * it may run), or the database connection it claimed on has closed (its process died: the
+ * backend with that pid is no longer there, or is a newer one). The database's clock decides, so
+ * instances' clocks need not agree. $1 tenant, $2 key, $3 owner, $4 lease in microseconds. */
+#define CLAIM_CONFLICT                                                                             \
+  "ON CONFLICT (tenant, key) DO UPDATE SET owner = EXCLUDED.owner, pid = EXCLUDED.pid, "           \
+  "claimed_at = EXCLUDED.claimed_at, expires_at = EXCLUDED.expires_at "                            \
+  "WHERE idem_claims.expires_at < clock_timestamp() OR NOT EXISTS "                                \
+  "(SELECT 1 FROM pg_stat_activity a WHERE a.pid = idem_claims.pid "                               \
+  "AND a.backend_start <= idem_claims.claimed_at) RETURNING 1"
+#define CLAIM_ROW                                                                                  \
+  "$1::text, $2::text, $3::bigint, pg_backend_pid(), clock_timestamp(), "                          \
+  "clock_timestamp() + $4::bigint * interval '1 microsecond'"
+
 static int pg_idem_claim(lk_store *base, const char *tenant, const char *key, uint64_t owner,
                          int64_t lease_ns, lk_deadline dl) {
   num o = i64s((int64_t)owner), l = i64s(lease_ns / 1000);
   const char *p[] = {tenant, key, o.b, l.b};
   int rc;
-  /* Taken, or taken over from a holder that is gone: its lease ended (it ran past the longest
-   * time it may run), or the database connection it claimed on has closed (its process died:
-   * the backend with that pid is no longer there, or is a newer one). The database's clock
-   * decides, so instances' clocks need not agree. */
   PGresult *r = read1((pg_store *)base, dl,
                       "INSERT INTO idem_claims(tenant, key, owner, pid, claimed_at, expires_at) "
-                      "VALUES($1, $2, $3, pg_backend_pid(), clock_timestamp(), "
-                      "clock_timestamp() + $4 * interval '1 microsecond') "
-                      "ON CONFLICT (tenant, key) DO UPDATE SET owner = EXCLUDED.owner, "
-                      "pid = EXCLUDED.pid, claimed_at = EXCLUDED.claimed_at, "
-                      "expires_at = EXCLUDED.expires_at "
-                      "WHERE idem_claims.expires_at < clock_timestamp() OR NOT EXISTS "
-                      "(SELECT 1 FROM pg_stat_activity a WHERE a.pid = idem_claims.pid "
-                      "AND a.backend_start <= idem_claims.claimed_at) RETURNING 1",
+                      "SELECT " CLAIM_ROW " " CLAIM_CONFLICT,
                       4, p, &rc);
   if (!r)
     return rc;
   rc = PQntuples(r) == 1 ? LK_OK : LK_ECONFLICT;
+  PQclear(r);
+  return rc;
+}
+
+/* The lookup and the claim in one statement, one round trip: the claim is inserted only when
+ * the statement's snapshot holds no live record. (A record committed just after that snapshot
+ * is met by the write's INSERT of the record, which then fails and rolls the write back.) */
+static int pg_idem_lookup_claim(lk_store *base, const char *tenant, const char *key,
+                                int64_t min_created_wall_ns, uint64_t owner, int64_t lease_ns,
+                                lk_idem_record *out, bool *found, lk_deadline dl) {
+  memset(out, 0, sizeof *out);
+  *found = false;
+  num o = i64s((int64_t)owner), l = i64s(lease_ns / 1000), m = i64s(min_created_wall_ns);
+  const char *p[] = {tenant, key, o.b, l.b, m.b};
+  int rc;
+  PGresult *r =
+      read1((pg_store *)base, dl,
+            "WITH rec AS (SELECT fingerprint, status, headers, body, created_ns FROM idem "
+            "WHERE tenant = $1 AND key = $2 AND created_ns >= $5::bigint), "
+            "cl AS (INSERT INTO idem_claims(tenant, key, owner, pid, claimed_at, expires_at) "
+            "SELECT " CLAIM_ROW " WHERE NOT EXISTS (SELECT 1 FROM rec) " CLAIM_CONFLICT ") "
+            "SELECT rec.fingerprint, rec.status, rec.headers, rec.body, rec.created_ns, "
+            "(SELECT COUNT(*) FROM cl) FROM (VALUES (1)) one LEFT JOIN rec ON true",
+            5, p, &rc);
+  if (!r)
+    return rc;
+  if (PQntuples(r) != 1) {
+    rc = LK_EIO;
+  } else if (!PQgetisnull(r, 0, 1)) {
+    *found = true;
+    rc = record_from_row(r, 0, out);
+  } else {
+    rc = col_i64(r, 0, 5) == 1 ? LK_OK : LK_ECONFLICT;
+  }
   PQclear(r);
   return rc;
 }
@@ -1053,6 +1106,7 @@ static const lk_store_ops pg_ops = {
     .write = pg_write,
     .idem_purge = pg_idem_purge,
     .idem_claim = pg_idem_claim,
+    .idem_lookup_claim = pg_idem_lookup_claim,
     .idem_release = pg_idem_release,
     .tx_book_get = pg_tx_book_get,
     .tx_book_create = pg_tx_book_create,
