@@ -369,6 +369,59 @@ static void test_slow_redis(void **state) {
   lk_limiter_free(l);
 }
 
+/* Nothing listens at the URL: both objects decide locally from the start, at once (a refused
+ * connect is not a wait), at their share of the limits, and say so once. */
+static int absent_lines;
+static void count_absent(void *arg, const char *line) {
+  (void)arg;
+  if (strstr(line, "not connected"))
+    absent_lines++;
+}
+
+static void test_no_redis_at_start(void **state) {
+  (void)state;
+  lk_shared_config c;
+  config(&c, "test:absent", LK_MS(2));
+  char url[64];
+  snprintf(url, sizeof url, "127.0.0.1:%d", lk_tmpsrv_free_port());
+  c.url = url;
+  c.log = count_absent;
+  lk_limiter_config lc = {.rate = 0.001, .burst = 9}; /* local share: burst 3, no refill */
+  lk_budget_ratio_config bc = {.percent = 0,
+                               .ttl = LK_SEC(10),
+                               .min_retries_per_sec = 3,
+                               .buckets = 10}; /* local share: floor 1/s, 10 retries a window */
+  lk_limiter *l;
+  lk_budget *b;
+  assert_int_equal(lk_shared_limiter_new(&c, &lc, &l, NULL), LK_OK);
+  assert_int_equal(lk_shared_budget_new(&c, &bc, &b, NULL), LK_OK);
+  usleep(50 * 1000); /* the first connect attempts are refused */
+  int granted = 0, retries = 0;
+  int64_t t0 = lk_now_ns();
+  for (int i = 0; i < 20; i++) {
+    granted += lk_limiter_try_acquire(l, lk_now_ns()) == LK_OK;
+    retries += lk_budget_acquire_retry(b, lk_now_ns(), false) == LK_OK;
+  }
+  int64_t took = lk_now_ns() - t0;
+  assert_int_equal(granted, 3);
+  assert_int_equal(retries, 10);
+  assert_true(took < LK_MS(20)); /* 40 decisions, none waited for a timeout */
+  lk_shared_stats ls, bs;
+  lk_shared_limiter_stats(l, &ls);
+  lk_shared_budget_stats(b, &bs);
+  assert_int_equal(ls.shared + bs.shared, 0);
+  assert_int_equal(ls.fallback, 20);
+  assert_int_equal(bs.fallback, 20);
+  assert_int_equal(ls.timeouts + bs.timeouts, 0);
+  assert_int_equal(ls.episodes, 1);
+  assert_int_equal(bs.episodes, 1);
+  assert_true(ls.errors >= 1 && bs.errors >= 1); /* the refused connects */
+  assert_false(ls.using_redis || bs.using_redis);
+  assert_int_equal(absent_lines, 2);
+  lk_limiter_free(l);
+  lk_budget_free(b);
+}
+
 /* --- the shared retry budget ------------------------------------------------------------------ */
 
 typedef struct budget_plan {
@@ -464,6 +517,7 @@ int main(void) {
       cmocka_unit_test(test_fleet_holds_aggregate_rate),
       cmocka_unit_test(test_fleet_falls_back_and_rejoins),
       cmocka_unit_test(test_slow_redis),
+      cmocka_unit_test(test_no_redis_at_start),
       cmocka_unit_test(test_fleet_budget_holds_retry_share),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
