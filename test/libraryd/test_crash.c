@@ -113,6 +113,21 @@ static void crash_cycles(const char *sync, const char *group, int threads) {
       pthread_create(&th[t], NULL, stream_main, &st[t]);
     }
     sleep_ms(rand_between(150, 450));
+    if (cycle == 0 && !strcmp(group, "on")) {
+      /* /metrics carries the same counts: writes outnumber commits once groups form. */
+      http_res m;
+      assert_int_equal(http_get(p.port, "/metrics", &m), 0);
+      assert_int_equal(m.status, 200);
+      long long commits = -1, writes = -1;
+      const char *kc = "\nlibraryd_store_commits_total ", *kw = "\nlibraryd_store_writes_total ";
+      const char *c = strstr(m.body, kc), *w = strstr(m.body, kw);
+      assert_non_null(c);
+      assert_non_null(w);
+      sscanf(c + strlen(kc), "%lld", &commits);
+      sscanf(w + strlen(kw), "%lld", &writes);
+      assert_true(commits > 0 && writes > commits);
+      http_res_free(&m);
+    }
     json_t *before = lib_stats(&p); /* how many writes shared a commit so far */
     assert_non_null(before);
     int64_t largest = stat_int(json_object_get(before, "server"), "store_commits", "largest_group");
