@@ -89,7 +89,8 @@ LK_EXPORT int64_t lk_limiter_wait_time(const lk_limiter *l, int64_t now);
  * on Redis). Every call above then goes to the backend: try_acquire is reserve with max_wait 0,
  * reserve_until computes max_wait as usual. The backend is called from any thread at once and
  * must honour max_wait as the limiter's contract says; it may take its own time to decide (the
- * caller accepts that by choosing such a limiter). get_config returns the config given here;
+ * caller accepts that by choosing such a limiter), except when max_wait < 0 (a reserve_until
+ * whose deadline has passed): then it must answer at once, as for 0. get_config returns the config given here;
  * set_config is forwarded when the backend has one (LK_ECONFIG with *why otherwise). */
 typedef struct lk_limiter_backend {
   int64_t (*reserve)(void *arg, int64_t now, int64_t max_wait);               /* required */

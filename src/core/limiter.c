@@ -147,12 +147,14 @@ static int64_t wait_for(int64_t next, int64_t span, int64_t now) {
 }
 
 int64_t lk_limiter_reserve(lk_limiter *l, int64_t now, int64_t max_wait) {
+  if (l->be) {
+    /* A negative max_wait goes through: the caller has no time left, not even for the
+     * backend's own answer. */
+    int64_t w = l->be->reserve(l->be_arg, now, max_wait);
+    return w >= 0 && w <= (max_wait < 0 ? 0 : max_wait) ? w : LK_ERATE_LIMITED;
+  }
   if (max_wait < 0)
     max_wait = 0;
-  if (l->be) {
-    int64_t w = l->be->reserve(l->be_arg, now, max_wait);
-    return w >= 0 && w <= max_wait ? w : LK_ERATE_LIMITED;
-  }
   params p = params_load(l);
   int64_t tat = atomic_load_explicit(&l->tat, memory_order_relaxed);
   for (;;) {

@@ -44,6 +44,10 @@ static void set_params(sh_limiter *l, const lk_limiter_config *c) {
 
 static int64_t sl_reserve(void *arg, int64_t now, int64_t max_wait) {
   sh_limiter *l = arg;
+  /* The caller's deadline has passed: no time to ask Redis. The local share answers (an
+   * immediate token or nothing), and it is not an outage. */
+  if (max_wait < 0)
+    return lk_limiter_reserve(l->local, now, 0);
   /* Never wait for Redis longer than the caller would wait for its token. */
   int64_t wait = max_wait > 0 && max_wait < l->timeout ? max_wait : l->timeout;
   char mw[SH_ARG_LEN], iv[SH_ARG_LEN], sp[SH_ARG_LEN];

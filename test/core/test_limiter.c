@@ -327,7 +327,11 @@ static void backend_gets_every_call(void **state) {
   assert_int_equal(lk_limiter_reserve(l, 1, LK_MS(1)), LK_ERATE_LIMITED);
   assert_int_equal(lk_limiter_reserve_until(l, 100, lk_deadline_after(100, LK_MS(20))), LK_MS(5));
   assert_int_equal(f.last_max_wait, LK_MS(20));
-  assert_int_equal(f.reserves, 5);
+  /* An expired deadline reaches the backend as a negative max_wait: answer at once. */
+  f.answer = 0;
+  assert_int_equal(lk_limiter_reserve_until(l, LK_MS(50), lk_deadline_after(0, LK_MS(10))), 0);
+  assert_true(f.last_max_wait < 0);
+  assert_int_equal(f.reserves, 6);
   assert_int_equal(lk_limiter_available(l, 1), 7);
   assert_int_equal(lk_limiter_wait_time(l, 1), 0); /* not provided */
   lk_limiter_config got;
