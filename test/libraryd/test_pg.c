@@ -518,8 +518,8 @@ typedef struct outage_stream {
   int64_t book;
   int id;
   atomic_bool *stop;
-  int n;
-  int unavailable, unavailable_without_retry_after, other;
+  atomic_int n, unavailable; /* read by the test while the stream runs */
+  int unavailable_without_retry_after, other;
   key_rec keys[STREAM_KEYS];
 } outage_stream;
 
