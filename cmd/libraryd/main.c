@@ -73,6 +73,8 @@ static const char usage[] =
     "  --pool-size N            PostgreSQL connections per process (default 16)\n"
     "  --sync full|normal       full: fsync the WAL at every commit (survives power loss);\n"
     "                           normal: survives a process crash only (default full)\n"
+    "  --group-commit on|off    on: writes arriving together share one transaction and one\n"
+    "                           fsync, each acknowledged after it; off: one each (default on)\n"
     "  --no-seed-data           do not insert the sample books into a new database\n"
     "\n"
     "Idempotency-Key:\n"
@@ -137,6 +139,7 @@ enum {
   O_POOL_SIZE,
   O_SYNC_MODE,
   O_NO_SEED,
+  O_GROUP_COMMIT,
   O_RETENTION,
   O_PURGE,
   O_REQUIRE_KEY,
@@ -175,6 +178,7 @@ static const struct option long_opts[] = {
     {"pool-size", required_argument, NULL, O_POOL_SIZE},
     {"sync", required_argument, NULL, O_SYNC_MODE},
     {"no-seed-data", no_argument, NULL, O_NO_SEED},
+    {"group-commit", required_argument, NULL, O_GROUP_COMMIT},
     {"idem-retention", required_argument, NULL, O_RETENTION},
     {"purge-interval", required_argument, NULL, O_PURGE},
     {"require-key", required_argument, NULL, O_REQUIRE_KEY},
@@ -295,6 +299,14 @@ static int apply(opts *o, int id, const char *name, const char *v) {
       return bad(name, v, "expected full or normal");
     return 0;
   case O_NO_SEED: o->store.seed = false; return 0;
+  case O_GROUP_COMMIT:
+    if (!strcmp(v, "on"))
+      o->store.group_commit = true;
+    else if (!strcmp(v, "off"))
+      o->store.group_commit = false;
+    else
+      return bad(name, v, "expected on or off");
+    return 0;
   case O_RETENTION:
     if (dur(name, v, &o->srv.idem_retention_ns) || o->srv.idem_retention_ns == 0)
       return o->srv.idem_retention_ns == 0 ? bad(name, v, "must be positive") : -1;

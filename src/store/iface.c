@@ -17,6 +17,7 @@ void lk_store_config_init_default(lk_store_config *cfg) {
   cfg->seed = true;
   cfg->busy_timeout_ms = 5000;
   cfg->clock = NULL;
+  cfg->group_commit = true;
 }
 
 int lk_store_open(const lk_store_config *cfg, lk_store **out, char *errbuf, size_t errcap) {
@@ -103,6 +104,16 @@ int lk_store_tx_idem_put(lk_store_tx *tx, const char *tenant, const char *key,
                          const lk_idem_record *rec, int64_t min_created_wall_ns) {
   return tx->ops->tx_idem_put(tx, tenant, key, rec, min_created_wall_ns);
 }
+
+void lk_store_commit_stats_get(lk_store *s, lk_store_commit_stats *out) {
+  if (s->ops->commit_stats) {
+    s->ops->commit_stats(s, out);
+    return;
+  }
+  out->commits = out->writes = out->largest = 0;
+}
+
+size_t lk_store_queued(lk_store *s) { return s->ops->queued ? s->ops->queued(s) : 0; }
 
 int lk_store_idem_purge(lk_store *s, int64_t before_wall_ns, int64_t *deleted) {
   return s->ops->idem_purge(s, before_wall_ns, deleted);

@@ -69,6 +69,11 @@ static int op_idem_release(lk_store *s, const char *tenant, const char *key, uin
   return LK_OK;
 }
 
+static void op_commit_stats(lk_store *s, lk_store_commit_stats *out) {
+  sq_commit_stats_get(SQ(s), out);
+}
+static size_t op_queued(lk_store *s) { return sq_queued(SQ(s)); }
+
 static int op_tx_book_get(lk_store_tx *tx, int64_t id, lk_book *out) {
   return sq_tx_book_get(TX(tx), id, out);
 }
@@ -107,6 +112,8 @@ const lk_store_ops sq_ops = {
     .idem_purge = op_idem_purge,
     .idem_claim = op_idem_claim,
     .idem_release = op_idem_release,
+    .commit_stats = op_commit_stats,
+    .queued = op_queued,
     .tx_book_get = op_tx_book_get,
     .tx_book_create = op_tx_book_create,
     .tx_book_update = op_tx_book_update,

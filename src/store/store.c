@@ -32,6 +32,13 @@ static const char *const stmt_sql[ST_COUNT] = {
                                "AND created_ns < ?3",
     [ST_IDEM_INSERT] = "INSERT INTO idem(tenant, key, fingerprint, status, headers, body, "
                        "created_ns) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    /* Prepared once: a group commit runs three of these per write. */
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+    [ST_SAVEPOINT] = "SAVEPOINT gc",
+    [ST_RELEASE] = "RELEASE gc",
+    [ST_ROLLBACK_TO] = "ROLLBACK TO gc",
 };
 
 int store_err(int rc) {
@@ -223,6 +230,7 @@ int sq_open(const lk_store_config *cfg, sq_store **out, char *errbuf, size_t err
   s->cfg.path = s->path;
   pthread_mutex_init(&s->wmu, NULL);
   pthread_mutex_init(&s->pmu, NULL);
+  pthread_mutex_init(&s->gmu, NULL);
   char scratch[256];
   int rc = check_location(s->path, errbuf && errcap ? errbuf : scratch,
                           errbuf && errcap ? errcap : sizeof scratch);
@@ -255,6 +263,7 @@ void sq_close(sq_store *s) {
   store_conn_close(s->writer);
   pthread_mutex_destroy(&s->wmu);
   pthread_mutex_destroy(&s->pmu);
+  pthread_mutex_destroy(&s->gmu);
   free(s->path);
   free(s);
 }

@@ -17,6 +17,12 @@
  * business effect without the record or the record without the effect, and a write is
  * acknowledged only after COMMIT returned.
  *
+ * SQLite group commit (default on): writes that arrive while another is committing wait for it,
+ * then the first of them commits them all in one transaction, each inside its own SAVEPOINT,
+ * with one fsync. A write that fails rolls back to its savepoint only, so its neighbours still
+ * commit; every one is acknowledged (lk_store_write returns) only after the shared COMMIT
+ * returned, so the durability of each write is that of a write committed alone.
+ *
  * Deadlines: every call takes an lk_deadline; a running statement is interrupted once it passes
  * (LK_EDEADLINE), and a write whose deadline passed before COMMIT is rolled back. LK_EAGAIN
  * means the database is unreachable or busy for now (the server answers 503 + Retry-After).
@@ -50,6 +56,8 @@ typedef struct lk_store_config {
   bool seed;             /* insert the sample books on first start (default true) */
   int busy_timeout_ms;   /* for other processes holding the file (default 5000) */
   const lk_clock *clock; /* for deadlines; default lk_clock_system() */
+  bool group_commit;     /* SQLite: commit concurrent writes together (default true); false: one
+                            transaction and one fsync per write */
 } lk_store_config;
 
 typedef struct lk_store lk_store;
@@ -141,9 +149,24 @@ int lk_store_tenant_totals(lk_store *s, lk_store_tenant_cb cb, void *arg);
 /* --- writes (one transaction each) ---------------------------------------------------------- */
 /* Runs fn inside BEGIN IMMEDIATE on the writer connection. fn returns 0 to commit or a negative
  * lk_err to roll back (returned as is). Returns 0 once COMMIT succeeded, LK_EDEADLINE when the
- * deadline passed before COMMIT (rolled back, nothing applied), or LK_EIO. */
+ * deadline passed before COMMIT (rolled back, nothing applied), or LK_EIO. With SQLite's group
+ * commit the transaction may hold other writes too; fn then runs inside a savepoint, its failure
+ * rolls back only its own changes, and the deadline is checked once fn returned (a group's
+ * statements are not interrupted half-way, which would roll back the whole group). fn must not
+ * depend on running on the caller's thread. */
 typedef int (*lk_store_tx_fn)(lk_store_tx *tx, void *arg);
 int lk_store_write(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg);
+
+/* Write transactions so far: commits = COMMITs attempted (each one fsync with sync=full), writes
+ * = lk_store_write calls that reached the writer, largest = most writes in one commit. SQLite
+ * only (zeros for PostgreSQL, which commits each write in its own transaction). */
+typedef struct lk_store_commit_stats {
+  int64_t commits, writes, largest;
+} lk_store_commit_stats;
+void lk_store_commit_stats_get(lk_store *s, lk_store_commit_stats *out);
+/* SQLite: writes waiting for the next group (not counting a group being committed); 0 for
+ * PostgreSQL. */
+size_t lk_store_queued(lk_store *s);
 
 int lk_store_tx_book_get(lk_store_tx *tx, int64_t id, lk_book *out);
 /* Inserts `in` (its id is ignored); *id receives the new id. */

@@ -26,6 +26,9 @@ typedef struct lk_store_ops {
   int (*idem_claim)(lk_store *s, const char *tenant, const char *key, uint64_t owner,
                     int64_t lease_ns, lk_deadline dl);
   int (*idem_release)(lk_store *s, const char *tenant, const char *key, uint64_t owner);
+  /* SQLite's group commit; NULL elsewhere */
+  void (*commit_stats)(lk_store *s, lk_store_commit_stats *out);
+  size_t (*queued)(lk_store *s);
   /* optional: NULL means idem_get, then idem_claim when there is no record */
   int (*idem_lookup_claim)(lk_store *s, const char *tenant, const char *key,
                            int64_t min_created_wall_ns, uint64_t owner, int64_t lease_ns,

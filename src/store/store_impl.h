@@ -21,6 +21,12 @@ typedef enum st_id {
   ST_LOAN_INSERT,
   ST_IDEM_DELETE_EXPIRED,
   ST_IDEM_INSERT,
+  ST_BEGIN,
+  ST_COMMIT,
+  ST_ROLLBACK,
+  ST_SAVEPOINT,
+  ST_RELEASE,
+  ST_ROLLBACK_TO,
   ST_COUNT
 } st_id;
 
@@ -40,6 +46,17 @@ typedef struct sq_tx {
   store_conn *c;
 } sq_tx;
 
+/* One write waiting for, or inside, a group commit; lives on its caller's stack. */
+typedef struct gc_member {
+  lk_store_tx_fn fn;
+  void *arg;
+  lk_deadline dl;
+  int rc;
+  bool done;         /* under gmu: rc is final and the caller may return */
+  pthread_cond_t cv; /* signalled when done, or when this member is to lead the next group */
+  struct gc_member *next;
+} gc_member;
+
 struct sq_store {
   lk_store base; /* first: the interface's view of it */
   char *path;
@@ -49,6 +66,10 @@ struct sq_store {
   pthread_mutex_t wmu;
   pthread_mutex_t pmu; /* guards `idle` */
   store_conn *idle;    /* reader connections not in use */
+  pthread_mutex_t gmu; /* guards the group-commit queue below */
+  gc_member *gq_head, *gq_tail;
+  bool leading;                           /* a thread is running a group */
+  int64_t n_commits, n_writes, n_largest; /* under wmu */
 };
 
 /* Opens one connection with the store's pragmas. NULL on failure (message in errbuf). */
@@ -90,5 +111,7 @@ int sq_tx_loan_create(sq_tx *tx, lk_loan *loan);
 int sq_tx_idem_put(sq_tx *tx, const char *tenant, const char *key, const lk_idem_record *rec,
                    int64_t min_created_wall_ns);
 int sq_idem_purge(sq_store *s, int64_t before_wall_ns, int64_t *deleted);
+void sq_commit_stats_get(sq_store *s, lk_store_commit_stats *out);
+size_t sq_queued(sq_store *s);
 
 #endif
