@@ -641,8 +641,30 @@ static void test_reconnect_without_a_failed_request(void **state) {
   lib_cleanup(&p);
 }
 
+/* --- the flags ------------------------------------------------------------------------------ */
+
+static void test_store_flags(void **state) {
+  (void)state;
+  char out[2048];
+  /* Not a PostgreSQL URL, and --db with --store: usage errors (2) that say why. */
+  const char *bad_url[] = {"--port", "0", "--store", "mysql://x/y", NULL};
+  assert_int_equal(lib_run_capture(bad_url, false, out, sizeof out), 2);
+  assert_non_null(strstr(out, "expected a PostgreSQL URL"));
+  const char *both[] = {"--port", "0", "--db", "/tmp/x.db", "--store", "postgres://h/d", NULL};
+  assert_int_equal(lib_run_capture(both, false, out, sizeof out), 2);
+  assert_non_null(strstr(out, "exclude each other"));
+  /* A database that does not answer: exit 1 at start, libpq's reason named, password hidden. */
+  char url[256];
+  snprintf(url, sizeof url, "postgres://postgres:secret@127.0.0.1:%d/none", lk_tmpsrv_free_port());
+  const char *down[] = {"--port", "0", "--store", url, NULL};
+  assert_int_equal(lib_run_capture(down, false, out, sizeof out), 1);
+  assert_non_null(strstr(out, "cannot open the database postgres://postgres:***@127.0.0.1:"));
+  assert_null(strstr(out, "secret"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_store_flags, kill_tracked),
       cmocka_unit_test_teardown(test_single_instance, kill_tracked),
       cmocka_unit_test_teardown(test_in_flight_on_another_instance, kill_tracked),
       cmocka_unit_test_teardown(test_concurrent_duplicates, kill_tracked),
