@@ -641,6 +641,43 @@ static void test_reconnect_without_a_failed_request(void **state) {
   lib_cleanup(&p);
 }
 
+/* --- retention and purge ----------------------------------------------------------------- */
+
+static void test_retention_and_purge(void **state) {
+  (void)state;
+  char url[256];
+  new_db("retention", url, sizeof url);
+  /* Retention 1 s; instance 0 never purges, so the expired record is still in the table when
+   * its key comes back; instance 1 purges every 200 ms. */
+  static lib_proc p[2]; /* static: the teardown may reach it after a failure */
+  const char *keep[] = {"--log", "off", "--idem-retention", "1s", "--purge-interval", "1h", NULL};
+  const char *purge[] = {"--log", "off", "--idem-retention", "1s", "--purge-interval",
+                         "200ms", NULL};
+  assert_int_equal(start_tracked(&p[0], url, keep), 0);
+  int64_t book = lib_create_book(p[0].port, 10);
+  assert_true(book > 0);
+  http_res a, b;
+  post_loan(p[0].port, book, "short-lived", 5000, &a);
+  assert_int_equal(a.status, 201);
+  sleep_ms(1200);
+  /* Expired: the key runs again (a new loan, not a replay), and its record is replaced. */
+  post_loan(p[0].port, book, "short-lived", 5000, &b);
+  assert_int_equal(b.status, 201);
+  assert_false(replayed(&b));
+  assert_true(json_id(&b) != json_id(&a));
+  assert_int_equal(db_int(url, "SELECT COUNT(*) FROM idem WHERE key = 'short-lived'"), 1);
+  assert_int_equal(db_int(url, "SELECT COUNT(*) FROM loans WHERE idem_key = 'short-lived'"), 2);
+  http_res_free(&a);
+  http_res_free(&b);
+  /* The purge deletes expired records (bounded wait), live ones stay. */
+  assert_int_equal(start_tracked(&p[1], url, purge), 0);
+  double until = now_s() + 5.0;
+  while (db_int(url, "SELECT COUNT(*) FROM idem") > 0 && now_s() < until)
+    sleep_ms(50);
+  assert_int_equal(db_int(url, "SELECT COUNT(*) FROM idem"), 0);
+  stop_fleet(p, 2);
+}
+
 /* --- the flags ------------------------------------------------------------------------------ */
 
 static void test_store_flags(void **state) {
@@ -671,6 +708,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_kill9_instances, kill_tracked),
       cmocka_unit_test_teardown(test_pg_restart_under_load, kill_tracked),
       cmocka_unit_test_teardown(test_reconnect_without_a_failed_request, kill_tracked),
+      cmocka_unit_test_teardown(test_retention_and_purge, kill_tracked),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
