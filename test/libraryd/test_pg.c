@@ -9,7 +9,9 @@
 #include "store.h"
 #include "tmpsrv.h"
 
+#include <arpa/inet.h>
 #include <libpq-fe.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -19,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -697,6 +701,22 @@ static void test_store_flags(void **state) {
   assert_int_equal(lib_run_capture(down, false, out, sizeof out), 1);
   assert_non_null(strstr(out, "cannot open the database postgres://postgres:***@127.0.0.1:"));
   assert_null(strstr(out, "secret"));
+  /* A server that accepts the connection and never answers: the connect gives up after its
+   * 2 s bound instead of hanging the start. */
+  int l = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(l, 8), 0); /* the kernel completes the handshake; nobody reads */
+  socklen_t al = sizeof a;
+  getsockname(l, (struct sockaddr *)&a, &al);
+  snprintf(url, sizeof url, "postgres://postgres@127.0.0.1:%d/mute", ntohs(a.sin_port));
+  const char *mute[] = {"--port", "0", "--store", url, NULL};
+  double t0 = now_s();
+  assert_int_equal(lib_run_capture(mute, false, out, sizeof out), 1);
+  double took = now_s() - t0;
+  close(l);
+  assert_non_null(strstr(out, "no answer within the connect timeout"));
+  assert_true(took >= 1.9 && took < 6.0);
 }
 
 int main(void) {
