@@ -85,13 +85,22 @@ INSERT INTO idem(tenant, key, fingerprint, status, headers, body, created_ns) VA
 END;
 SQL
 
-run_wrk() { # -> req/s
+# CPU time (user + system, in clock ticks) libraryd has used so far.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$LPID/stat"; }
+TCK=$(getconf CLK_TCK)
+
+run_wrk() { # -> "req/s cpu-us-per-request" (libraryd's own CPU per request)
+  local t0 t1
+  t0=$(cpu_ticks)
   wrk -t"$WRK_THREADS" -c"$CONNS" -d"${DURATION}s" -s "$HERE/post_loans.lua" \
     "http://127.0.0.1:$LPORT" -- "$BOOK" "$$-$1" > "$WORK/wrk.$1.txt"
   local non2xx
   non2xx=$(awk '/Non-2xx or 3xx responses:/ {print $5}' "$WORK/wrk.$1.txt")
   [ -z "$non2xx" ] || echo "pg.sh: round $1: $non2xx non-2xx responses" >&2
-  awk '/^Requests\/sec:/ {print $2}' "$WORK/wrk.$1.txt"
+  t1=$(cpu_ticks)
+  awk -v t="$((t1 - t0))" -v hz="$TCK" '/^Requests\/sec:/ {r = $2}
+    /requests in/ {n = $1} END {printf "%s %.0f\n", r, n ? t * 1e6 / hz / n : 0}' \
+    "$WORK/wrk.$1.txt"
 }
 
 run_anchor() { # -> transactions/s
@@ -109,17 +118,18 @@ median_of() {
 echo "libraryd on PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}'): wrk" \
   "-t$WRK_THREADS -c$CONNS -d${DURATION}s vs pgbench -c$WORKERS -M extended -T$DURATION," \
   "libraryd --workers $WORKERS, $(nproc) CPUs, $ROUNDS interleaved rounds"
-printf "%-6s %-9s %8s %12s %12s\n" round first ratio "libraryd/s" "anchor tx/s"
+printf "%-6s %-9s %8s %12s %12s %18s\n" round first ratio "libraryd/s" "anchor tx/s" \
+  "libraryd cpu us/req"
 : > "$WORK/rounds"
 for k in $(seq 1 "$ROUNDS"); do
   if [ $((k % 2)) -eq 1 ]; then
-    first=anchor; A=$(run_anchor "$k"); L=$(run_wrk "$k")
+    first=anchor; A=$(run_anchor "$k"); read -r L C <<< "$(run_wrk "$k")"
   else
-    first=libraryd; L=$(run_wrk "$k"); A=$(run_anchor "$k")
+    first=libraryd; read -r L C <<< "$(run_wrk "$k")"; A=$(run_anchor "$k")
   fi
   r=$(awk -v a="$L" -v b="$A" 'BEGIN { printf "%.3f", (b > 0) ? a / b : 0 }')
-  printf "%-6s %-9s %8s %12s %12s\n" "$k" "$first" "$r" "$L" "$A"
-  echo "$r $L $A" >> "$WORK/rounds"
+  printf "%-6s %-9s %8s %12s %12s %18s\n" "$k" "$first" "$r" "$L" "$A" "$C"
+  echo "$r $L $A $C" >> "$WORK/rounds"
 done
 MED=$(awk '{print $1}' "$WORK/rounds" | median_of 3)
 echo
@@ -127,6 +137,8 @@ echo "summary over $ROUNDS rounds: median [min-max]"
 echo "ratio libraryd / anchor: $MED"
 echo "libraryd keyed POST/s:   $(awk '{print $2}' "$WORK/rounds" | median_of 0)"
 echo "anchor transactions/s:   $(awk '{print $3}' "$WORK/rounds" | median_of 0)"
+echo "libraryd CPU per request (us, its own process): $(awk '{print $4}' "$WORK/rounds" | median_of 0)"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 # Every acknowledged loan and every anchor transaction is a row: a check that both really wrote.
 echo "rows: $("${PSQL[@]}" -At -c "SELECT COUNT(*) FILTER (WHERE idem_key LIKE 'bench-%'),
   COUNT(*) FILTER (WHERE idem_key LIKE 'pgb-%') FROM loans" | tr '|' ' ') (libraryd, anchor)"

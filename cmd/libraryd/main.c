@@ -45,8 +45,9 @@ typedef struct opts {
 static const char usage[] =
     "usage: libraryd [options]\n"
     "\n"
-    "The reference book service: a JSON API over HTTP/1.1 on SQLite or PostgreSQL, Idempotency-Key\n"
-    "support, deadline honouring and seeded fault injection. See docs/libraryd.md.\n"
+    "The reference book service: a JSON API over HTTP/1.1 on SQLite or PostgreSQL,\n"
+    "Idempotency-Key support, deadline honouring and seeded fault injection. See\n"
+    "docs/libraryd.md.\n"
     "\n"
     "Listening:\n"
     "  --addr ADDR              address to listen on (default 127.0.0.1)\n"
@@ -657,8 +658,10 @@ int main(int argc, char **argv) {
             LK_VERSION_STRING, o.srv.addr, lk_server_port(srv), lk_server_admin_port(srv),
             o.store.url ? "store" : "db", store_name, lk_store_opened_version(store),
             lk_store_schema_version(store),
-            o.store.sync == LK_STORE_SYNC_FULL ? "full" : "normal", o.srv.n_faults,
-            (unsigned long long)o.srv.seed, o.srv.workers, o.srv.queue_limit,
+            o.store.url                          ? "postgres's"
+            : o.store.sync == LK_STORE_SYNC_FULL ? "full"
+                                                 : "normal",
+            o.srv.n_faults, (unsigned long long)o.srv.seed, o.srv.workers, o.srv.queue_limit,
             lk_qdisc_name(o.srv.queue_discipline));
 
   int sig = 0;

@@ -9,7 +9,9 @@
 #include "store.h"
 #include "tmpsrv.h"
 
+#include <arpa/inet.h>
 #include <libpq-fe.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -19,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -518,8 +522,8 @@ typedef struct outage_stream {
   int64_t book;
   int id;
   atomic_bool *stop;
-  int n;
-  int unavailable, unavailable_without_retry_after, other;
+  atomic_int n, unavailable; /* read by the test while the stream runs */
+  int unavailable_without_retry_after, other;
   key_rec keys[STREAM_KEYS];
 } outage_stream;
 
@@ -641,14 +645,90 @@ static void test_reconnect_without_a_failed_request(void **state) {
   lib_cleanup(&p);
 }
 
+/* --- retention and purge ----------------------------------------------------------------- */
+
+static void test_retention_and_purge(void **state) {
+  (void)state;
+  char url[256];
+  new_db("retention", url, sizeof url);
+  /* Retention 1 s; instance 0 never purges, so the expired record is still in the table when
+   * its key comes back; instance 1 purges every 200 ms. */
+  static lib_proc p[2]; /* static: the teardown may reach it after a failure */
+  const char *keep[] = {"--log", "off", "--idem-retention", "1s", "--purge-interval", "1h", NULL};
+  const char *purge[] = {"--log", "off", "--idem-retention", "1s", "--purge-interval",
+                         "200ms", NULL};
+  assert_int_equal(start_tracked(&p[0], url, keep), 0);
+  int64_t book = lib_create_book(p[0].port, 10);
+  assert_true(book > 0);
+  http_res a, b;
+  post_loan(p[0].port, book, "short-lived", 5000, &a);
+  assert_int_equal(a.status, 201);
+  sleep_ms(1200);
+  /* Expired: the key runs again (a new loan, not a replay), and its record is replaced. */
+  post_loan(p[0].port, book, "short-lived", 5000, &b);
+  assert_int_equal(b.status, 201);
+  assert_false(replayed(&b));
+  assert_true(json_id(&b) != json_id(&a));
+  assert_int_equal(db_int(url, "SELECT COUNT(*) FROM idem WHERE key = 'short-lived'"), 1);
+  assert_int_equal(db_int(url, "SELECT COUNT(*) FROM loans WHERE idem_key = 'short-lived'"), 2);
+  http_res_free(&a);
+  http_res_free(&b);
+  /* The purge deletes expired records (bounded wait), live ones stay. */
+  assert_int_equal(start_tracked(&p[1], url, purge), 0);
+  double until = now_s() + 5.0;
+  while (db_int(url, "SELECT COUNT(*) FROM idem") > 0 && now_s() < until)
+    sleep_ms(50);
+  assert_int_equal(db_int(url, "SELECT COUNT(*) FROM idem"), 0);
+  stop_fleet(p, 2);
+}
+
+/* --- the flags ------------------------------------------------------------------------------ */
+
+static void test_store_flags(void **state) {
+  (void)state;
+  char out[2048];
+  /* Not a PostgreSQL URL, and --db with --store: usage errors (2) that say why. */
+  const char *bad_url[] = {"--port", "0", "--store", "mysql://x/y", NULL};
+  assert_int_equal(lib_run_capture(bad_url, false, out, sizeof out), 2);
+  assert_non_null(strstr(out, "expected a PostgreSQL URL"));
+  const char *both[] = {"--port", "0", "--db", "/tmp/x.db", "--store", "postgres://h/d", NULL};
+  assert_int_equal(lib_run_capture(both, false, out, sizeof out), 2);
+  assert_non_null(strstr(out, "exclude each other"));
+  /* A database that does not answer: exit 1 at start, libpq's reason named, password hidden. */
+  char url[256];
+  snprintf(url, sizeof url, "postgres://postgres:secret@127.0.0.1:%d/none", lk_tmpsrv_free_port());
+  const char *down[] = {"--port", "0", "--store", url, NULL};
+  assert_int_equal(lib_run_capture(down, false, out, sizeof out), 1);
+  assert_non_null(strstr(out, "cannot open the database postgres://postgres:***@127.0.0.1:"));
+  assert_null(strstr(out, "secret"));
+  /* A server that accepts the connection and never answers: the connect gives up after its
+   * 2 s bound instead of hanging the start. */
+  int l = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(l, 8), 0); /* the kernel completes the handshake; nobody reads */
+  socklen_t al = sizeof a;
+  getsockname(l, (struct sockaddr *)&a, &al);
+  snprintf(url, sizeof url, "postgres://postgres@127.0.0.1:%d/mute", ntohs(a.sin_port));
+  const char *mute[] = {"--port", "0", "--store", url, NULL};
+  double t0 = now_s();
+  assert_int_equal(lib_run_capture(mute, false, out, sizeof out), 1);
+  double took = now_s() - t0;
+  close(l);
+  assert_non_null(strstr(out, "no answer within the connect timeout"));
+  assert_true(took >= 1.9 && took < 6.0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_store_flags, kill_tracked),
       cmocka_unit_test_teardown(test_single_instance, kill_tracked),
       cmocka_unit_test_teardown(test_in_flight_on_another_instance, kill_tracked),
       cmocka_unit_test_teardown(test_concurrent_duplicates, kill_tracked),
       cmocka_unit_test_teardown(test_kill9_instances, kill_tracked),
       cmocka_unit_test_teardown(test_pg_restart_under_load, kill_tracked),
       cmocka_unit_test_teardown(test_reconnect_without_a_failed_request, kill_tracked),
+      cmocka_unit_test_teardown(test_retention_and_purge, kill_tracked),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -75,15 +75,41 @@ static void set_err(char *errbuf, size_t errcap, const char *what, const char *m
 
 /* --- connections ---------------------------------------------------------------------------- */
 
-static PGconn *connect_one(const pg_store *s, char *errbuf, size_t errcap) {
+/* The longest a connection attempt may take when the caller's deadline is further away. */
+#define CONNECT_TIMEOUT_NS (2 * LK_NS_PER_S)
+
+/* Opens a connection without blocking past `deadline` (nor CONNECT_TIMEOUT_NS): libpq's
+ * non-blocking connect, driven with poll(2), so a database host that does not answer at all
+ * holds a request no longer than the request allows. */
+static PGconn *connect_one(const pg_store *s, int64_t deadline, char *errbuf, size_t errcap) {
+  int64_t t = now_ns(s);
+  int64_t until = t > INT64_MAX - CONNECT_TIMEOUT_NS ? INT64_MAX : t + CONNECT_TIMEOUT_NS;
+  if (deadline < until)
+    until = deadline;
   /* dbname with expand_dbname takes the whole URL or key=value string; the keys after it only
    * fill in what the caller left out. */
-  const char *const keys[] = {"dbname", "connect_timeout", "application_name", NULL};
-  const char *const vals[] = {s->url, "2", "libraryd", NULL};
-  PGconn *c = PQconnectdbParams(keys, vals, 1);
+  const char *const keys[] = {"dbname", "application_name", NULL};
+  const char *const vals[] = {s->url, "libraryd", NULL};
+  PGconn *c = PQconnectStartParams(keys, vals, 1);
   if (!c) {
     set_err(errbuf, errcap, "postgres", "out of memory");
     return NULL;
+  }
+  PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+  while (PQstatus(c) != CONNECTION_BAD && st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
+    int64_t left = until - now_ns(s);
+    if (left <= 0) {
+      set_err(errbuf, errcap, "postgres", "no answer within the connect timeout");
+      PQfinish(c);
+      return NULL;
+    }
+    struct pollfd p = {.fd = PQsocket(c), .events = st == PGRES_POLLING_READING ? POLLIN : POLLOUT};
+    int ms = (int)(left / LK_NS_PER_MS > 1000 ? 1000 : left / LK_NS_PER_MS + 1);
+    int n = p.fd < 0 ? -1 : poll(&p, 1, ms);
+    if (n < 0 && (p.fd < 0 || errno != EINTR))
+      break;
+    if (n > 0)
+      st = PQconnectPoll(c);
   }
   if (PQstatus(c) != CONNECTION_OK) {
     set_err(errbuf, errcap, "postgres", PQerrorMessage(c));
@@ -129,7 +155,7 @@ static pg_conn *conn_get(pg_store *s, lk_deadline dl, int *rc) {
       pthread_mutex_unlock(&s->mu);
       pc = calloc(1, sizeof *pc);
       if (pc)
-        pc->c = connect_one(s, NULL, 0);
+        pc->c = connect_one(s, dl.at, NULL, 0);
       if (pc && pc->c)
         return pc;
       free(pc);
@@ -539,7 +565,7 @@ int lk_pg_open(const lk_store_config *cfg, lk_store **out, char *errbuf, size_t 
     pg_close(&s->base);
     return LK_ENOMEM;
   }
-  pc->c = connect_one(s, errbuf, errcap);
+  pc->c = connect_one(s, LK_DEADLINE_NONE, errbuf, errcap);
   if (!pc->c) {
     free(pc);
     pg_close(&s->base);
