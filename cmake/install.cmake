@@ -2,6 +2,8 @@
 # Install rules: headers, both libraries, pkg-config files and a component-aware CMake package.
 #   find_package(linkd COMPONENTS core)  linkd::core, linkd::core_static; never looks for curl
 #   find_package(linkd COMPONENTS http)  also linkd::linkd, linkd::linkd_static (finds CURL)
+#   find_package(linkd COMPONENTS outbox) also linkd::outbox, linkd::outbox_static (and http;
+#                                        finds SQLite3)
 #   find_package(linkd)                  every component this installation has
 include(CMakePackageConfigHelpers)
 
@@ -28,6 +30,14 @@ if(LINKD_HTTP)
   install(EXPORT linkdHttpTargets NAMESPACE linkd:: DESTINATION ${LINKD_CMAKE_DIR})
   list(APPEND LINKD_PKG_COMPONENTS http)
 endif()
+if(TARGET linkd-outbox)
+  install(TARGETS linkd-outbox linkd-outbox_static EXPORT linkdOutboxTargets
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(EXPORT linkdOutboxTargets NAMESPACE linkd:: DESTINATION ${LINKD_CMAKE_DIR})
+  list(APPEND LINKD_PKG_COMPONENTS outbox)
+endif()
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/linkdConfig.cmake.in
   ${PROJECT_BINARY_DIR}/linkdConfig.cmake INSTALL_DESTINATION ${LINKD_CMAKE_DIR})
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/linkdConfigVersion.cmake
@@ -51,6 +61,9 @@ endif()
 set(pcs linkd-core)
 if(LINKD_HTTP)
   list(APPEND pcs linkd)
+endif()
+if(TARGET linkd-outbox)
+  list(APPEND pcs linkd-outbox)
 endif()
 foreach(pc ${pcs})
   configure_file(${PROJECT_SOURCE_DIR}/cmake/${pc}.pc.in ${PROJECT_BINARY_DIR}/${pc}.pc @ONLY)

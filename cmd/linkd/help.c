@@ -2,6 +2,7 @@
 #include "help.h"
 
 #include "args.h"
+#include "outbox.h"
 
 #include <string.h>
 
@@ -19,6 +20,8 @@ void cli_help_main(FILE *f) {
         "\n"
         "Other commands:\n"
         "  demo           run libraryd with faults and compare naive retries with linkd's policy\n"
+        "  outbox         a durable outbox of requests in a file: enqueue, run, list, retry, purge\n"
+        "  serve -c FILE  run the gateway: an HTTP/1.1 reverse proxy with linkd's policies\n"
         "  seed-example   print the seed document's RetryPolicy example (golden output)\n"
         "  version        print the library version\n"
         "  help [COMMAND] this text, or the options of COMMAND\n"
@@ -117,6 +120,10 @@ void cli_help_command(FILE *f, const char *command) {
               "retried while attempts and the deadline allow.%s\n\n",
               method, method, strcmp(method, "GET") == 0 ? " GET sends no body." : "");
     fputs(request_options, f);
+    return;
+  }
+  if (command && strcmp(command, "outbox") == 0) {
+    cli_outbox_help(f);
     return;
   }
   if (command && strcmp(command, "seed-example") == 0) {

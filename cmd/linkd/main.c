@@ -5,7 +5,9 @@
 #include "demo.h"
 #include "exitcodes.h"
 #include "help.h"
+#include "outbox.h"
 #include "request.h"
+#include "serve.h"
 
 #include <linkd/linkd.h>
 #include <linkd/seed_example.h>
@@ -36,6 +38,10 @@ int main(int argc, char **argv) {
     return cli_cmd_request(argc, argv);
   if (!strcmp(cmd, "demo"))
     return linkd_demo_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "outbox"))
+    return cli_outbox_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "serve"))
+    return linkd_serve_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "seed-example") || !strcmp(cmd, "version")) {
     if (argc > 2 && is_help(argv[2])) {
       cli_help_command(stdout, cmd);

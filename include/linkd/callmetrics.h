@@ -18,6 +18,9 @@
  *   linkd_client_attempt_duration_seconds       histogram of per-attempt latency
  *   linkd_client_active_calls                   gauge: calls started and not ended
  *   linkd_client_resends_detected_total         re-sends of an already-seen request detected
+ *   linkd_client_fallbacks_total{cause}         calls whose result came from a fallback, by
+ *                                               lk_err_name() of the error it replaced (such a
+ *                                               call still counts as a failure in calls_total)
  *   linkd_client_breaker_state{state}           1 for the current state, 0 for the others
  *   linkd_client_breaker_transitions_total{to}  transitions into each state
  *   linkd_client_bulkhead_queue_depth           gauge: callers waiting for a bulkhead slot
@@ -103,6 +106,10 @@ LK_EXPORT void lk_call_metrics_call_end(lk_call_metrics *cm, bool success,
                                         bool first_attempt_success, int attempts,
                                         int64_t latency_ns, int err);
 
+/* A fallback produced the result of a call that failed with `err` (the cause label). The call
+ * itself is still recorded as failed by lk_call_metrics_call_end. */
+LK_EXPORT void lk_call_metrics_fallback(lk_call_metrics *cm, int err);
+
 /* A re-send of a request already seen (e.g. same Idempotency-Key) was detected. */
 LK_EXPORT void lk_call_metrics_resend_detected(lk_call_metrics *cm);
 
@@ -148,6 +155,7 @@ typedef struct lk_call_metrics_snap {
   lk_cm_breaker_state breaker_state;
   int64_t bulkhead_queue_depth;
   double budget_consumption;
+  uint64_t fallbacks; /* over every cause */
 } lk_call_metrics_snap;
 
 /* Fills *out (ratios are 0 when their denominator is 0). Returns LK_OK or LK_EINVAL. */

@@ -74,12 +74,15 @@
 #include <linkd/breaker.h>
 #include <linkd/budget.h>
 #include <linkd/bulkhead.h>
+#include <linkd/adaptive.h>
 #include <linkd/callmetrics.h>
 #include <linkd/clock.h>
 #include <linkd/common.h>
 #include <linkd/deadline.h>
 #include <linkd/error.h>
+#include <linkd/event.h>
 #include <linkd/failure.h>
+#include <linkd/hedge.h>
 #include <linkd/idem.h>
 #include <linkd/limiter.h>
 #include <linkd/rand.h>
@@ -177,6 +180,48 @@ typedef struct lk_http_attempt_info lk_http_attempt_info;
  * call only. */
 typedef void (*lk_http_attempt_fn)(void *ctx, const lk_http_attempt_info *a);
 
+/* Per-attempt URL hook: called just before attempt `attempt` (1-based) is sent; returns the URL
+ * that attempt goes to (absolute http:// or https://; must stay valid until the attempt ends), or
+ * NULL for the request's own URL. For a caller that picks an endpoint per attempt, so a retry goes
+ * to another replica (`linkd serve`). The request's Host header, if the caller added one, is sent
+ * unchanged. Default protection (a NULL budget or breaker) stays that of the request's URL's
+ * origin. Runs on the driver's thread; must not call into the same client. */
+typedef const char *(*lk_http_url_fn)(void *ctx, int attempt);
+
+/* The response header by which a tier says it has already retried (or decided not to) for this
+ * request, with the number of attempts it made: "Linkd-Retried: 3". A caller that honours it does
+ * not retry that response (lk_http_policy.honor_retried): retries happen at one layer only, the
+ * one just above the failure (Google SRE book, "Addressing Cascading Failures": retry at one
+ * layer of the stack, and let a layer that has given up say so, as gRPC's negative
+ * grpc-retry-pushback-ms does), so three tiers of three attempts cost 3, not 27. */
+#define LK_HTTP_RETRIED_HEADER "Linkd-Retried"
+
+/* The outcome of one logical call. Opaque; owned by its receiver; not thread-safe. */
+typedef struct lk_http_result lk_http_result;
+
+/* The substitute response a fallback produces (see lk_http_fallback_fn). */
+typedef struct lk_http_fallback_response {
+  int status;                 /* 100..999; default 200 */
+  const char *const *headers; /* "Name: value" lines (no CR or LF), or NULL */
+  size_t nheaders;
+  const void *body; /* NULL = no body */
+  size_t body_len;
+} lk_http_fallback_response;
+
+/* Fallback hook: called once when a call has failed for good (any error but LK_OK, cancellation
+ * included), after the timeline is complete, with the failed result (error, failure, stop,
+ * timeline and the last real response, if any, all readable through the lk_http_result_*
+ * accessors) and `out` set to an empty 200. Return LK_OK to substitute `out` (a stale cached
+ * copy, a default value): the result then says LK_OK, lk_http_result_response() is the
+ * substitute, lk_http_result_fallback() is true and lk_http_result_original_err() the error it
+ * replaced; the timeline is left as it was (the failed attempts stay visible), the stop text
+ * becomes "fallback after: <stop>", and lk_call_metrics_fallback(metrics, error) counts it by
+ * cause. `out` and what it points to are copied as soon as the hook returns. Any other return
+ * keeps the failure (as does no memory for the copy). Runs on the driver's thread; must not call
+ * into the same client. */
+typedef int (*lk_http_fallback_fn)(void *ctx, const lk_http_result *failed,
+                                   lk_http_fallback_response *out);
+
 /* How a non-idempotent request without an Idempotency-Key is protected from libcurl's silent
  * re-send on a reused connection (see the top of this file). Idempotent or keyed requests may
  * always be re-sent by libcurl; every re-send is counted. */
@@ -246,6 +291,32 @@ typedef struct lk_http_policy {
   lk_bulkhead *bulkhead; /* one slot held for the duration of every attempt; a call without one
                             waits in the bulkhead's FIFO queue (with blocking acquirers) */
   lk_call_metrics *metrics; /* seed 001's per-call observations recorded here */
+  lk_adaptive *adaptive; /* fed every attempt's outcome (lk_adaptive_outcome_of its kind) and
+                            duration when it ends, while its bulkhead slot still counts as in
+                            use; cancelled attempts and local failures are not fed. Attached to
+                            `bulkhead` (lk_adaptive_attach) it is that bulkhead's limit: the
+                            concurrency of these calls follows the server's latency and errors.
+                            Default NULL */
+
+  /* --- hedging ----------------------------------------------------------------------------- */
+  lk_hedge_policy hedge; /* hedged attempts (hedge.h) for requests that may be sent twice:
+                            idempotent methods, keyed requests, or assume_idempotent; others are
+                            never hedged. Once an attempt the driver started itself has run for
+                            the hedge delay (fixed, or a percentile, e.g. of
+                            lk_call_metrics_attempt_hist() through lk_http_hist_percentile), one
+                            more attempt starts alongside it on another easy handle (another
+                            pooled connection, or a new one; on HTTP/2 libcurl may multiplex it
+                            onto the same one) and, when attempt_url picks one per attempt
+                            number, at another endpoint; up to max_hedges per round. A hedge needs, at
+                            once and without waiting: a bulkhead slot (lk_bulkhead_try_acquire),
+                            a breaker permit, a retry-budget token (as a retry does), the hook
+                            `spend` if set, and a limiter token; any refusal ends hedging until
+                            the next retry. Hedges count towards retry.max_attempts. The first
+                            acceptable answer (a success, or an HTTP answer that is not retried,
+                            such as a 404) wins and the other attempts are cancelled (in the
+                            timeline as CANCELLED, "attempt N answered first"); a failure while
+                            another attempt is in flight waits for that one. Default: max_hedges
+                            0 (no hedging), otherwise lk_hedge_policy_init_default() */
 
   /* --- idempotency ------------------------------------------------------------------------- */
   lk_idem_mode idem_mode; /* default LK_IDEM_NONE */
@@ -258,6 +329,30 @@ typedef struct lk_http_policy {
   void *classify_ctx;
   lk_http_attempt_fn on_attempt; /* optional per-attempt hook (above); default NULL */
   void *on_attempt_ctx;
+  lk_http_url_fn attempt_url; /* optional per-attempt URL hook (above); default NULL */
+  void *attempt_url_ctx;
+  bool honor_retried; /* a response carrying LK_HTTP_RETRIED_HEADER is not retried (the tier
+                         below already did): the call stops with it, reason "upstream already
+                         retried" (LK_REASON_NOT_RETRYABLE). Default true */
+
+  /* --- fallback, events, trace context ----------------------------------------------------- */
+  lk_http_fallback_fn fallback; /* optional last stage (above); default NULL */
+  void *fallback_ctx;
+  lk_event_fn on_event; /* optional per-call events (event.h): CALL_START; WAIT (bulkhead,
+                           limiter, breaker, reported when the wait ends); ATTEMPT_START;
+                           ATTEMPT_END (refusals and cancelled hedges included); RETRY_SCHEDULED;
+                           BUDGET_REFUSED; BREAKER_TRANSITION (this call's acquire or record
+                           moved the breaker); HEDGE_STARTED; FALLBACK; CALL_END, always last.
+                           Runs on the driver's thread; must not call into the same client.
+                           Default NULL */
+  void *event_ctx;
+  const lk_traceparent *traceparent; /* optional W3C trace context of the caller (e.g. parsed
+                                        from an incoming request with lk_traceparent_parse):
+                                        every attempt sends "traceparent" with the same trace
+                                        id and flags and a span id of its own
+                                        (lk_traceparent_child, drawn from `rng`). Copied at
+                                        submit; the request should not carry its own
+                                        traceparent header then. Default NULL */
 
   /* --- deadline propagation ---------------------------------------------------------------- */
   bool send_deadline;       /* send "Linkd-Deadline: <ms>": this attempt's timeout (which is
@@ -334,6 +429,8 @@ struct lk_http_attempt_info {
   int64_t start;           /* ns from the start of the logical call */
   int64_t duration;        /* ns */
   lk_http_phase phase;     /* furthest phase reached */
+  bool hedge;              /* started as a hedge, alongside another attempt in flight (compare
+                              start and duration to see the overlap) */
   lk_failure failure;      /* final kind (after the hook); LK_F_NONE = success */
   lk_failure classified;   /* kind before the hook */
   int status;              /* HTTP status; 0 if no status line */
@@ -350,8 +447,7 @@ struct lk_http_attempt_info {
   char reason[80];         /* lk_decision_format() text (or "success", "cancelled", ...) */
 };
 
-/* The outcome of one logical call. Opaque; owned by its receiver; not thread-safe. */
-typedef struct lk_http_result lk_http_result;
+/* The outcome of one logical call (declared with the policy, whose fallback hook reads it). */
 
 /* The call's typed error:
  *   LK_OK            the final attempt succeeded (2xx/3xx, or the hook said LK_F_NONE)
@@ -390,6 +486,12 @@ LK_EXPORT const char *lk_http_result_idempotency_key(const lk_http_result *r);
 LK_EXPORT int64_t lk_http_result_elapsed(const lk_http_result *r);
 /* libcurl re-sends detected over all attempts. */
 LK_EXPORT int lk_http_result_resends(const lk_http_result *r);
+/* Hedged attempts started (lk_http_policy.hedge); 0 without hedging. */
+LK_EXPORT int lk_http_result_hedges(const lk_http_result *r);
+/* Whether the fallback (lk_http_policy.fallback) produced the result, and the error the call had
+ * failed with before it (LK_OK when no fallback was used). */
+LK_EXPORT bool lk_http_result_fallback(const lk_http_result *r);
+LK_EXPORT int lk_http_result_original_err(const lk_http_result *r);
 
 /* The timeline as a JSON array, one object per attempt:
  *   {"attempt":1,"start_ms":0.000,"duration_ms":12.345,"phase":"WAIT",
@@ -401,7 +503,9 @@ LK_EXPORT int lk_http_result_resends(const lk_http_result *r);
  * gets the length. LK_OK, LK_EINVAL or LK_ENOMEM. The schema is in docs/http.md. */
 LK_EXPORT int lk_http_result_timeline_json(const lk_http_result *r, char **out, size_t *len);
 /* The whole result as one JSON object: {"ok","error","error_message","failure","status",
- * "attempts","elapsed_ms","stop","idempotency_key","resends","body_bytes","timeline":[...]}.
+ * "attempts","elapsed_ms","stop","idempotency_key","resends","body_bytes","timeline":[...]},
+ * with "hedges":N after "resends" when the call hedged and "fallback":true,
+ * "original_error":"E..." after "error_message" when a fallback produced it.
  * Same conventions as above. */
 LK_EXPORT int lk_http_result_json(const lk_http_result *r, char **out, size_t *len);
 
@@ -539,6 +643,10 @@ LK_EXPORT int lk_http_retry_after_parse(const char *value, size_t len, int64_t n
  * agreement with the date. LK_OK, LK_EPARSE or LK_EINVAL. */
 LK_EXPORT int lk_http_date_parse(const char *value, size_t len, int64_t now_wall,
                                  int64_t *epoch_seconds);
+
+/* An lk_hedge_percentile_fn over an lk_hist (`hist`), e.g. the call metrics' attempt histogram
+ * (lk_call_metrics_attempt_hist()): lk_hist_percentile(hist, q). For lk_http_policy.hedge. */
+LK_EXPORT int64_t lk_http_hist_percentile(void *hist, double q);
 
 /* "QUEUED", "DNS", "CONNECT", "TLS", "SEND", "WAIT", "RECEIVE", "DONE" ("UNKNOWN" otherwise). */
 LK_EXPORT const char *lk_http_phase_name(lk_http_phase p);

@@ -29,6 +29,7 @@ struct lk_call_metrics {
   /* Per-kind and per-error series are registered on first use: most never happen. */
   _Atomic(lk_counter *) by_kind[LK_F__COUNT];
   _Atomic(lk_counter *) by_err[N_ERRS + 1];
+  _Atomic(lk_counter *) fallback_by_err[N_ERRS + 1];
   pthread_mutex_t breaker_mu;
 };
 
@@ -236,6 +237,19 @@ void lk_call_metrics_call_end(lk_call_metrics *cm, bool success, bool first_atte
     lk_hist_record(cm->call_hist, latency_ns);
 }
 
+void lk_call_metrics_fallback(lk_call_metrics *cm, int err) {
+  if (!cm)
+    return;
+  const char *name = lk_err_name(err);
+  bool known = err < 0 && -err < N_ERRS && strcmp(name, "UNKNOWN") != 0;
+  int slot = known ? -err : N_ERRS;
+  lk_counter_add(lazy_counter(cm, &cm->fallback_by_err[slot], "linkd_client_fallbacks_total",
+                              "Calls whose result came from the fallback, by the error it "
+                              "replaced.",
+                              "cause", known ? name : "UNKNOWN"),
+                 1);
+}
+
 void lk_call_metrics_resend_detected(lk_call_metrics *cm) {
   if (cm)
     lk_counter_add(cm->resends, 1);
@@ -326,5 +340,10 @@ int lk_call_metrics_snapshot(const lk_call_metrics *cm, lk_call_metrics_snap *ou
       out->breaker_state = (lk_cm_breaker_state)s;
   out->bulkhead_queue_depth = lk_gauge_value(cm->bulkhead_depth);
   out->budget_consumption = (double)lk_gauge_value(cm->budget_consumption) / PPM;
+  for (int e = 0; e <= N_ERRS; e++) {
+    lk_counter *c = atomic_load_explicit(&cm->fallback_by_err[e], memory_order_acquire);
+    if (c)
+      out->fallbacks += lk_counter_value(c);
+  }
   return LK_OK;
 }

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int64_t now_of(const lk_call *k) { return k->clock->now(k->clock); }
+static int64_t now_of(const lk_try *t) { return t->k->clock->now(t->k->clock); }
 
 /* "<prefix><decimal>" into buf (large enough); the per-attempt headers are built on every
  * attempt, so this avoids snprintf's cost on the hot path. */
@@ -28,10 +28,10 @@ static void fmt_header(char *buf, const char *prefix, uint64_t v) {
 /* A socket is created once the name is resolved: DNS is over, TCP connect starts. */
 static int on_sockopt(void *ud, curl_socket_t fd, curlsocktype purpose) {
   (void)fd;
-  lk_call *k = ((lk_easy *)ud)->k;
-  if (purpose == CURLSOCKTYPE_IPCXN && !k->att.sock_seen) {
-    k->att.sock_seen = true;
-    k->att.t_sock = now_of(k);
+  lk_try *t = ((lk_easy *)ud)->t;
+  if (purpose == CURLSOCKTYPE_IPCXN && !t->att.sock_seen) {
+    t->att.sock_seen = true;
+    t->att.t_sock = now_of(t);
   }
   return CURL_SOCKOPT_OK;
 }
@@ -41,10 +41,10 @@ static int on_sockopt(void *ud, curl_socket_t fd, curlsocktype purpose) {
  * whole connection, TLS included, is up). */
 static CURLcode on_ssl_ctx(CURL *e, void *sslctx, void *ud) {
   (void)e, (void)sslctx;
-  lk_call *k = ((lk_easy *)ud)->k;
-  if (!k->att.tls_started) {
-    k->att.tls_started = true;
-    k->att.t_tls = now_of(k);
+  lk_try *t = ((lk_easy *)ud)->t;
+  if (!t->att.tls_started) {
+    t->att.tls_started = true;
+    t->att.t_tls = now_of(t);
   }
   return CURLE_OK;
 }
@@ -53,9 +53,10 @@ static CURLcode on_ssl_ctx(CURL *e, void *sslctx, void *ud) {
  * re-sending the request on a fresh connection after a reused one died. */
 static int on_prereq(void *ud, char *ip, char *local_ip, int port, int local_port) {
   (void)ip, (void)local_ip, (void)port, (void)local_port;
-  lk_call *k = ((lk_easy *)ud)->k;
-  lk_att *a = &k->att;
-  int64_t now = now_of(k);
+  lk_try *t = ((lk_easy *)ud)->t;
+  lk_call *k = t->k;
+  lk_att *a = &t->att;
+  int64_t now = now_of(t);
   if (++a->prereq_calls == 1) {
     a->reused = !a->sock_seen;
   } else {
@@ -80,42 +81,42 @@ static int on_prereq(void *ud, char *ip, char *local_ip, int port, int local_por
 static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                        curl_off_t ulnow) {
   (void)dltotal, (void)dlnow, (void)ultotal;
-  lk_call *k = ((lk_easy *)ud)->k;
-  lk_att *a = &k->att;
+  lk_try *t = ((lk_easy *)ud)->t;
+  lk_att *a = &t->att;
   a->uploaded = ulnow;
-  if (a->prereq_calls > 0 && !a->sent && ulnow >= (curl_off_t)k->req->body_len) {
+  if (a->prereq_calls > 0 && !a->sent && ulnow >= (curl_off_t)t->k->req->body_len) {
     a->sent = true;
-    a->t_sent = now_of(k);
+    a->t_sent = now_of(t);
   }
   return 0;
 }
 
-static void got_bytes(lk_call *k, size_t n) {
-  lk_att *a = &k->att;
+static void got_bytes(lk_try *t, size_t n) {
+  lk_att *a = &t->att;
   a->got_bytes = true;
-  if (k->pol.idle_timeout > 0) /* the idle timer is the only reader of t_last */
-    a->t_last = now_of(k);
+  if (t->k->pol.idle_timeout > 0) /* the idle timer is the only reader of t_last */
+    a->t_last = now_of(t);
   a->rx_bytes += n;
 }
 
 static size_t on_header(char *buf, size_t size, size_t n, void *ud) {
-  lk_call *k = ((lk_easy *)ud)->k;
+  lk_try *t = ((lk_easy *)ud)->t;
   size_t len = size * n;
-  got_bytes(k, len);
-  if (!lk__resp_header_line(&k->cur, buf, len)) {
-    k->att.oom = true;
+  got_bytes(t, len);
+  if (!lk__resp_header_line(&t->cur, buf, len)) {
+    t->att.oom = true;
     return 0;
   }
   return len;
 }
 
 static size_t on_body(char *buf, size_t size, size_t n, void *ud) {
-  lk_call *k = ((lk_easy *)ud)->k;
+  lk_try *t = ((lk_easy *)ud)->t;
   size_t len = size * n;
-  got_bytes(k, len);
-  if (!lk__resp_body(&k->cur, buf, len, k->pol.max_response_body, &k->att.too_big)) {
-    if (!k->att.too_big)
-      k->att.oom = true;
+  got_bytes(t, len);
+  if (!lk__resp_body(&t->cur, buf, len, t->k->pol.max_response_body, &t->att.too_big)) {
+    if (!t->att.too_big)
+      t->att.oom = true;
     return 0; /* CURLE_WRITE_ERROR */
   }
   return len;
@@ -157,8 +158,7 @@ int lk__easy_init(lk_easy *x) {
   return LK_OK;
 }
 
-int lk__attempt_setup_call(lk_call *k) {
-  lk_easy *x = k->ex;
+int lk__attempt_setup_call(lk_call *k, lk_easy *x) {
   CURL *e = x->h;
   const lk_http_request *r = k->req;
   const lk_http_policy *p = &k->pol;
@@ -228,20 +228,21 @@ int lk__attempt_setup_call(lk_call *k) {
   return LK_OK;
 }
 
-static struct curl_slist *node(lk_call *k, char *data) {
-  struct curl_slist *n = &k->nodes[k->nnodes++];
+static struct curl_slist *node(lk_try *t, char *data) {
+  struct curl_slist *n = &t->nodes[t->nnodes++];
   n->data = data;
   n->next = NULL;
   return n;
 }
 
-int lk__attempt_setup(lk_call *k) {
-  CURL *e = k->easy;
+int lk__attempt_setup(lk_try *t) {
+  lk_call *k = t->k;
+  CURL *e = t->easy;
   const lk_http_request *r = k->req;
   const lk_http_policy *p = &k->pol;
-  lk_att *a = &k->att;
+  lk_att *a = &t->att;
 
-  lk_easy *x = k->ex;
+  lk_easy *x = t->ex;
 
   /* libcurl's timer is a backstop 2 ms behind the driver's own, which know the phase (libcurl
    * rounds to whole ms and may fire up to 1 ms early). It covers the connect phase too: a
@@ -267,37 +268,55 @@ int lk__attempt_setup(lk_call *k) {
     x->dns_prune = prune;
   }
 
+  /* An endpoint chosen per attempt: the URL is set for this transfer only, and the handle's
+   * cached request options are marked stale so the next call sets the request's URL again. */
+  if (p->attempt_url) {
+    const char *url = p->attempt_url(p->attempt_url_ctx, t->number);
+    if (url) {
+      SET(CURLOPT_URL, url);
+      x->req_id = 0;
+    }
+  }
+
   /* Headers: the caller's, then the driver's, as a list built in place. */
-  k->nnodes = 0;
+  t->nnodes = 0;
   for (size_t i = 0; i < r->nheaders; i++)
-    node(k, r->headers[i]);
+    node(t, r->headers[i]);
   if (k->ua_line)
-    node(k, k->ua_line);
+    node(t, k->ua_line);
   if (r->body_len > 0 && !r->has_expect)
-    node(k, "Expect:"); /* no 100-continue round trip: the body follows the headers */
+    node(t, "Expect:"); /* no 100-continue round trip: the body follows the headers */
   if (k->res->has_key && !k->key_in_request)
-    node(k, k->h_idem);
+    node(t, k->h_idem);
   int64_t budget = a->timeout - p->deadline_reserve;
   if (budget < 0)
     budget = 0;
   if (p->send_deadline) {
-    fmt_header(k->h_deadline, "Linkd-Deadline: ", (uint64_t)(budget / LK_NS_PER_MS));
-    node(k, k->h_deadline);
+    fmt_header(t->h_deadline, "Linkd-Deadline: ", (uint64_t)(budget / LK_NS_PER_MS));
+    node(t, t->h_deadline);
   }
   if (p->send_grpc_timeout) {
-    memcpy(k->h_grpc, "grpc-timeout: ", 14);
-    if (lk_grpc_timeout_format(budget, k->h_grpc + 14, sizeof k->h_grpc - 14) > 0)
-      node(k, k->h_grpc);
+    memcpy(t->h_grpc, "grpc-timeout: ", 14);
+    if (lk_grpc_timeout_format(budget, t->h_grpc + 14, sizeof t->h_grpc - 14) > 0)
+      node(t, t->h_grpc);
   }
   if (p->send_attempt) {
-    fmt_header(k->h_attempt, "Linkd-Attempt: ", (uint64_t)k->number);
-    node(k, k->h_attempt);
+    fmt_header(t->h_attempt, "Linkd-Attempt: ", (uint64_t)t->number);
+    node(t, t->h_attempt);
   }
-  for (size_t i = 1; i < k->nnodes; i++)
-    k->nodes[i - 1].next = &k->nodes[i];
+  if (p->traceparent) {
+    /* a span of its own per attempt, so a trace shows each try (and each hedge) apart */
+    lk_traceparent span;
+    memcpy(t->h_trace, "traceparent: ", 13);
+    if (lk_traceparent_child(p->traceparent, k->rng, &span) == LK_OK &&
+        lk_traceparent_format(&span, t->h_trace + 13, sizeof t->h_trace - 13) > 0)
+      node(t, t->h_trace);
+  }
+  for (size_t i = 1; i < t->nnodes; i++)
+    t->nodes[i - 1].next = &t->nodes[i];
   /* libcurl keeps the pointer and reads the list when the transfer starts; the list is rebuilt
    * in place above, so the same pointer needs no new setopt */
-  struct curl_slist *list = k->nnodes ? k->nodes : NULL;
+  struct curl_slist *list = t->nnodes ? t->nodes : NULL;
   if (x->hdrs != list) {
     SET(CURLOPT_HTTPHEADER, list);
     x->hdrs = list;

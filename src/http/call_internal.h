@@ -5,18 +5,22 @@
 
 #include "http_internal.h"
 
+#include <linkd/hedge.h>
+
 typedef struct lk_call lk_call;
 typedef struct lk_origin lk_origin;
 
 #define LK_ORIGIN_MAX 1024    /* origins with default protection per client */
 #define LK_ORIGIN_KEY_MAX 264 /* "scheme://host:port" */
-#define LK_BREAKER_POLL LK_MS(5) /* re-ask a breaker whose probes are all out this often */
 
-/* A pooled easy handle. Callbacks get the wrapper (set once), which points at the current call,
- * so per-call options need re-setting only when the request or the policy's options change. */
+typedef struct lk_try lk_try;
+
+/* A pooled easy handle. Callbacks get the wrapper (set once), which points at the attempt it
+ * currently runs, so per-call options need re-setting only when the request or the policy's
+ * options change. */
 typedef struct lk_easy {
   CURL *h;
-  lk_call *k;
+  lk_try *t;
   uint64_t req_id; /* request configured last (0: none) */
   unsigned sig;    /* policy-derived options configured last */
   long timeout_ms; /* CURLOPT_TIMEOUT_MS set last (0: none) */
@@ -25,7 +29,26 @@ typedef struct lk_easy {
   char *ca_file;   /* CURLOPT_CAINFO set last (a copy), NULL: libcurl's default */
 } lk_easy;
 
-typedef enum lk_call_state { LK_CALL_WAIT, LK_CALL_ATTEMPT, LK_CALL_DONE } lk_call_state;
+/* The states of a logical call (curl's lib/multi.c model: one enum, and one function,
+ * call_state() in call.c, through which every change passes). DESIGN.md section 8.
+ *
+ *   ADMIT ---------> PERFORM ---------> DONE      (success, a final failure, cancellation)
+ *     ^  (protections   |  ^ (a hedge joins:         ^
+ *     |   waited on)    |  | still PERFORM)          |
+ *     |                 v  |                         |
+ *     +------------- BACKOFF ------------------------+ (cancelled during the delay)
+ *
+ * ADMIT: before an attempt, asking deadline, bulkhead, limiter and breaker in that order; a
+ *   protection that makes the call wait sets timer_at and the call stays here.
+ * PERFORM: one attempt or more (hedges) in flight; timer_at is the next hedge (INT64_MAX none).
+ * BACKOFF: the retry delay after the last attempt in flight failed; ends at timer_at.
+ * DONE: the result is delivered; the call's memory is freed or kept as the client's spare. */
+typedef enum lk_call_state {
+  LK_CALL_ADMIT,
+  LK_CALL_PERFORM,
+  LK_CALL_BACKOFF,
+  LK_CALL_DONE
+} lk_call_state;
 
 /* Per-attempt evidence collected by libcurl callbacks and the driver's timers. */
 typedef struct lk_att {
@@ -39,6 +62,33 @@ typedef struct lk_att {
   bool sock_seen, tls_started, reused, sent, got_bytes, resend_aborted, too_big, oom;
 } lk_att;
 
+/* One attempt as its own object: the handle it runs on, its evidence, its response as it
+ * arrives, the breaker permit and bulkhead slot it holds and its per-attempt headers. A call has
+ * one inline (the first attempt and every retry run on it, on the call's own easy handle) and,
+ * when it hedges, more allocated on first use, each with a handle of its own (another
+ * connection) for as long as it runs. */
+struct lk_try {
+  lk_call *k;
+  int number;   /* 1-based attempt number within the call */
+  bool live;    /* in flight: the handle is in the multi */
+  bool hedge;   /* started by the hedge timer, alongside another attempt */
+  bool bulkhead_held;
+  lk_easy *ex;
+  CURL *easy; /* ex->h */
+  lk_prot prot; /* the breaker permit (the budget ticket is the call's) */
+  lk_att att;
+  lk_resp cur;  /* the attempt's response as it arrives (buffers kept across attempts) */
+  struct curl_slist *nodes; /* header list built in place: no allocation per attempt */
+  size_t nnodes;
+  struct curl_slist inline_nodes[16]; /* nodes points here when the request has few headers */
+  char h_deadline[48];
+  char h_grpc[32];
+  char h_attempt[32];
+  char h_trace[16 + LK_TRACEPARENT_LEN]; /* "traceparent: " + this attempt's span */
+};
+
+#define LK_TRY_MAX (1 + LK_HEDGE_MAX_HEDGES) /* attempts of one call in flight at once */
+
 struct lk_call {
   lk_call *prev, *next;
   lk_http_client *cl;
@@ -50,32 +100,31 @@ struct lk_call {
   void *ud;
   lk_http_result *res;
   lk_call_state state;
-  int64_t t0, deadline, timer_at; /* clock ns; timer_at: next try to start an attempt */
-  int number;                     /* attempts started */
+  int64_t t0, deadline; /* clock ns */
+  int64_t timer_at;     /* ADMIT, BACKOFF: when to ask again; PERFORM: the next hedge */
+  int number;           /* attempts started */
+  int live;             /* attempts in flight */
+  int hedges;           /* hedges started since the last attempt the driver started itself */
+  int64_t round_start;  /* start of that attempt: hedges are due from it */
+  int64_t last_start;   /* start of the attempt started last (for HEDGE_STARTED) */
+  int64_t limiter_wait_from, breaker_wait_from; /* INT64_MIN: not waiting (for WAIT events) */
+  bool ev_started;      /* CALL_START was emitted */
   int64_t prev_delay;
-  int64_t bulkhead_wait_start;    /* INT64_MIN: not waiting */
-  bool bulkhead_held, limiter_reserved;
-  bool bulkhead_queued;          /* `bw` is in the bulkhead's FIFO queue */
-  _Atomic bool bulkhead_granted; /* set by the grant notification (another thread, maybe) */
-  lk_bulkhead_waiter bw;
-  lk_prot prot; /* breaker permit, budget ticket */
-  bool https, unsafe, key_in_request;
-  lk_easy *ex;
-  CURL *easy; /* ex->h */
-  bool easy_added;
+  lk_slot slot; /* bulkhead slot or place in its queue, for the attempt about to start */
+  bool limiter_reserved; /* for the attempt about to start */
+  lk_prot prot; /* the budget ticket (breaker permits are per attempt) */
+  bool https, unsafe, key_in_request, hedging;
+  lk_easy *ex; /* the call's own handle, used by `first` */
   char *ua_line; /* "User-Agent: ..." or NULL */
-  lk_att att;
+  lk_try *extra[LK_HEDGE_MAX_HEDGES]; /* hedge attempts, allocated on first use */
+  int nextra;
   /* Submit clears the fields above when it reuses a finished call's memory, not those below:
-   * `cur` keeps its buffers for the next call, the rest is written before it is read. */
-  lk_resp cur; /* the attempt's response as it arrives */
-  lk_http_policy pol; /* copy; idem strings cleared (the key is computed at submit) */
-  struct curl_slist *nodes; /* header list built in place: no allocation per attempt */
-  size_t nnodes;
-  struct curl_slist inline_nodes[16]; /* nodes points here when the request has few headers */
+   * `first.cur` keeps its buffers for the next call, the rest is written before it is read. */
+  lk_try first;
+  lk_http_policy pol; /* copy; idem strings cleared (the key is computed at submit);
+                         pol.traceparent points at `parent` */
+  lk_traceparent parent;
   char h_idem[LK_IDEM_KEY_MAX + 20];
-  char h_deadline[48];
-  char h_grpc[32];
-  char h_attempt[32];
 };
 
 typedef struct lk_tok_reg {
@@ -116,17 +165,22 @@ struct lk_http_client {
 };
 
 /* call.c */
-void lk__call_try_start(lk_call *k, int64_t now);
-void lk__call_end_attempt(lk_call *k, int curl_code, lk_timer_kind timer, bool cancelled);
-void lk__call_finish(lk_call *k, int err, lk_failure kind, const char *stop);
+/* The call's timer (or the one of an attempt of it) is due at `now`: admission, the end of a
+ * retry delay, a hedge, or an attempt's phase timeout. */
+void lk__call_timer(lk_call *k, int64_t now);
+/* libcurl finished the transfer of attempt `t`. */
+void lk__call_transfer_done(lk_try *t, int curl_code);
 void lk__call_abort(lk_call *k); /* cancellation, in whatever state */
-/* The earliest of the call's own timers (clock ns) and which phase it is; INT64_MAX if none. */
-int64_t lk__call_next_timer(lk_call *k, lk_timer_kind *which);
+/* The earliest of the call's own timers and of its attempts' (clock ns); INT64_MAX if none. */
+int64_t lk__call_next_timer(lk_call *k);
+/* Frees the attempts a call allocated for hedges (their handles go back to the pool). */
+void lk__call_free_extra(lk_call *k);
 
 /* attempt.c */
 int lk__easy_init(lk_easy *x);           /* options set once per pooled handle */
-int lk__attempt_setup_call(lk_call *k);   /* per call options on the easy handle */
-int lk__attempt_setup(lk_call *k);        /* per attempt options + headers */
+/* Per call options on an easy handle (the request's, the policy's). */
+int lk__attempt_setup_call(lk_call *k, lk_easy *x);
+int lk__attempt_setup(lk_try *t); /* per attempt options + headers */
 
 /* origin.c */
 /* Copies (or defaults) the per-origin protection configs; LK_OK or LK_ECONFIG. */

@@ -132,20 +132,3 @@ lk_failure lk__classify(const lk_evidence *e) {
     return LK_F_RESET_BEFORE_SEND;
   return LK_F_TRANSPORT_ERROR;
 }
-
-bool lk__kind_is_timeout(lk_failure k) {
-  switch (k) {
-  case LK_F_READ_TIMEOUT:
-  case LK_F_DNS_TIMEOUT:
-  case LK_F_CONNECT_TIMEOUT:
-  case LK_F_TLS_TIMEOUT:
-  case LK_F_POOL_TIMEOUT:
-  case LK_F_WRITE_TIMEOUT:
-  case LK_F_FIRST_BYTE_TIMEOUT:
-  case LK_F_IDLE_TIMEOUT:
-  case LK_F_DEADLINE_EXCEEDED:
-    return true;
-  default:
-    return false;
-  }
-}

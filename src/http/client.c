@@ -40,7 +40,7 @@ lk_easy *lk__client_easy_get(lk_http_client *c) {
 }
 
 void lk__client_easy_put(lk_http_client *c, lk_easy *e) {
-  e->k = NULL;
+  e->t = NULL;
   if (c->neasy == c->cap_easy && c->cap_easy < EASY_POOL_MAX) {
     size_t nc = c->cap_easy ? 2 * c->cap_easy : 8;
     lk_easy **np = realloc(c->easy_pool, nc * sizeof *np);
@@ -181,7 +181,7 @@ void lk_http_client_free(lk_http_client *c) {
   curl_multi_cleanup(c->multi);
   close(c->wake_fd);
   if (c->spare) {
-    lk__resp_free(&c->spare->cur);
+    lk__resp_free(&c->spare->first.cur);
     free(c->spare);
   }
   lk__origins_free(c); /* after the calls: they hold pointers to these */
@@ -259,7 +259,7 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   if (k) {
     /* reuse the memory of a finished call, keeping its response buffers (see lk_call) */
     c->spare = NULL;
-    memset(k, 0, offsetof(lk_call, cur));
+    memset(k, 0, offsetof(lk_call, first));
   } else if (!(k = calloc(1, sizeof *k))) {
     return LK_ENOMEM;
   }
@@ -271,25 +271,35 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   k->cancel = cancel;
   k->done = done;
   k->ud = ud;
-  k->bulkhead_wait_start = INT64_MIN;
+  k->slot.start = INT64_MIN;
+  k->limiter_wait_from = k->breaker_wait_from = INT64_MIN;
+  if (pol->traceparent) {
+    k->parent = *pol->traceparent;
+    k->pol.traceparent = &k->parent;
+  }
   k->https = req->https;
-  k->nodes = req->nheaders + 7 <= sizeof k->inline_nodes / sizeof k->inline_nodes[0]
-                 ? k->inline_nodes
-                 : malloc((req->nheaders + 7) * sizeof *k->nodes);
+  lk_try *t = &k->first;
+  t->k = k;
+  t->number = 0;
+  t->live = t->hedge = t->bulkhead_held = false;
+  t->nodes = req->nheaders + 8 <= sizeof t->inline_nodes / sizeof t->inline_nodes[0]
+                 ? t->inline_nodes
+                 : malloc((req->nheaders + 8) * sizeof *t->nodes);
   k->res = lk__result_new();
-  int rc = k->nodes && k->res ? LK_OK : LK_ENOMEM;
+  int rc = t->nodes && k->res ? LK_OK : LK_ENOMEM;
   if (rc == LK_OK)
     rc = pick_key(k, pol);
   /* the key is computed; the policy's strings are not kept */
   k->pol.idem_key = k->pol.idem_tenant = NULL;
   k->unsafe = !req->idempotent && !k->res->has_key && !pol->assume_idempotent;
+  k->hedging = pol->hedge.max_hedges > 0 && !k->unsafe; /* a hedge is a second send */
   if (rc == LK_OK) {
-    k->ex = lk__client_easy_get(c);
+    k->ex = t->ex = lk__client_easy_get(c);
     if (k->ex) {
-      k->ex->k = k;
-      k->easy = k->ex->h;
+      k->ex->t = t;
+      t->easy = k->ex->h;
     }
-    rc = k->ex ? lk__attempt_setup_call(k) : LK_ENOMEM;
+    rc = k->ex ? lk__attempt_setup_call(k, k->ex) : LK_ENOMEM;
   }
   if (rc == LK_OK && pol->user_agent && *pol->user_agent) {
     size_t ul = strlen(pol->user_agent);
@@ -310,9 +320,9 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
       lk__client_easy_put(c, k->ex);
     free(k->ua_line);
     lk_http_result_free(k->res);
-    if (k->nodes != k->inline_nodes)
-      free(k->nodes);
-    lk__resp_free(&k->cur);
+    if (t->nodes != t->inline_nodes)
+      free(t->nodes);
+    lk__resp_free(&t->cur);
     free(k);
     return rc;
   }
@@ -320,7 +330,7 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   k->t0 = k->clock->now(k->clock);
   int64_t at = lk_sat_add(k->t0, pol->deadline);
   k->deadline = pol->deadline_at.at < at ? pol->deadline_at.at : at;
-  k->state = LK_CALL_WAIT;
+  k->state = LK_CALL_ADMIT;
   k->timer_at = k->t0; /* the first attempt starts from the loop, never inside submit */
   k->next = c->calls;
   if (c->calls)
@@ -343,9 +353,8 @@ static void process_msgs(lk_http_client *c) {
       continue;
     lk_easy *x = NULL;
     curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
-    lk_call *k = x ? x->k : NULL;
-    if (k && k->state == LK_CALL_ATTEMPT)
-      lk__call_end_attempt(k, (int)m->data.result, LK_TIMER_NONE, false);
+    if (x && x->t)
+      lk__call_transfer_done(x->t, (int)m->data.result);
   }
 }
 
@@ -368,14 +377,8 @@ static void service_calls(lk_http_client *c) {
       lk__call_abort(k);
       continue;
     }
-    lk_timer_kind w;
-    int64_t at = lk__call_next_timer(k, &w);
-    if (now < at)
-      continue;
-    if (k->state == LK_CALL_WAIT)
-      lk__call_try_start(k, now);
-    else
-      lk__call_end_attempt(k, CURLE_OK, w, false);
+    if (now >= lk__call_next_timer(k))
+      lk__call_timer(k, now);
   }
 }
 
@@ -385,8 +388,7 @@ static int64_t next_wait(lk_http_client *c) {
   int64_t sys_now = lk_now_ns();
   int64_t best = INT64_MAX;
   for (lk_call *k = c->calls; k; k = k->next) {
-    lk_timer_kind w;
-    int64_t at = lk__call_next_timer(k, &w);
+    int64_t at = lk__call_next_timer(k);
     if (at == INT64_MAX)
       continue;
     int64_t d = lk_sat_sub(at, call_now(k, sys, sys_now));

@@ -110,8 +110,6 @@ typedef struct lk_evidence {
 lk_http_phase lk__phase_of(const lk_evidence *e);
 /* The failure kind, from evidence (never from the CURLcode alone). */
 lk_failure lk__classify(const lk_evidence *e);
-/* Whether a kind is a timeout (for budgets and metrics). */
-bool lk__kind_is_timeout(lk_failure k);
 
 /* --- cancellation ---------------------------------------------------------------------- */
 struct lk_http_cancel {
@@ -136,11 +134,15 @@ struct lk_http_result {
   lk_failure failure;
   lk_resp resp;          /* the last real response (status != 0) or empty */
   bool has_resp;
+  bool fallback;     /* the fallback produced `resp` */
   lk_http_attempt_info *attempts; /* `first` until a second attempt needs the heap */
   size_t nattempts, cap_attempts;
   bool has_key;
+  int original_err;  /* the error a fallback replaced (the fields fill padding: the struct's
+                        size, and so malloc's path for it, stays what it was) */
   int64_t elapsed;
   int resends;
+  int hedges;
   /* From here on, buffers written before they are read: lk__result_new() leaves them be. */
   lk_http_attempt_info first;
   char stop[96];
@@ -157,30 +159,7 @@ lk_http_attempt_info *lk__result_add_attempt(lk_http_result *r);
 /* --- policy ------------------------------------------------------------------------------ */
 const lk_clock *lk__policy_clock(const lk_http_policy *p);
 
-/* --- protection glue (protect.c) ----------------------------------------------------------- */
-#include <linkd/breaker.h>
-#include <linkd/budget.h>
-#include <linkd/bulkhead.h>
-#include <linkd/callmetrics.h>
-#include <linkd/limiter.h>
-
-/* Per-call state the shared protections hand out: the breaker's permit (so a record or release
- * lands in the state period that admitted the attempt) and the budget's ticket (so QUOTA refunds
- * exactly what the call's retry cost). */
-typedef struct lk_prot {
-  lk_breaker_permit permit;
-  lk_budget_ticket ticket;
-} lk_prot;
-
-/* NULL budget / breaker: not used (every call succeeds, nothing is recorded). */
-void lk__budget_request(lk_budget *b, int64_t now);
-void lk__budget_outcome(lk_budget *b, lk_prot *ps, int64_t now, bool success);
-int lk__budget_retry(lk_budget *b, lk_prot *ps, int64_t now, bool after_timeout);
-int lk__breaker_acquire(lk_breaker *b, lk_prot *ps, int64_t now);
-void lk__breaker_record(lk_breaker *b, lk_prot *ps, int64_t now, int64_t duration,
-                        lk_failure kind);
-void lk__breaker_release(lk_breaker *b, lk_prot *ps);
-/* Copies budget and breaker state into the call metrics (gauges), when both are set. */
-void lk__cm_protection_state(lk_call_metrics *m, lk_budget *b, lk_breaker *br, int64_t now);
+/* --- protection glue and the decision (src/exec/protect.c) ----------------------------- */
+#include "exec/protect.h"
 
 #endif

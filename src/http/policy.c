@@ -2,6 +2,8 @@
 /* Policy defaults and validation. */
 #include "http_internal.h"
 
+#include <linkd/hist.h>
+
 #include <string.h>
 
 void lk_http_policy_init_default(lk_http_policy *p) {
@@ -20,9 +22,14 @@ void lk_http_policy_init_default(lk_http_policy *p) {
   p->breaker_wait = true;
   p->send_deadline = true;
   p->send_attempt = true;
+  p->honor_retried = true;
   p->max_response_body = (size_t)64 << 20;
   p->verify_tls = true;
+  lk_hedge_policy_init_default(&p->hedge);
+  p->hedge.max_hedges = 0; /* hedging is asked for, not a default */
 }
+
+int64_t lk_http_hist_percentile(void *hist, double q) { return lk_hist_percentile(hist, q); }
 
 int lk_http_policy_validate(const lk_http_policy *p, const char **why) {
   const char *w = NULL;
@@ -64,6 +71,8 @@ int lk_http_policy_validate(const lk_http_policy *p, const char **why) {
     if (!p->idem_key || lk_idem_key_compose(p->idem_tenant, p->idem_key, buf, sizeof buf) < 0)
       w = "idempotency key missing, not visible ASCII, or too long";
   }
+  if (!w && p->hedge.max_hedges != 0 && lk_hedge_policy_validate(&p->hedge, &w) != LK_OK && !w)
+    w = "invalid hedge policy";
   if (!w) {
     lk_retry_policy tmp;
     if (lk_retry_policy_init(&tmp, &p->retry.cfg, &w) != LK_OK && !w)

@@ -64,6 +64,9 @@ const char *lk_http_result_idempotency_key(const lk_http_result *r) {
 
 int64_t lk_http_result_elapsed(const lk_http_result *r) { return r ? r->elapsed : 0; }
 int lk_http_result_resends(const lk_http_result *r) { return r ? r->resends : 0; }
+int lk_http_result_hedges(const lk_http_result *r) { return r ? r->hedges : 0; }
+bool lk_http_result_fallback(const lk_http_result *r) { return r && r->fallback; }
+int lk_http_result_original_err(const lk_http_result *r) { return r ? r->original_err : LK_OK; }
 
 void lk_http_result_free(lk_http_result *r) {
   if (!r)
@@ -175,6 +178,8 @@ static void timeline(lk_jbuf *j, const lk_http_result *r) {
     lk__j_ms(j, a->decision.delay);
     lk__j_raw(j, ",\"reason\":", 10);
     lk__j_str(j, a->reason);
+    if (a->hedge) /* only when set: timelines of calls that do not hedge are unchanged */
+      lk__j_raw(j, ",\"hedge\":true", 13);
     lk__j_raw(j, "}", 1);
   }
   lk__j_raw(j, "]", 1);
@@ -207,6 +212,10 @@ int lk_http_result_json(const lk_http_result *r, char **out, size_t *len) {
   lk__j_str(&j, r->err == LK_OK ? "OK" : lk_err_name(r->err));
   lk__j_raw(&j, ",\"error_message\":", 17);
   lk__j_str(&j, lk_strerror(r->err));
+  if (r->fallback) {
+    lk__j_raw(&j, ",\"fallback\":true,\"original_error\":", 34);
+    lk__j_str(&j, lk_err_name(r->original_err));
+  }
   lk__j_raw(&j, ",\"failure\":", 11);
   lk__j_str(&j, lk_failure_name(r->failure));
   lk__j_fmt(&j, ",\"status\":%d,\"attempts\":%zu,\"elapsed_ms\":", lk_http_result_status(r),
@@ -216,7 +225,10 @@ int lk_http_result_json(const lk_http_result *r, char **out, size_t *len) {
   lk__j_str(&j, r->stop);
   lk__j_raw(&j, ",\"idempotency_key\":", 19);
   lk__j_str(&j, lk_http_result_idempotency_key(r));
-  lk__j_fmt(&j, ",\"resends\":%d,\"body_bytes\":%zu,\"timeline\":", r->resends,
+  lk__j_fmt(&j, ",\"resends\":%d", r->resends);
+  if (r->hedges)
+    lk__j_fmt(&j, ",\"hedges\":%d", r->hedges);
+  lk__j_fmt(&j, ",\"body_bytes\":%zu,\"timeline\":",
             r->has_resp ? r->resp.view.body_len : (size_t)0);
   timeline(&j, r);
   lk__j_raw(&j, "}", 1);

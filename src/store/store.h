@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* store.h: libraryd's store (books, loans, idempotency records): one interface, two
- * implementations behind it (docs/DESIGN.md section 8).
+ * implementations behind it (docs/DESIGN.md section 9).
  *
  * SQLite (the embedded default, lk_store_config.path): one file in WAL mode. Reads go through a
  * pool of reader connections (WAL readers never block the writer or each other); every write

@@ -1189,7 +1189,7 @@ def help_and_docs(ctx):
     th = re.search(r'^\.TH LINKD 1 "(\d{4}-\d{2}-\d{2})"', man, re.M)
     check(th is not None, "docs/linkd.1 has a real date (YYYY-MM-DD) in .TH")
     commands = man[man.index(".SH COMMANDS"):man.index(".SH OPTIONS")].replace("\\-", "-")
-    for cmd in ("get", "head", "put", "post", "patch", "delete", "demo", "seed-example",
+    for cmd in ("get", "head", "put", "post", "patch", "delete", "demo", "outbox", "seed-example",
                 "version", "help"):
         check(re.search(r"^\.B[IR]? %s\b" % cmd, commands, re.M),
               "docs/linkd.1 COMMANDS lists %s" % cmd)
@@ -1204,8 +1204,13 @@ def help_and_docs(ctx):
     check(demo.rc == 0 and "scenario" in demo_opts, "demo --help lists its options", demo)
     for o in demo_opts:
         check(o in man_opts, "docs/linkd.1 documents demo's --%s" % o)
+    outbox = linkd(ctx, "outbox", "--help")
+    outbox_opts = set(long_options(outbox.out.decode()))
+    check(outbox.rc == 0 and "db" in outbox_opts, "outbox --help lists its options", outbox)
+    for o in outbox_opts:
+        check(o in man_opts, "docs/linkd.1 documents outbox's --%s" % o)
     for o in man_opts | md_opts:
-        check(o in opts or o in demo_opts or o == "version",
+        check(o in opts or o in demo_opts or o in outbox_opts or o == "version",
               "the docs mention --%s, which linkd lacks" % o)
     helptext = linkd(ctx, "get", "--help").out.decode()
     for code in ("0", "1", "2", "3", "4", "5", "6", "64", "66", "73", "78", "130"):

@@ -12,8 +12,13 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 void ht_policy(lk_http_policy *p) {
   lk_http_policy_init_default(p);
@@ -140,10 +145,65 @@ void *ht_blob(size_t n) {
   return b;
 }
 
+/* --- TLS server (openssl s_server) ----------------------------------------------------------- */
+
+void ht_make_cert(const char *dir, const char *name) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/%s-k.pem -out %s/%s-c.pem "
+           "-days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
+           dir, name, dir, name);
+  if (system(cmd) != 0)
+    fail_msg("openssl req failed (openssl is needed for this test)");
+}
+
+/* A free port on 127.0.0.1 (bound and released: openssl s_server cannot report one it picked). */
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  socklen_t al = sizeof a;
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+pid_t ht_tls_server_start(const char *crt, const char *key, int *port) {
+  *port = free_port();
+  char accept[32];
+  snprintf(accept, sizeof accept, "127.0.0.1:%d", *port);
+  char *argv[] = {"openssl", "s_server", "-quiet", "-www", "-accept", accept,
+                  "-cert",   (char *)crt, "-key", (char *)key, NULL};
+  pid_t pid;
+  if (posix_spawnp(&pid, "openssl", NULL, NULL, argv, environ) != 0)
+    return -1;
+  for (int i = 0; i < 500; i++) { /* bounded: at most ~5 s */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)*port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    bool up = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    if (up)
+      return pid;
+    usleep(10000);
+  }
+  ht_tls_server_stop(pid);
+  return -1;
+}
+
+void ht_tls_server_stop(pid_t pid) {
+  if (pid <= 0)
+    return;
+  kill(pid, SIGTERM);
+  waitpid(pid, NULL, 0);
+}
+
 /* --- raw server ------------------------------------------------------------------------------ */
 
-/* Reads until the blank line that ends a request head; false on EOF, error or 2 s of silence. */
-static bool read_head(int fd) {
+/* Reads until the blank line that ends a request head; false on EOF, error or 2 s of silence.
+ * The head's first bytes go to `keep` (cap bytes, NUL-terminated) when it is not NULL. */
+static bool read_head(int fd, char *keep, size_t cap) {
   char buf[4096];
   size_t have = 0;
   for (;;) {
@@ -155,8 +215,14 @@ static bool read_head(int fd) {
       return false;
     have += (size_t)n;
     buf[have] = '\0';
-    if (strstr(buf, "\r\n\r\n"))
+    if (strstr(buf, "\r\n\r\n")) {
+      if (keep && cap) { /* the first cap - 1 bytes */
+        size_t kn = have < cap - 1 ? have : cap - 1;
+        memcpy(keep, buf, kn);
+        keep[kn] = '\0';
+      }
       return true;
+    }
     if (have == sizeof buf - 1) /* keep the tail: the blank line may straddle reads */
       memmove(buf, buf + have - 3, 3), have = 3;
   }
@@ -171,7 +237,8 @@ static void *raw_serve(void *arg) {
     int c = accept(r->fd, NULL, NULL);
     if (c < 0)
       continue;
-    if (read_head(c)) {
+    int i = atomic_load(&r->requests);
+    if (read_head(c, i < HT_RAW_HEADS ? r->heads[i] : NULL, sizeof r->heads[0])) {
       atomic_fetch_add(&r->requests, 1);
       size_t off = 0;
       while (off < r->len) {

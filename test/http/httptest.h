@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #define HT_MAX_REQS 64
 
@@ -57,14 +58,26 @@ void ht_server_saw_one_key(const ht_run *r, const lk_http_policy *pol);
 /* A buffer of n bytes (malloc'd, filled). */
 void *ht_blob(size_t n);
 
+/* A self-signed certificate for 127.0.0.1 in dir/NAME-c.pem (key NAME-k.pem), made by openssl
+ * (fails the test without it). */
+void ht_make_cert(const char *dir, const char *name);
+/* Starts `openssl s_server -www` (a status page for every GET, HTTP/1.0, then it closes; one
+ * connection at a time) on a free port of 127.0.0.1 with that certificate and key, and waits up
+ * to ~5 s for it to accept. Returns its pid (*port set), or -1 (nothing left running). */
+pid_t ht_tls_server_start(const char *crt, const char *key, int *port);
+void ht_tls_server_stop(pid_t pid);
+
 /* A raw HTTP/1.1 server on 127.0.0.1 for responses faultd cannot script (broken framing, huge
  * heads): one thread accepts connections one at a time, reads each request head (up to the blank
- * line), counts it, writes `resp` verbatim and closes the connection. */
+ * line), counts it, keeps the first HT_RAW_HEADS of them, writes `resp` verbatim and closes the
+ * connection. */
+#define HT_RAW_HEADS 8
 typedef struct ht_raw {
   int fd, port;
   const char *resp;
   size_t len;
   _Atomic int requests; /* request heads read */
+  char heads[HT_RAW_HEADS][1024]; /* the first request heads (their first bytes), in order */
   _Atomic bool stop;
   pthread_t th;
 } ht_raw;

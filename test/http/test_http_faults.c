@@ -606,29 +606,6 @@ static void test_junk_response(void **s) {
   ht_free(&r);
 }
 
-/* A free port on 127.0.0.1 (bound and released: openssl s_server cannot report one it picked). */
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(fd >= 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-  socklen_t al = sizeof a;
-  assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &al), 0);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-/* A self-signed certificate for 127.0.0.1 in dir/NAME-c.pem (key NAME-k.pem), made by openssl. */
-static void make_cert(const char *dir, const char *name) {
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd,
-           "openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/%s-k.pem -out %s/%s-c.pem "
-           "-days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
-           dir, name, dir, name);
-  if (system(cmd) != 0)
-    fail_msg("openssl req failed (openssl is needed for this test)");
-}
-
 /* One attempt with `ca` as the CA file: its kind. */
 static lk_failure ca_call(lk_http_client *c, const char *url, const char *ca) {
   lk_http_policy pol;
@@ -651,30 +628,16 @@ static void test_ca_file(void **s) {
   (void)s;
   char dir[] = "/tmp/linkd-ca-XXXXXX";
   assert_non_null(mkdtemp(dir));
-  make_cert(dir, "server");
-  make_cert(dir, "other");
-  char crt[128], key[128], other[128], accept[32], url[64];
+  ht_make_cert(dir, "server");
+  ht_make_cert(dir, "other");
+  char crt[128], key[128], other[128], url[64];
   snprintf(crt, sizeof crt, "%s/server-c.pem", dir);
   snprintf(key, sizeof key, "%s/server-k.pem", dir);
   snprintf(other, sizeof other, "%s/other-c.pem", dir);
-  int port = free_port();
-  snprintf(accept, sizeof accept, "127.0.0.1:%d", port);
+  int port = 0;
+  pid_t pid = ht_tls_server_start(crt, key, &port);
+  bool up = pid > 0;
   snprintf(url, sizeof url, "https://127.0.0.1:%d/x", port);
-  /* -www answers every GET with a status page (HTTP/1.0, then closes) */
-  char *argv[] = {"openssl", "s_server", "-quiet", "-www", "-accept", accept, "-cert", crt,
-                  "-key", key, NULL};
-  pid_t pid;
-  assert_int_equal(posix_spawnp(&pid, "openssl", NULL, NULL, argv, environ), 0);
-  bool up = false;
-  for (int i = 0; i < 500 && !up; i++) { /* bounded: at most ~5 s */
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    up = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
-    close(fd);
-    if (!up)
-      usleep(10000);
-  }
   char missing[160];
   snprintf(missing, sizeof missing, "%s/missing.pem", dir);
   const struct {
@@ -689,8 +652,7 @@ static void test_ca_file(void **s) {
     got[i] = up && c ? ca_call(c, url, steps[i].ca) : LK_F__COUNT;
   /* the server goes before any check can fail, or it would outlive the test */
   lk_http_client_free(c);
-  kill(pid, SIGTERM);
-  waitpid(pid, NULL, 0);
+  ht_tls_server_stop(pid);
   char cmd[160];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   assert_int_equal(system(cmd), 0);

@@ -363,6 +363,23 @@ static void test_policy_validation(void **s) {
   q = p;
   q.pool_idle_lifetime = LK_MS(10);
   assert_int_equal(lk_http_policy_validate(&q, NULL), LK_ECONFIG);
+  /* hedging is off by default; its policy is checked once it is asked for */
+  assert_int_equal(p.hedge.max_hedges, 0);
+  q = p;
+  q.hedge.delay = -1; /* not used while max_hedges is 0 */
+  assert_int_equal(lk_http_policy_validate(&q, NULL), LK_OK);
+  q.hedge.max_hedges = 1;
+  assert_int_equal(lk_http_policy_validate(&q, &why), LK_ECONFIG);
+  assert_non_null(strstr(why, "hedge"));
+  q.hedge.delay = LK_MS(10);
+  assert_int_equal(lk_http_policy_validate(&q, NULL), LK_OK);
+  q.hedge.max_hedges = LK_HEDGE_MAX_HEDGES + 1;
+  assert_int_equal(lk_http_policy_validate(&q, NULL), LK_ECONFIG);
+  q.hedge.max_hedges = 2;
+  q.hedge.quantile = 95; /* a percentile delay needs its function */
+  assert_int_equal(lk_http_policy_validate(&q, NULL), LK_ECONFIG);
+  q.hedge.percentile = lk_http_hist_percentile;
+  assert_int_equal(lk_http_policy_validate(&q, NULL), LK_OK);
 }
 
 /* --- responses ------------------------------------------------------------------------------- */

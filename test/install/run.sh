@@ -69,6 +69,56 @@ if nm -D --defined-only "$so" | awk '{print $3}' | grep -v '^lk_' | grep -v '^_'
 fi
 echo "ok: exports"
 
+# liblinkd-outbox: SONAME, only lk_ symbols, and a program that opens an outbox links through
+# pkg-config and through find_package(linkd COMPONENTS outbox), shared and static.
+oso=$(ls "$libdir"/liblinkd-outbox.so.*.*.* | head -1)
+objdump -p "$oso" | grep -q "SONAME *liblinkd-outbox.so.0" || { echo "FAIL: outbox SONAME"; exit 1; }
+if nm -D --defined-only "$oso" | awk '{print $3}' | grep -v '^lk_' | grep -v '^_' | grep -q .; then
+  echo "FAIL: liblinkd-outbox exports non-lk_ symbols"; exit 1
+fi
+mkdir -p "$tmp/ob"
+cat > "$tmp/ob/ob.c" <<'EOF'
+#include <linkd/outbox.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+  lk_outbox_config c;
+  lk_outbox_config_init_default(&c);
+  c.path = argc > 1 ? argv[1] : "ob.db";
+  lk_outbox *ob = NULL;
+  int rc = lk_outbox_open(&c, &ob, NULL, 0);
+  lk_outbox_stats st = {0};
+  if (rc == LK_OK)
+    rc = lk_outbox_stats_get(ob, &st);
+  lk_outbox_close(ob);
+  printf("%s %lld\n", lk_err_name(rc), (long long)st.pending);
+  return rc != LK_OK;
+}
+EOF
+cat > "$tmp/ob/CMakeLists.txt" <<'EOF'
+cmake_minimum_required(VERSION 3.20)
+project(linkd_outbox_consumer C)
+find_package(linkd 0.1 REQUIRED COMPONENTS outbox)
+add_executable(ob_shared ob.c)
+target_link_libraries(ob_shared PRIVATE linkd::outbox)
+add_executable(ob_static ob.c)
+target_link_libraries(ob_static PRIVATE linkd::outbox_static)
+EOF
+ob_check() { # name, command...: it must open a new outbox and find it empty
+  local name=$1; shift
+  rm -f "$tmp/ob/x.db" "$tmp/ob/x.db-wal" "$tmp/ob/x.db-shm"
+  out=$("$@" "$tmp/ob/x.db") || { echo "FAIL: $name"; exit 1; }
+  [ "$out" = "OK 0" ] || { echo "FAIL: $name printed '$out'"; exit 1; }
+  echo "ok: $name"
+}
+# shellcheck disable=SC2046 # pkg-config's flags are meant to split
+cc -std=c11 -Wall -Werror -o "$tmp/ob/pc" "$tmp/ob/ob.c" \
+  $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs linkd-outbox)
+ob_check "pkg-config linkd-outbox (shared)" env LD_LIBRARY_PATH="$libdir" "$tmp/ob/pc"
+quiet cmake -S "$tmp/ob" -B "$tmp/ob/build" -DCMAKE_PREFIX_PATH="$tmp/prefix"
+quiet cmake --build "$tmp/ob/build"
+ob_check "find_package linkd::outbox" env LD_LIBRARY_PATH="$libdir" "$tmp/ob/build/ob_shared"
+ob_check "find_package linkd::outbox_static" "$tmp/ob/build/ob_static"
+
 # A core-only consumer: no find_package(CURL), no CURL_* variables, no HTTP targets.
 quiet cmake -S "$here/consumer_core" -B "$tmp/corebuild" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
   -DCMAKE_MODULE_PATH="$here/poison"

@@ -1,0 +1,624 @@
+/* SPDX-License-Identifier: MIT */
+/* outbox.c: `linkd outbox SUBCOMMAND --db FILE ...`, a thin layer over <linkd/outbox.h>. The
+ * policy flags of `run` are the request commands' (settings.c), so a value means the same here. */
+#include "outbox.h"
+
+#include "exitcodes.h"
+#include "policy.h"
+#include "settings.h"
+
+#include <linkd/duration.h>
+#include <linkd/outbox.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cli_outbox_help(FILE *f) {
+  fputs(
+      "usage: linkd outbox COMMAND --db FILE [options]\n"
+      "\n"
+      "A durable outbox of HTTP requests in the SQLite file FILE: 'enqueue' stores a request\n"
+      "(fsynced before it returns) with an Idempotency-Key made once; 'run' delivers what is due\n"
+      "under the request policy, the stored key on every attempt and after every restart.\n"
+      "\n"
+      "Commands:\n"
+      "  enqueue URL   store one request; prints 'ID KEY' per entry\n"
+      "      -X, --request METHOD  the method (POST)\n"
+      "      -H, --header 'N: v'   a header (repeatable; not Idempotency-Key: use --key)\n"
+      "      -d, --data DATA       the body: text, @FILE or @- for stdin\n"
+      "      --ttl DUR             expire if not delivered within DUR (24h)\n"
+      "      --key KEY             the Idempotency-Key (default: a new UUID)\n"
+      "      --tenant T            prefix of a generated key, 'T:<uuid>'\n"
+      "      --repeat N            store N such requests, each with its own key, in one\n"
+      "                            transaction (one fsync)\n"
+      "  run           deliver due entries\n"
+      "      --until idle|empty|forever  stop when nothing is due now (idle), when nothing is\n"
+      "                            pending (empty: waits for delayed rounds), or on SIGTERM\n"
+      "      --concurrency N       entries in flight at once (16)\n"
+      "      --max-rounds N        stop after N recorded calls (0: no limit)\n"
+      "      --round-base DUR, --round-max DUR  backoff between a failed entry's calls\n"
+      "                            (1s .. 5m, full jitter)\n"
+      "      --deadline, --attempt-timeout, --max-attempts, --backoff, --base, --retry-on,\n"
+      "      --budget, ... the policy of each call, as for 'linkd post' (see 'linkd post\n"
+      "                            --help'); --idempotency-key and -H are not allowed\n"
+      "      -v, --verbose         a line per recorded call on stderr\n"
+      "  list          print entries: ID STATE ROUNDS ATTEMPTS STATUS METHOD URL KEY\n"
+      "      --state S             pending | delivered | expired | poisoned (all)\n"
+      "      --after ID, --limit N  paging (0, 100)\n"
+      "      --json                one JSON object per line, with the last response\n"
+      "  retry ID | --poisoned  put entry ID (poisoned or expired), or every poisoned one, back\n"
+      "                        to pending with the same key\n"
+      "      --ttl DUR             a new expiry (needed for an expired entry)\n"
+      "  purge         delete delivered and expired entries older than the retention window\n"
+      "      --older-than DUR      instead of the retention window (7 days)\n"
+      "      --poisoned            poisoned entries as well\n"
+      "  stats         counts and totals\n"
+      "      --prometheus          in the Prometheus text format\n"
+      "\n"
+      "Common: --db FILE (required), --retention DUR (7d as 168h).\n"
+      "Exit codes: 0 done; 1 failure; 64 usage; 66 -d @FILE unreadable; 75 another sender runs\n"
+      "on FILE; 130 SIGINT/SIGTERM.\n",
+      f);
+}
+
+enum { EXIT_TEMPFAIL = 75 }; /* EX_TEMPFAIL: another sender holds the file */
+
+static lk_http_cancel *run_cancel;
+static void on_signal(int sig) {
+  (void)sig;
+  if (run_cancel)
+    lk_http_cancel_fire(run_cancel); /* async-signal-safe */
+}
+
+typedef struct common {
+  const char *db;
+  int64_t retention;
+} common;
+
+__attribute__((format(printf, 1, 2))) static int usage(const char *fmt, ...);
+static int usage(const char *fmt, ...) {
+  fputs("linkd outbox: ", stderr);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputs("\n(see 'linkd outbox --help')\n", stderr);
+  return CLI_EXIT_USAGE;
+}
+
+static int parse_dur(const char *flag, const char *v, int64_t *out) {
+  char err[128];
+  if (!v || lk_duration_parse(v, out, err, sizeof err) != LK_OK || *out < 0)
+    return usage("bad duration for %s", flag);
+  return 0;
+}
+
+static int parse_i64(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long n = v ? strtoll(v, &end, 10) : 0;
+  if (!v || !*v || *end || errno || n < lo || n > hi)
+    return usage("bad number for %s", flag);
+  *out = n;
+  return 0;
+}
+
+static int open_outbox(const common *c, lk_outbox **ob) {
+  lk_outbox_config cfg;
+  lk_outbox_config_init_default(&cfg);
+  cfg.path = c->db;
+  if (c->retention > 0)
+    cfg.retention = c->retention;
+  char err[512];
+  int rc = lk_outbox_open(&cfg, ob, err, sizeof err);
+  if (rc != LK_OK) {
+    fprintf(stderr, "linkd outbox: %s: %s\n", c->db, err[0] ? err : lk_strerror(rc));
+    return CLI_EXIT_FAILURE;
+  }
+  return 0;
+}
+
+/* Reads -d's argument: text, @FILE or @- (stdin). */
+static int read_data(const char *arg, char **buf, size_t *len) {
+  if (arg[0] != '@') {
+    *buf = strdup(arg);
+    *len = strlen(arg);
+    return *buf ? 0 : CLI_EXIT_FAILURE;
+  }
+  FILE *f = strcmp(arg + 1, "-") == 0 ? stdin : fopen(arg + 1, "rb");
+  if (!f) {
+    fprintf(stderr, "linkd outbox: cannot read %s: %s\n", arg + 1, strerror(errno));
+    return CLI_EXIT_NOINPUT;
+  }
+  size_t cap = 4096, n = 0;
+  char *b = malloc(cap);
+  while (b) {
+    if (n == cap) {
+      char *nb = cap < ((size_t)64 << 20) ? realloc(b, cap * 2) : NULL;
+      if (!nb) {
+        free(b);
+        b = NULL;
+        break;
+      }
+      b = nb;
+      cap *= 2;
+    }
+    size_t r = fread(b + n, 1, cap - n, f);
+    n += r;
+    if (r == 0)
+      break;
+  }
+  bool bad = ferror(f);
+  if (f != stdin)
+    fclose(f);
+  if (!b || bad) {
+    free(b);
+    fprintf(stderr, "linkd outbox: cannot read %s (or larger than 64 MiB)\n", arg + 1);
+    return CLI_EXIT_NOINPUT;
+  }
+  *buf = b;
+  *len = n;
+  return 0;
+}
+
+/* Takes the common flags; returns 1 when argv[*i] was one, 0 when not, or an exit code < 0. */
+static int common_flag(int argc, char **argv, int *i, common *c) {
+  const char *a = argv[*i];
+  const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+  if (strcmp(a, "--db") == 0) {
+    if (!v)
+      return -usage("%s needs a file", a);
+    c->db = v;
+  } else if (strcmp(a, "--retention") == 0) {
+    if (parse_dur(a, v, &c->retention))
+      return -CLI_EXIT_USAGE;
+  } else {
+    return 0;
+  }
+  (*i)++;
+  return 1;
+}
+
+static int print_id_key(void *ctx, const lk_outbox_entry *e) {
+  (void)ctx;
+  printf("%" PRId64 " %s\n", e->id, e->key);
+  return 0;
+}
+
+static int cmd_enqueue(int argc, char **argv) {
+  common c = {0};
+  const char *url = NULL, *method = "POST", *data = NULL, *key = NULL, *tenant = NULL;
+  const char **headers = calloc((size_t)argc + 1, sizeof *headers);
+  size_t nh = 0;
+  int64_t ttl = 0, repeat = 1;
+  int rc = headers ? 0 : CLI_EXIT_FAILURE;
+  for (int i = 1; rc == 0 && i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int cf = common_flag(argc, argv, &i, &c);
+    if (cf < 0) {
+      rc = -cf;
+    } else if (cf) {
+      continue;
+    } else if ((!strcmp(a, "-X") || !strcmp(a, "--request")) && v) {
+      method = v;
+      i++;
+    } else if ((!strcmp(a, "-H") || !strcmp(a, "--header")) && v) {
+      headers[nh++] = v;
+      i++;
+    } else if ((!strcmp(a, "-d") || !strcmp(a, "--data")) && v) {
+      data = v;
+      i++;
+    } else if (!strcmp(a, "--ttl")) {
+      rc = parse_dur(a, v, &ttl);
+      i++;
+    } else if (!strcmp(a, "--key") && v) {
+      key = v;
+      i++;
+    } else if (!strcmp(a, "--tenant") && v) {
+      tenant = v;
+      i++;
+    } else if (!strcmp(a, "--repeat")) {
+      rc = parse_i64(a, v, 1, 1000000, &repeat);
+      i++;
+    } else if (a[0] == '-' || url) {
+      rc = usage("enqueue: unexpected '%s'", a);
+    } else {
+      url = a;
+    }
+  }
+  if (rc == 0 && (!c.db || !url))
+    rc = usage("%s", "enqueue needs --db FILE and a URL");
+  if (rc == 0 && key && repeat > 1)
+    rc = usage("%s", "--key names one entry: not with --repeat");
+  char *body = NULL;
+  size_t blen = 0;
+  if (rc == 0 && data)
+    rc = read_data(data, &body, &blen);
+  lk_outbox *ob = NULL;
+  if (rc == 0)
+    rc = open_outbox(&c, &ob);
+  lk_outbox_message *m = rc == 0 ? calloc((size_t)repeat, sizeof *m) : NULL;
+  int64_t *ids = rc == 0 ? calloc((size_t)repeat, sizeof *ids) : NULL;
+  if (rc == 0 && (!m || !ids))
+    rc = CLI_EXIT_FAILURE;
+  if (rc == 0) {
+    for (int64_t i = 0; i < repeat; i++) {
+      lk_outbox_message_init(&m[i]);
+      m[i].method = method;
+      m[i].url = url;
+      m[i].headers = headers;
+      m[i].body = body;
+      m[i].body_len = blen;
+      m[i].ttl = ttl;
+      m[i].key = key;
+      m[i].tenant = tenant;
+    }
+    int err = lk_outbox_enqueue_batch(ob, m, (size_t)repeat, ids);
+    if (err != LK_OK) {
+      fprintf(stderr, "linkd outbox: enqueue: %s\n", lk_strerror(err));
+      rc = err == LK_EINVAL || err == LK_ECONFLICT ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+    }
+  }
+  /* The keys as stored, so a caller can match the server's records to them. */
+  if (rc == 0 && lk_outbox_list(ob, -1, ids[0] - 1, (int)repeat, print_id_key, NULL) != LK_OK)
+    rc = CLI_EXIT_FAILURE;
+  free(m);
+  free(ids);
+  free(body);
+  free(headers);
+  lk_outbox_close(ob);
+  return rc;
+}
+
+static void on_round_verbose(void *ctx, const lk_outbox_entry *e, const lk_http_result *res) {
+  (void)ctx;
+  fprintf(stderr, "linkd outbox: %" PRId64 " %s round %d: %s, status %d, %s\n", e->id,
+          lk_outbox_state_name(e->state), e->rounds, lk_err_name(e->last_error), e->last_status,
+          res ? lk_http_result_stop(res) : "request did not build");
+}
+
+static int cmd_run(int argc, char **argv) {
+  common c = {0};
+  lk_outbox_sender_config sc;
+  lk_outbox_sender_config_init_default(&sc);
+  cli_settings layer;
+  cli_settings_init(&layer);
+  bool verbose = false;
+  int rc = 0;
+  for (int i = 1; rc == 0 && i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int64_t n;
+    int cf = common_flag(argc, argv, &i, &c);
+    if (cf < 0) {
+      rc = -cf;
+    } else if (cf) {
+      continue;
+    } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+      verbose = true;
+    } else if (!strcmp(a, "--until")) {
+      if (v && !strcmp(v, "idle"))
+        sc.until = LK_OUTBOX_UNTIL_IDLE;
+      else if (v && !strcmp(v, "empty"))
+        sc.until = LK_OUTBOX_UNTIL_EMPTY;
+      else if (v && !strcmp(v, "forever"))
+        sc.until = LK_OUTBOX_FOREVER;
+      else
+        rc = usage("%s takes idle, empty or forever", a);
+      i++;
+    } else if (!strcmp(a, "--concurrency")) {
+      rc = parse_i64(a, v, 1, 4096, &n);
+      sc.concurrency = (int)n;
+      i++;
+    } else if (!strcmp(a, "--max-rounds")) {
+      rc = parse_i64(a, v, 0, INT64_MAX, &sc.max_rounds);
+      i++;
+    } else if (!strcmp(a, "--round-base")) {
+      rc = parse_dur(a, v, &sc.backoff.base);
+      i++;
+    } else if (!strcmp(a, "--round-max")) {
+      rc = parse_dur(a, v, &sc.backoff.max);
+      i++;
+    } else if (!strncmp(a, "--", 2) && cli_settings_field(a + 2) >= 0) {
+      int f = cli_settings_field(a + 2);
+      if (f == CLI_F_IDEMPOTENCY_KEY || f == CLI_F_HEADER) {
+        rc = usage("%s: each entry brings its own (key and headers are stored with it)", a);
+      } else if (!v) {
+        rc = usage("%s needs a value", a);
+      } else {
+        char err[256];
+        if (cli_settings_set(&layer, a + 2, v, cli_origin_flag, false, err, sizeof err) !=
+            CLI_SET_OK) {
+          fprintf(stderr, "linkd outbox: %s: %s\n", a, err);
+          rc = CLI_EXIT_USAGE;
+        }
+        i++;
+      }
+    } else {
+      rc = usage("run: unexpected '%s'", a);
+    }
+  }
+  if (rc == 0 && !c.db)
+    rc = usage("%s", "run needs --db FILE");
+  if (rc == 0 && sc.backoff.max < sc.backoff.base)
+    sc.backoff.max = sc.backoff.base;
+  cli_policy_error pe;
+  if (rc == 0 && cli_settings_to_policy(&layer, &sc.policy, &pe) != 0) {
+    fprintf(stderr, "linkd outbox: %s\n", pe.msg);
+    rc = CLI_EXIT_USAGE;
+  }
+  lk_outbox *ob = NULL;
+  if (rc == 0)
+    rc = open_outbox(&c, &ob);
+  if (rc == 0) {
+    run_cancel = lk_http_cancel_new();
+    sc.cancel = run_cancel;
+    if (verbose)
+      sc.on_round = on_round_verbose;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    lk_outbox_send_stats st;
+    int err = run_cancel ? lk_outbox_send(ob, &sc, &st) : LK_ENOMEM;
+    fprintf(stderr,
+            "linkd outbox: %" PRId64 " calls (%" PRId64 " attempts): %" PRId64
+            " delivered, %" PRId64 " poisoned, %" PRId64 " expired, %" PRId64 " to retry\n",
+            st.rounds, st.attempts, st.delivered, st.poisoned, st.expired, st.failed);
+    if (err == LK_ECANCELED) {
+      rc = CLI_EXIT_CANCELLED;
+    } else if (err == LK_EAGAIN) {
+      fprintf(stderr, "linkd outbox: another sender is running on %s\n", c.db);
+      rc = EXIT_TEMPFAIL;
+    } else if (err != LK_OK) {
+      fprintf(stderr, "linkd outbox: run: %s\n", lk_strerror(err));
+      rc = err == LK_ECONFIG ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+    }
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    lk_http_cancel_free(run_cancel);
+    run_cancel = NULL;
+  }
+  lk_outbox_close(ob);
+  cli_settings_free(&layer);
+  return rc;
+}
+
+static json_t *entry_json(const lk_outbox_entry *e) {
+  json_t *j = json_object();
+  json_object_set_new(j, "id", json_integer(e->id));
+  json_object_set_new(j, "state", json_string(lk_outbox_state_name(e->state)));
+  json_object_set_new(j, "method", json_string(e->method));
+  json_object_set_new(j, "url", json_string(e->url));
+  json_object_set_new(j, "key", json_string(e->key));
+  json_object_set_new(j, "headers", json_string(e->headers));
+  json_object_set_new(j, "body_bytes", json_integer((json_int_t)e->body_len));
+  json_object_set_new(j, "created_ns", json_integer(e->created));
+  json_object_set_new(j, "expires_ns", json_integer(e->expires));
+  json_object_set_new(j, "next_round_ns", json_integer(e->next_round));
+  json_object_set_new(j, "done_ns", json_integer(e->done));
+  json_object_set_new(j, "rounds", json_integer(e->rounds));
+  json_object_set_new(j, "attempts", json_integer(e->attempts));
+  json_object_set_new(j, "last_error", json_string(e->rounds ? lk_err_name(e->last_error) : ""));
+  json_object_set_new(j, "last_failure", json_string(e->last_failure));
+  json_object_set_new(j, "last_status", json_integer(e->last_status));
+  json_object_set_new(j, "response_headers", json_string(e->response_headers));
+  json_t *body = json_stringn(e->response_body, e->response_body_len);
+  json_object_set_new(j, "response_body", body ? body : json_string("(not UTF-8)"));
+  json_object_set_new(j, "response_truncated", json_boolean(e->response_truncated));
+  return j;
+}
+
+static int print_entry(void *ctx, const lk_outbox_entry *e) {
+  if (*(bool *)ctx) {
+    json_t *j = entry_json(e);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    if (s)
+      puts(s);
+    free(s);
+    json_decref(j);
+    return 0;
+  }
+  printf("%" PRId64 " %s %d %d %d %s %s %s\n", e->id, lk_outbox_state_name(e->state), e->rounds,
+         e->attempts, e->last_status, e->method, e->url, e->key);
+  return 0;
+}
+
+static int cmd_list(int argc, char **argv) {
+  common c = {0};
+  int64_t after = 0, limit = 100;
+  int state = -1;
+  bool json = false;
+  int rc = 0;
+  for (int i = 1; rc == 0 && i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int cf = common_flag(argc, argv, &i, &c);
+    if (cf < 0) {
+      rc = -cf;
+    } else if (cf) {
+      continue;
+    } else if (!strcmp(a, "--state")) {
+      lk_outbox_state s;
+      if (lk_outbox_state_parse(v, &s) != LK_OK)
+        rc = usage("%s takes pending, delivered, expired or poisoned", a);
+      state = (int)s;
+      i++;
+    } else if (!strcmp(a, "--after")) {
+      rc = parse_i64(a, v, 0, INT64_MAX, &after);
+      i++;
+    } else if (!strcmp(a, "--limit")) {
+      rc = parse_i64(a, v, 1, 1000000, &limit);
+      i++;
+    } else if (!strcmp(a, "--json")) {
+      json = true;
+    } else {
+      rc = usage("list: unexpected '%s'", a);
+    }
+  }
+  if (rc == 0 && !c.db)
+    rc = usage("%s", "list needs --db FILE");
+  lk_outbox *ob = NULL;
+  if (rc == 0)
+    rc = open_outbox(&c, &ob);
+  if (rc == 0 && lk_outbox_list(ob, state, after, (int)limit, print_entry, &json) != LK_OK)
+    rc = CLI_EXIT_FAILURE;
+  lk_outbox_close(ob);
+  return rc;
+}
+
+static int cmd_retry(int argc, char **argv) {
+  common c = {0};
+  int64_t id = -1, ttl = 0;
+  bool all = false;
+  int rc = 0;
+  for (int i = 1; rc == 0 && i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int cf = common_flag(argc, argv, &i, &c);
+    if (cf < 0) {
+      rc = -cf;
+    } else if (cf) {
+      continue;
+    } else if (!strcmp(a, "--poisoned")) {
+      all = true;
+    } else if (!strcmp(a, "--ttl")) {
+      rc = parse_dur(a, v, &ttl);
+      i++;
+    } else if (a[0] != '-' && id < 0) {
+      rc = parse_i64("ID", a, 1, INT64_MAX, &id);
+    } else {
+      rc = usage("retry: unexpected '%s'", a);
+    }
+  }
+  if (rc == 0 && (!c.db || all == (id > 0)))
+    rc = usage("%s", "retry needs --db FILE and either ID or --poisoned");
+  lk_outbox *ob = NULL;
+  if (rc == 0)
+    rc = open_outbox(&c, &ob);
+  if (rc == 0) {
+    int64_t n = 0;
+    int err = lk_outbox_retry(ob, all ? 0 : id, ttl, &n);
+    if (err != LK_OK) {
+      fprintf(stderr, "linkd outbox: retry: %s%s\n", lk_strerror(err),
+              err == LK_ESTATE ? " (pending or delivered, or expired without --ttl)" : "");
+      rc = CLI_EXIT_FAILURE;
+    } else {
+      printf("%" PRId64 " entries back to pending\n", n);
+    }
+  }
+  lk_outbox_close(ob);
+  return rc;
+}
+
+static int cmd_purge(int argc, char **argv) {
+  common c = {0};
+  int64_t older = -1;
+  bool poisoned = false;
+  int rc = 0;
+  for (int i = 1; rc == 0 && i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int cf = common_flag(argc, argv, &i, &c);
+    if (cf < 0) {
+      rc = -cf;
+    } else if (cf) {
+      continue;
+    } else if (!strcmp(a, "--older-than")) {
+      rc = parse_dur(a, v, &older);
+      i++;
+    } else if (!strcmp(a, "--poisoned")) {
+      poisoned = true;
+    } else {
+      rc = usage("purge: unexpected '%s'", a);
+    }
+  }
+  if (rc == 0 && !c.db)
+    rc = usage("%s", "purge needs --db FILE");
+  lk_outbox *ob = NULL;
+  if (rc == 0)
+    rc = open_outbox(&c, &ob);
+  if (rc == 0) {
+    int64_t n = 0;
+    int err = lk_outbox_purge(ob, older, poisoned, &n);
+    if (err != LK_OK) {
+      fprintf(stderr, "linkd outbox: purge: %s\n", lk_strerror(err));
+      rc = CLI_EXIT_FAILURE;
+    } else {
+      printf("%" PRId64 " entries purged\n", n);
+    }
+  }
+  lk_outbox_close(ob);
+  return rc;
+}
+
+static int cmd_stats(int argc, char **argv) {
+  common c = {0};
+  bool prom = false;
+  int rc = 0;
+  for (int i = 1; rc == 0 && i < argc; i++) {
+    int cf = common_flag(argc, argv, &i, &c);
+    if (cf < 0)
+      rc = -cf;
+    else if (!cf && !strcmp(argv[i], "--prometheus"))
+      prom = true;
+    else if (!cf)
+      rc = usage("stats: unexpected '%s'", argv[i]);
+  }
+  if (rc == 0 && !c.db)
+    rc = usage("%s", "stats needs --db FILE");
+  lk_outbox *ob = NULL;
+  if (rc == 0)
+    rc = open_outbox(&c, &ob);
+  lk_outbox_stats st;
+  if (rc == 0 && lk_outbox_stats_get(ob, &st) != LK_OK)
+    rc = CLI_EXIT_FAILURE;
+  if (rc == 0 && prom) {
+    char *text = NULL;
+    if (lk_outbox_stats_prometheus(&st, &text, NULL) != LK_OK)
+      rc = CLI_EXIT_FAILURE;
+    else
+      fputs(text, stdout);
+    free(text);
+  } else if (rc == 0) {
+    printf("pending %" PRId64 "\ndelivered %" PRId64 "\nexpired %" PRId64 "\npoisoned %" PRId64
+           "\nenqueued_total %" PRId64 "\ndelivered_total %" PRId64 "\nexpired_total %" PRId64
+           "\npoisoned_total %" PRId64 "\npurged_total %" PRId64 "\nrounds_total %" PRId64
+           "\nattempts_total %" PRId64 "\nretried_total %" PRId64 "\n",
+           st.pending, st.delivered, st.expired, st.poisoned, st.enqueued_total, st.delivered_total,
+           st.expired_total, st.poisoned_total, st.purged_total, st.rounds_total, st.attempts_total,
+           st.retried_total);
+  }
+  lk_outbox_close(ob);
+  return rc;
+}
+
+int cli_outbox_main(int argc, char **argv) {
+  if (argc < 2) {
+    cli_outbox_help(stderr);
+    return CLI_EXIT_USAGE;
+  }
+  const char *sub = argv[1];
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      cli_outbox_help(stdout);
+      return CLI_EXIT_OK;
+    }
+  }
+  if (!strcmp(sub, "enqueue"))
+    return cmd_enqueue(argc - 1, argv + 1);
+  if (!strcmp(sub, "run"))
+    return cmd_run(argc - 1, argv + 1);
+  if (!strcmp(sub, "list"))
+    return cmd_list(argc - 1, argv + 1);
+  if (!strcmp(sub, "retry"))
+    return cmd_retry(argc - 1, argv + 1);
+  if (!strcmp(sub, "purge"))
+    return cmd_purge(argc - 1, argv + 1);
+  if (!strcmp(sub, "stats"))
+    return cmd_stats(argc - 1, argv + 1);
+  return usage("unknown command '%s'", sub);
+}

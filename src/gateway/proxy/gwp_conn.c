@@ -1,0 +1,532 @@
+/* SPDX-License-Identifier: MIT */
+/* Downstream HTTP/1 connections: accept, parse (libhttp-parser), limits and timeouts, one request
+ * at a time, the response written before the next request is read. */
+#include "gwp.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+int64_t gwp_now(void) { return lk_now_ns(); }
+
+static const lk_gw_listen *limits(const gwp_conn *c) { return &c->srv->cfg->listen; }
+
+static uint64_t ms_of(int64_t ns) {
+  if (ns <= 0)
+    return 0;
+  return (uint64_t)((ns + LK_NS_PER_MS - 1) / LK_NS_PER_MS);
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+  gwp_conn *c = h->data;
+  if (--c->handles_open > 0)
+    return;
+  free(c->pending);
+  free(c);
+}
+
+static void req_free(gwp_req *r) {
+  if (!r)
+    return;
+  free(r->head);
+  free(r->hoff);
+  free(r->body);
+  free(r->url);
+  free(r->out);
+  lk_http_result_free(r->res);
+  lk_gw_config_unref(r->cfg);
+  free(r);
+}
+
+void gwp_conn_close(gwp_conn *c) {
+  if (c->state == GWP_CLOSING)
+    return;
+  gwp_server *s = c->srv;
+  if (c->state == GWP_BUSY) {
+    /* the upstream call still refers to the request: it frees it when it completes */
+    c->req->conn = NULL;
+    c->req = NULL;
+    s->nbusy--;
+  }
+  if (c->state != GWP_WRITING) /* a pending write's callback frees its request */
+    req_free(c->req);
+  c->state = GWP_CLOSING;
+  c->req = NULL;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    s->conns = c->next;
+  if (c->next)
+    c->next->prev = c->prev;
+  s->nconns--;
+  uv_timer_stop(&c->timer);
+  uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+  uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+}
+
+/* --- timers ---------------------------------------------------------------------------------- */
+
+static void on_timer(uv_timer_t *t) {
+  gwp_conn *c = t->data;
+  if (c->state == GWP_READING && c->req) {
+    /* slow headers (or a body that stopped): 408, then close */
+    gwp_log(c->srv, LK_GW_LOG_DEBUG, "request timeout on a connection: closing");
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->state = GWP_BUSY;
+    c->srv->nbusy++;
+    gwp_respond_error(c->req, 408, true, NULL);
+    return;
+  }
+  if (c->state == GWP_IDLE || c->state == GWP_READING)
+    gwp_conn_close(c);
+}
+
+static void arm(gwp_conn *c, int64_t ns) {
+  uv_timer_start(&c->timer, on_timer, ms_of(ns), 0);
+}
+
+/* --- parser callbacks ------------------------------------------------------------------------ */
+
+static gwp_req *req_of(http_parser *p) { return ((gwp_conn *)p->data)->req; }
+
+static int fail(gwp_conn *c, int status) {
+  c->close_after = true;
+  if (c->req)
+    c->req->status = status; /* the caller of execute answers it */
+  return -1;
+}
+
+static bool head_put(gwp_req *r, const char *at, size_t len, bool terminate_first) {
+  size_t need = r->head_len + len + 2;
+  if (need > r->head_cap) {
+    size_t cap = r->head_cap ? r->head_cap : 512;
+    while (cap < need)
+      cap *= 2;
+    char *n = realloc(r->head, cap);
+    if (!n)
+      return false;
+    r->head = n;
+    r->head_cap = cap;
+  }
+  if (terminate_first)
+    r->head[r->head_len++] = '\0';
+  memcpy(r->head + r->head_len, at, len);
+  r->head_len += len;
+  return true;
+}
+
+static bool off_push(gwp_req *r, size_t off) {
+  if (r->nh == r->hcap) {
+    size_t cap = r->hcap ? r->hcap * 2 : 16;
+    uint32_t *n = realloc(r->hoff, cap * sizeof *n);
+    if (!n)
+      return false;
+    r->hoff = n;
+    r->hcap = cap;
+  }
+  r->hoff[r->nh++] = (uint32_t)off;
+  return true;
+}
+
+static int on_message_begin(http_parser *p) {
+  gwp_conn *c = p->data;
+  gwp_req *r = calloc(1, sizeof *r);
+  if (!r)
+    return -1;
+  r->conn = c;
+  r->srv = c->srv;
+  r->t_start = gwp_now();
+  r->status = 0;
+  c->req = r;
+  c->state = GWP_READING;
+  arm(c, limits(c)->header_timeout);
+  return 0;
+}
+
+static int on_piece(http_parser *p, int kind, const char *at, size_t len) {
+  gwp_conn *c = p->data;
+  gwp_req *r = req_of(p);
+  const lk_gw_listen *l = limits(c);
+  r->head_bytes += len;
+  if (r->head_bytes > l->max_header_bytes)
+    return fail(c, kind == 1 ? 414 : 431);
+  bool fresh = r->last_cb != kind;
+  if (fresh && kind == 2 && (int)(r->nh / 2) >= l->max_headers)
+    return fail(c, 431);
+  if (fresh && r->last_cb != 0) {
+    if (!head_put(r, "", 0, true))
+      return fail(c, 500);
+  }
+  if (fresh && kind != 1 && !off_push(r, r->head_len))
+    return fail(c, 500);
+  if (!head_put(r, at, len, false))
+    return fail(c, 500);
+  r->last_cb = kind;
+  return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t len) { return on_piece(p, 1, at, len); }
+static int on_field(http_parser *p, const char *at, size_t len) { return on_piece(p, 2, at, len); }
+static int on_value(http_parser *p, const char *at, size_t len) {
+  gwp_req *r = req_of(p);
+  if (r->last_cb == 2 || r->last_cb == 3)
+    return on_piece(p, 3, at, len);
+  return -1;
+}
+
+const char *gwp_req_header(const gwp_req *r, const char *name) {
+  for (size_t i = 0; i + 1 < r->nh; i += 2)
+    if (strcasecmp(r->head + r->hoff[i], name) == 0)
+      return r->head + r->hoff[i + 1];
+  return NULL;
+}
+
+static void on_continue_written(uv_write_t *w, int status) {
+  (void)status;
+  free(w);
+}
+
+static int on_headers_complete(http_parser *p) {
+  gwp_conn *c = p->data;
+  gwp_req *r = req_of(p);
+  if (!head_put(r, "", 0, true)) /* terminates the last value (or the URL) */
+    return fail(c, 500);
+  if (r->last_cb == 2) /* a field without a value: http-parser does not allow it anyway */
+    return fail(c, 400);
+  if (r->nh % 2) /* a name whose value was empty: give it one */
+    if (!off_push(r, r->head_len - 1))
+      return fail(c, 500);
+  r->method = p->method;
+  r->major = p->http_major;
+  r->minor = p->http_minor;
+  r->keep_alive = http_should_keep_alive(p);
+  if (r->major != 1 || r->minor > 1)
+    return fail(c, 505);
+  /* RFC 9112 3.2: a 1.1 request without Host (or with two) is refused */
+  if (r->minor == 1 && !c->admin) {
+    int hosts = 0;
+    for (size_t i = 0; i + 1 < r->nh; i += 2)
+      hosts += strcasecmp(r->head + r->hoff[i], "Host") == 0;
+    if (hosts != 1)
+      return fail(c, 400);
+  }
+  const lk_gw_listen *l = limits(c);
+  if (l->max_body > 0 && p->content_length != ULLONG_MAX && p->content_length > l->max_body)
+    return fail(c, 413);
+  const char *ex = gwp_req_header(r, "Expect");
+  if (ex) {
+    if (strcasecmp(ex, "100-continue") != 0)
+      return fail(c, 417);
+    if (r->major == 1 && r->minor >= 1) {
+      r->expect_continue = true;
+      /* the client waits for this before it sends the body */
+      static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+      uv_write_t *w = malloc(sizeof *w);
+      if (!w)
+        return fail(c, 500);
+      uv_buf_t b = uv_buf_init((char *)cont, sizeof cont - 1);
+      if (uv_write(w, (uv_stream_t *)&c->tcp, &b, 1, on_continue_written) != 0) {
+        free(w);
+        return fail(c, 500);
+      }
+      r->continue_sent = true;
+    }
+  }
+  return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len) {
+  gwp_conn *c = p->data;
+  gwp_req *r = req_of(p);
+  const lk_gw_listen *l = limits(c);
+  if (l->max_body > 0 && r->body_len + len > l->max_body)
+    return fail(c, 413);
+  if (r->body_len + len > r->body_cap) {
+    size_t cap = r->body_cap ? r->body_cap : 1024;
+    while (cap < r->body_len + len)
+      cap *= 2;
+    char *n = realloc(r->body, cap);
+    if (!n)
+      return fail(c, 500);
+    r->body = n;
+    r->body_cap = cap;
+  }
+  memcpy(r->body + r->body_len, at, len);
+  r->body_len += len;
+  return 0;
+}
+
+static int on_message_complete(http_parser *p) {
+  gwp_conn *c = p->data;
+  c->state = GWP_BUSY;
+  http_parser_pause(p, 1); /* the rest of the buffer waits for this request's answer */
+  return 0;
+}
+
+static const http_parser_settings SETTINGS = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_field,
+    .on_header_value = on_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+/* --- reading ----------------------------------------------------------------------------------- */
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b) {
+  (void)hint;
+  gwp_conn *c = h->data;
+  *b = uv_buf_init(c->srv->rbuf, sizeof c->srv->rbuf);
+}
+
+static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b);
+
+static void dispatch(gwp_conn *c) {
+  gwp_req *r = c->req;
+  uv_timer_stop(&c->timer);
+  c->srv->nbusy++;
+  if (c->admin)
+    gwp_admin_dispatch(r);
+  else
+    gwp_proxy_dispatch(r);
+}
+
+static int status_for_parse_error(enum http_errno e) {
+  switch (e) {
+  case HPE_HEADER_OVERFLOW:
+    return 431;
+  default:
+    return 400;
+  }
+}
+
+/* Parses `len` bytes; keeps what follows a complete request in c->pending. */
+static void feed(gwp_conn *c, const char *data, size_t len) {
+  http_parser *p = &c->parser;
+  size_t done = http_parser_execute(p, &SETTINGS, data, len);
+  enum http_errno e = HTTP_PARSER_ERRNO(p);
+  if (e == HPE_PAUSED) {
+    http_parser_pause(p, 0);
+    size_t rest = len - done;
+    if (rest > 0) {
+      char *keep = malloc(rest);
+      if (!keep) {
+        c->close_after = true;
+      } else {
+        memcpy(keep, data + done, rest);
+        free(c->pending);
+        c->pending = keep;
+        c->pending_len = rest;
+      }
+    }
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    dispatch(c);
+    return;
+  }
+  if (e != HPE_OK) {
+    /* a hostile or broken request: answer what is wrong (if a request started) and close */
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    if (!c->req && on_message_begin(p) != 0) {
+      gwp_conn_close(c);
+      return;
+    }
+    int st = c->req->status ? c->req->status : status_for_parse_error(e);
+    c->state = GWP_BUSY;
+    c->srv->nbusy++;
+    gwp_respond_error(c->req, st, true, NULL);
+  }
+}
+
+static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
+  gwp_conn *c = st->data;
+  if (n == 0)
+    return;
+  if (n < 0) {
+    /* EOF or error: a request half-read is dropped; nothing is in flight (we read only while
+     * no request is being served) */
+    gwp_conn_close(c);
+    return;
+  }
+  c->last_io = gwp_now();
+  if (c->state == GWP_IDLE && !c->srv->draining)
+    arm(c, limits(c)->header_timeout);
+  feed(c, b->base, (size_t)n);
+}
+
+/* After a response: the next request, from the pipelined bytes first, then from the socket. */
+static void next_request(gwp_conn *c) {
+  c->state = GWP_IDLE;
+  c->last_io = gwp_now();
+  if (c->srv->draining && !c->pending) {
+    gwp_conn_close(c);
+    return;
+  }
+  arm(c, limits(c)->idle_timeout);
+  if (c->pending) {
+    char *data = c->pending;
+    size_t len = c->pending_len;
+    c->pending = NULL;
+    c->pending_len = 0;
+    arm(c, limits(c)->header_timeout);
+    feed(c, data, len);
+    free(data);
+    if (c->state == GWP_BUSY || c->state == GWP_WRITING || c->state == GWP_CLOSING)
+      return;
+  }
+  uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
+/* --- writing ----------------------------------------------------------------------------------- */
+
+static void on_written(uv_write_t *w, int status) {
+  gwp_req *r = w->data;
+  gwp_conn *c = r->conn;
+  c->req = NULL;
+  req_free(r);
+  if (c->state == GWP_CLOSING)
+    return;
+  if (status != 0 || c->close_after) {
+    gwp_conn_close(c);
+    return;
+  }
+  next_request(c);
+}
+
+static const char *reason_of(int status) {
+  switch (status) {
+  case 200: return "OK";
+  case 400: return "Bad Request";
+  case 404: return "Not Found";
+  case 405: return "Method Not Allowed";
+  case 408: return "Request Timeout";
+  case 413: return "Content Too Large";
+  case 414: return "URI Too Long";
+  case 417: return "Expectation Failed";
+  case 431: return "Request Header Fields Too Large";
+  case 500: return "Internal Server Error";
+  case 501: return "Not Implemented";
+  case 502: return "Bad Gateway";
+  case 503: return "Service Unavailable";
+  case 504: return "Gateway Timeout";
+  case 505: return "HTTP Version Not Supported";
+  default: return "";
+  }
+}
+
+static bool bodiless(const gwp_req *r, int status) {
+  return r->method == HTTP_HEAD || status == 204 || status == 304 || (status >= 100 && status < 200);
+}
+
+void gwp_respond(gwp_req *r, int status, const char *reason, const char *extra, const char *body,
+                 size_t body_len, lk_http_result *res) {
+  gwp_conn *c = r->conn;
+  if (!c) { /* the connection closed while the request was served */
+    lk_http_result_free(res);
+    req_free(r);
+    return;
+  }
+  c->srv->nbusy--;
+  r->status = status;
+  if (!reason || !*reason)
+    reason = reason_of(status);
+  bool close = c->close_after || !r->keep_alive || c->srv->draining;
+  c->close_after = close;
+  const char *extra_s = extra ? extra : "";
+  size_t cap = 128 + strlen(reason) + strlen(extra_s);
+  bool copy_body = !res && body_len > 0;
+  if (copy_body)
+    cap += body_len;
+  r->out = malloc(cap);
+  if (!r->out) {
+    lk_http_result_free(res);
+    gwp_conn_close(c);
+    return;
+  }
+  bool nobody = bodiless(r, status);
+  int n = snprintf(r->out, cap, "HTTP/1.1 %d %s\r\n%s", status, reason, extra_s);
+  if (!(status == 204 || status == 304 || (status >= 100 && status < 200)))
+    n += snprintf(r->out + n, cap - (size_t)n, "Content-Length: %zu\r\n", body_len);
+  n += snprintf(r->out + n, cap - (size_t)n, "%s\r\n", close ? "Connection: close\r\n" : "");
+  size_t head_len = (size_t)n;
+  if (copy_body && !nobody) {
+    memcpy(r->out + head_len, body, body_len);
+    head_len += body_len;
+  }
+  r->res = res;
+  uv_buf_t bufs[2] = {uv_buf_init(r->out, (unsigned)head_len), uv_buf_init(NULL, 0)};
+  unsigned nb = 1;
+  if (res && body_len > 0 && !nobody) {
+    bufs[1] = uv_buf_init((char *)body, (unsigned)body_len);
+    nb = 2;
+  }
+  c->state = GWP_WRITING;
+  r->wr.data = r;
+  if (uv_write(&r->wr, (uv_stream_t *)&c->tcp, bufs, nb, on_written) != 0) {
+    c->req = NULL;
+    c->state = GWP_IDLE;
+    req_free(r);
+    gwp_conn_close(c);
+  }
+}
+
+void gwp_respond_error(gwp_req *r, int status, bool close, const char *extra) {
+  if (close && r->conn)
+    r->conn->close_after = true;
+  char body[64];
+  int n = snprintf(body, sizeof body, "%d %s\n", status, reason_of(status));
+  char hdr[256];
+  snprintf(hdr, sizeof hdr, "Content-Type: text/plain\r\n%s", extra ? extra : "");
+  gwp_respond(r, status, NULL, hdr, body, (size_t)n, NULL);
+}
+
+/* --- accepting --------------------------------------------------------------------------------- */
+
+void gwp_conn_accept(gwp_server *s, uv_stream_t *listener, bool admin) {
+  gwp_conn *c = calloc(1, sizeof *c);
+  if (!c)
+    return;
+  c->srv = s;
+  c->admin = admin;
+  uv_tcp_init(s->loop, &c->tcp);
+  c->tcp.data = c;
+  c->handles_open = 1;
+  if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0) {
+    uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+    return;
+  }
+  uv_timer_init(s->loop, &c->timer);
+  c->timer.data = c;
+  c->handles_open = 2;
+  c->next = s->conns;
+  if (s->conns)
+    s->conns->prev = c;
+  s->conns = c;
+  s->nconns++;
+  if (!admin && s->nconns > s->cfg->listen.max_connections) {
+    gwp_log(s, LK_GW_LOG_WARN, "max-connections (%d) reached: closing a new connection",
+            s->cfg->listen.max_connections);
+    gwp_conn_close(c);
+    return;
+  }
+  uv_tcp_nodelay(&c->tcp, 1);
+  http_parser_init(&c->parser, HTTP_REQUEST);
+  c->parser.data = c;
+  c->state = GWP_IDLE;
+  c->last_io = gwp_now();
+  arm(c, s->cfg->listen.header_timeout);
+  uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
+void gwp_close_idle(gwp_server *s, int64_t quiet) {
+  int64_t now = gwp_now();
+  gwp_conn *c = s->conns;
+  while (c) {
+    gwp_conn *next = c->next;
+    if (c->state == GWP_IDLE && lk_sat_sub(now, c->last_io) >= quiet)
+      gwp_conn_close(c);
+    c = next;
+  }
+}

@@ -1,0 +1,393 @@
+/* SPDX-License-Identifier: MIT */
+/* One proxied request: route, deadline in, policy, endpoint per attempt, the call on lk_http, the
+ * answer downstream with the gateway's headers. */
+#include "gwp.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Headers that are about one connection, not the request (RFC 9110 7.6.1), or that the HTTP
+ * layer sets itself per attempt; never forwarded as the caller sent them. */
+static bool hop_by_hop(const char *name) {
+  static const char *const names[] = {
+      "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "TE", "Trailer",
+      "Upgrade", "Content-Length", "Expect", "Proxy-Authorization", "Linkd-Deadline",
+      "grpc-timeout", "Linkd-Attempt", LK_HTTP_RETRIED_HEADER};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcasecmp(name, names[i]) == 0)
+      return true;
+  return false;
+}
+
+/* Whether `name` is one of the comma-separated tokens of a Connection header value: those
+ * headers belong to the hop too (RFC 9110 7.6.1). */
+static bool named_by_connection(const char *conn, const char *name) {
+  if (!conn)
+    return false;
+  size_t n = strlen(name);
+  for (const char *p = conn; *p;) {
+    while (*p == ' ' || *p == '\t' || *p == ',')
+      p++;
+    const char *e = p;
+    while (*e && *e != ',' && *e != ' ' && *e != '\t')
+      e++;
+    if ((size_t)(e - p) == n && strncasecmp(p, name, n) == 0)
+      return true;
+    p = e;
+  }
+  return false;
+}
+
+static bool method_idempotent(unsigned m) {
+  return m == HTTP_GET || m == HTTP_HEAD || m == HTTP_OPTIONS || m == HTTP_PUT ||
+         m == HTTP_DELETE || m == HTTP_TRACE;
+}
+
+/* The caller's deadline: Linkd-Deadline (ms) first, else grpc-timeout. 1: found (*ns, may be
+ * 0), 0: none, -1: malformed. */
+static int caller_deadline(const gwp_req *r, int64_t *ns) {
+  const char *v = gwp_req_header(r, "Linkd-Deadline");
+  if (v)
+    return lk_ms_timeout_parse(v, strlen(v), ns) == LK_OK ? 1 : -1;
+  v = gwp_req_header(r, "grpc-timeout");
+  if (v)
+    return lk_grpc_timeout_parse(v, strlen(v), ns) == LK_OK ? 1 : -1;
+  return 0;
+}
+
+static const char *attempt_url(void *ctx, int attempt) {
+  gwp_req *r = ctx;
+  const lk_gw_cluster *cl = r->route->cluster;
+  int idx = 0;
+  if (lk_gw_cluster_pick(cl, gwp_now(), &r->srv->rng.base, r->tried, &idx) != LK_OK)
+    idx = 0;
+  r->tried |= UINT64_C(1) << idx;
+  if (attempt >= 1 && attempt <= GWP_MAX_TRACKED)
+    r->ep[attempt - 1] = idx;
+  r->nattempts = attempt;
+  const char *base = cl->endpoints[idx].base_url;
+  size_t need = strlen(base) + strlen(r->path) + 1;
+  if (need > r->url_cap) {
+    char *n = realloc(r->url, need);
+    if (!n)
+      return NULL; /* the request's own URL (the first endpoint) */
+    r->url = n;
+    r->url_cap = need;
+  }
+  strcpy(r->url, base);
+  strcat(r->url, r->path);
+  return r->url;
+}
+
+static void on_attempt(void *ctx, const lk_http_attempt_info *a) {
+  gwp_req *r = ctx;
+  if (a->phase == LK_PHASE_QUEUED || a->number < 1 || a->number > GWP_MAX_TRACKED ||
+      a->number > r->nattempts)
+    return; /* refused by a protection: no endpoint was asked */
+  const lk_gw_cluster *cl = r->route->cluster;
+  int idx = r->ep[a->number - 1];
+  lk_gw_outcome o = lk_gw_outcome_of(a->failure, a->status);
+  if (lk_gw_cluster_report(cl, idx, gwp_now(), a->duration, o))
+    gwp_log(r->srv, LK_GW_LOG_WARN, "cluster %s: endpoint %s ejected after %s", cl->name,
+            cl->endpoints[idx].key, lk_failure_name(a->failure));
+  if (a->failure != LK_F_NONE && r->streamed && a->decision.reason == LK_REASON_ATTEMPTS &&
+      a->request_sent)
+    r->retry_wanted = true;
+}
+
+/* What the gateway answers when no attempt got a response. */
+static int status_without_response(int err, lk_failure kind) {
+  switch (err) {
+  case LK_EDEADLINE:
+    return 504;
+  case LK_EBREAKER_OPEN:
+  case LK_ERATE_LIMITED:
+  case LK_EBULKHEAD_FULL:
+  case LK_EBUDGET:
+    return 503;
+  default:
+    break;
+  }
+  switch (kind) {
+  case LK_F_CONNECT_TIMEOUT:
+  case LK_F_READ_TIMEOUT:
+  case LK_F_FIRST_BYTE_TIMEOUT:
+  case LK_F_IDLE_TIMEOUT:
+  case LK_F_WRITE_TIMEOUT:
+  case LK_F_DNS_TIMEOUT:
+  case LK_F_TLS_TIMEOUT:
+  case LK_F_POOL_TIMEOUT:
+  case LK_F_DEADLINE_EXCEEDED:
+    return 504;
+  default:
+    return 502;
+  }
+}
+
+/* Appends "Name: value\r\n" to a growing buffer; false on no memory. */
+typedef struct sbuf {
+  char *p;
+  size_t len, cap;
+  bool oom;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+  if (b->oom)
+    return;
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 512;
+    while (cap < b->len + n + 1)
+      cap *= 2;
+    char *q = realloc(b->p, cap);
+    if (!q) {
+      b->oom = true;
+      return;
+    }
+    b->p = q;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->len, s, n);
+  b->len += n;
+  b->p[b->len] = '\0';
+}
+
+static void sb_hdr(sbuf *b, const char *name, const char *value) {
+  sb_put(b, name, strlen(name));
+  sb_put(b, ": ", 2);
+  sb_put(b, value, strlen(value));
+  sb_put(b, "\r\n", 2);
+}
+
+static void finish(gwp_req *r, lk_http_result *res) {
+  gwp_server *s = r->srv;
+  int err = lk_http_result_err(res);
+  const lk_http_response *resp = lk_http_result_response(res);
+  size_t natt = 0;
+  lk_http_result_attempts(res, &natt);
+  r->final = lk_http_result_failure(res);
+  r->stop = lk_http_result_stop(res);
+  int64_t now = gwp_now();
+
+  sbuf h = {0};
+  int status;
+  const char *body = NULL;
+  size_t body_len = 0;
+  if (resp) {
+    status = resp->status;
+    const char *conn_hdr = lk_http_response_header(resp, "Connection");
+    for (size_t i = 0; i < resp->header_count; i++)
+      if (!hop_by_hop(resp->headers[i].name) &&
+          !named_by_connection(conn_hdr, resp->headers[i].name))
+        sb_hdr(&h, resp->headers[i].name, resp->headers[i].value);
+    body = resp->body;
+    body_len = resp->body_len;
+  } else {
+    status = status_without_response(err, r->final);
+    sb_hdr(&h, "Content-Type", "text/plain");
+  }
+  char num[32];
+  if (err != LK_OK) {
+    /* this tier is done retrying: a caller that honours it does not retry again */
+    snprintf(num, sizeof num, "%zu", natt);
+    sb_hdr(&h, LK_HTTP_RETRIED_HEADER, num);
+  }
+  const char *key = lk_http_result_idempotency_key(res);
+  if (r->key_injected && key)
+    sb_hdr(&h, "Linkd-Idempotency-Key-Injected", key);
+  char gen[32];
+  snprintf(gen, sizeof gen, "%llu", (unsigned long long)r->cfg->generation);
+  sb_hdr(&h, "Linkd-Config-Generation", gen);
+  if (h.oom) {
+    free(h.p);
+    lk_http_result_free(res);
+    r->status = 500;
+    gwp_respond_error(r, 500, true, NULL);
+    return;
+  }
+
+  lk_gw_request_obs obs = {
+      .status = status,
+      .failure = r->final,
+      .attempts = (int)natt,
+      .duration = lk_sat_sub(now, r->t_start),
+      .queue_wait = -1,
+      .deadline_exceeded = err == LK_EDEADLINE || (!resp && status == 504),
+      .streamed = r->streamed,
+      .streamed_not_retried = r->retry_wanted,
+      .key_injected = r->key_injected && key,
+  };
+  lk_gw_route_observe(r->route, r->version, &obs);
+  lk_gw_rollback why;
+  if (lk_gw_route_record(r->route, r->version, lk_gw_request_bad(status), &why))
+    gwp_log(s, LK_GW_LOG_WARN,
+            "route %s: candidate policy %s rolled back: bad %.2f%% (%llu/%llu) vs stable %.2f%% "
+            "(%llu/%llu)",
+            r->route->name, why.version, why.next_rate, (unsigned long long)why.next_bad,
+            (unsigned long long)why.next_n, why.stable_rate, (unsigned long long)why.stable_bad,
+            (unsigned long long)why.stable_n);
+  r->status = status;
+  gwp_access_log(s, r, res);
+  if (resp) {
+    gwp_respond(r, status, resp->reason, h.p, body, body_len, res);
+  } else {
+    char msg[160];
+    int n = snprintf(msg, sizeof msg, "%d %s: %s\n", status,
+                     status == 504 ? "Gateway Timeout" : status == 503 ? "Service Unavailable"
+                                                                        : "Bad Gateway",
+                     r->stop ? r->stop : "");
+    lk_http_result_free(res);
+    gwp_respond(r, status, NULL, h.p, msg, (size_t)n, NULL);
+  }
+  free(h.p);
+}
+
+static void on_done(void *ud, lk_http_result *res) { finish(ud, res); }
+
+/* A request the gateway answers itself (no upstream call), still counted and logged. */
+static void answer_local(gwp_req *r, int status, const char *extra) {
+  r->status = status;
+  r->final = status == 504 ? LK_F_DEADLINE_EXCEEDED : LK_F_NONE;
+  r->stop = status == 504 ? "deadline expired on arrival" : "refused";
+  if (r->route) {
+    lk_gw_request_obs obs = {.status = status,
+                             .failure = r->final,
+                             .duration = lk_sat_sub(gwp_now(), r->t_start),
+                             .queue_wait = -1,
+                             .deadline_exceeded = status == 504};
+    lk_gw_route_observe(r->route, r->version, &obs);
+    lk_gw_route_record(r->route, r->version, lk_gw_request_bad(status), NULL);
+  } else {
+    lk_gw_runtime_observe_unrouted(r->srv->rt, status);
+  }
+  gwp_access_log(r->srv, r, NULL);
+  gwp_respond_error(r, status, false, extra);
+}
+
+void gwp_proxy_dispatch(gwp_req *r) {
+  gwp_server *s = r->srv;
+  r->cfg = lk_gw_config_ref(s->cfg);
+  const char *url = r->head; /* the request target */
+  const char *host = gwp_req_header(r, "Host");
+  char hostbuf[LK_GW_HOST_MAX];
+  if (url[0] != '/') {
+    /* absolute form (RFC 9112 3.2.2): the authority in it is the host */
+    struct http_parser_url u;
+    http_parser_url_init(&u);
+    if (http_parser_parse_url(url, strlen(url), 0, &u) != 0 || !(u.field_set & (1 << UF_HOST)) ||
+        u.field_data[UF_HOST].len >= sizeof hostbuf) {
+      answer_local(r, 400, NULL);
+      return;
+    }
+    memcpy(hostbuf, url + u.field_data[UF_HOST].off, u.field_data[UF_HOST].len);
+    hostbuf[u.field_data[UF_HOST].len] = '\0';
+    host = hostbuf;
+    url = (u.field_set & (1 << UF_PATH)) ? url + u.field_data[UF_PATH].off : "/";
+  }
+  r->path = url;
+  r->route = lk_gw_config_match(r->cfg, host, url);
+  if (!r->route) {
+    answer_local(r, 404, NULL);
+    return;
+  }
+  r->version = lk_gw_route_choose(r->route, &s->rng.base);
+  r->pol = lk_gw_route_policy(r->route, r->version);
+  const lk_gw_policy *pol = r->pol;
+
+  /* the deadline in: the caller's, capped by the route; gone already -> 504 at once */
+  int64_t d = pol->deadline;
+  int64_t in = 0;
+  int got = caller_deadline(r, &in);
+  if (got < 0) {
+    answer_local(r, 400, NULL);
+    return;
+  }
+  if (got > 0) {
+    if (in <= 0) {
+      answer_local(r, 504, LK_HTTP_RETRIED_HEADER ": 0\r\n");
+      return;
+    }
+    d = in < pol->deadline_cap ? in : pol->deadline_cap;
+  }
+  /* the time already spent reading the request counts against it */
+  int64_t spent = lk_sat_sub(gwp_now(), r->t_start);
+  if (got > 0 && spent >= d) {
+    answer_local(r, 504, LK_HTTP_RETRIED_HEADER ": 0\r\n");
+    return;
+  }
+  if (got > 0)
+    d -= spent;
+  r->deadline = d;
+  r->deadline_at = lk_sat_add(gwp_now(), d);
+
+  const lk_gw_cluster *cl = r->route->cluster;
+  size_t need = strlen(cl->endpoints[0].base_url) + strlen(url) + 1;
+  r->url = malloc(need);
+  if (!r->url) {
+    answer_local(r, 500, NULL);
+    return;
+  }
+  r->url_cap = need;
+  strcpy(r->url, cl->endpoints[0].base_url);
+  strcat(r->url, url);
+  lk_http_request *hr = lk_http_request_new(http_method_str(r->method), r->url);
+  if (!hr) {
+    answer_local(r, 400, NULL);
+    return;
+  }
+  bool has_key = false;
+  const char *conn_hdr = gwp_req_header(r, "Connection");
+  for (size_t i = 0; i + 1 < r->nh; i += 2) {
+    const char *name = r->head + r->hoff[i], *value = r->head + r->hoff[i + 1];
+    if (hop_by_hop(name) || named_by_connection(conn_hdr, name))
+      continue;
+    bool removed = false;
+    for (size_t k = 0; k < pol->n_headers; k++)
+      if (strcasecmp(pol->headers[k].name, name) == 0)
+        removed = true; /* replaced or removed by the route */
+    if (removed)
+      continue;
+    if (strcasecmp(name, "Idempotency-Key") == 0)
+      has_key = true;
+    if (lk_http_request_add_header(hr, name, value) != LK_OK) {
+      lk_http_request_free(hr);
+      answer_local(r, 400, NULL);
+      return;
+    }
+  }
+  for (size_t k = 0; k < pol->n_headers; k++)
+    if (pol->headers[k].value)
+      lk_http_request_add_header(hr, pol->headers[k].name, pol->headers[k].value);
+  if (r->body_len > 0 || (r->method != HTTP_GET && r->method != HTTP_HEAD && r->body))
+    lk_http_request_set_body_ref(hr, r->body ? r->body : "", r->body_len);
+
+  lk_http_policy p = pol->http;
+  p.deadline = d;
+  p.deadline_at = lk_deadline_none();
+  p.attempt_url = attempt_url;
+  p.attempt_url_ctx = r;
+  p.on_attempt = on_attempt;
+  p.on_attempt_ctx = r;
+  p.rng = &s->rng.base;
+  p.clock = NULL;
+  if (pol->idem == LK_GW_IDEM_INJECT && !has_key && !method_idempotent(r->method)) {
+    p.idem_mode = LK_IDEM_AUTO;
+    r->key_injected = true;
+  } else if (p.idem_mode != LK_IDEM_KEY) {
+    p.idem_mode = LK_IDEM_NONE;
+  }
+  if (r->body_len > s->cfg->listen.body_buffer) {
+    /* larger than the replay buffer: one attempt only (counted, never silently) */
+    r->streamed = true;
+    lk_retry_config rc = p.retry.cfg;
+    rc.max_attempts = 1;
+    lk_retry_policy_init(&p.retry, &rc, NULL);
+  }
+  int rc = lk_http_submit(s->client, hr, &p, NULL, on_done, r);
+  lk_http_request_free(hr);
+  if (rc != LK_OK) {
+    gwp_log(s, LK_GW_LOG_ERROR, "route %s: the call could not start: %s", r->route->name,
+            lk_strerror(rc));
+    answer_local(r, 500, NULL);
+  }
+}

@@ -1,0 +1,344 @@
+/* SPDX-License-Identifier: MIT */
+/* outbox.c: opening the file, its schema, and the statements shared by the other parts. */
+#include "outbox_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *const stmt_sql[OB_ST_COUNT] = {
+    [OB_ST_INSERT] = "INSERT INTO entries(state, method, url, headers, body, idem_key, created_ns, "
+                     "expires_ns, next_ns) VALUES(0, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?6)",
+    [OB_ST_TOTALS_ADD] = "UPDATE totals SET enqueued = enqueued + ?1, delivered = delivered + ?2, "
+                         "expired = expired + ?3, poisoned = poisoned + ?4, purged = purged + ?5, "
+                         "rounds = rounds + ?6, attempts = attempts + ?7, retried = retried + ?8",
+    [OB_ST_DUE] = "SELECT id, method, url, headers, body, idem_key, expires_ns, rounds, attempts, "
+                  "created_ns "
+                  "FROM entries WHERE state = 0 AND id > ?1 AND next_ns <= ?2 "
+                  "ORDER BY id LIMIT ?3",
+    [OB_ST_EXPIRE] = "UPDATE entries SET state = 2, done_ns = ?2 WHERE id = ?1 AND state = 0",
+    [OB_ST_RECORD] = "UPDATE entries SET state = ?2, rounds = rounds + 1, attempts = attempts + ?3,"
+                     " next_ns = ?4, done_ns = ?5, last_error = ?6, last_failure = ?7, "
+                     "last_status = ?8, resp_headers = ?9, resp_body = ?10, resp_truncated = ?11 "
+                     "WHERE id = ?1 AND state = 0",
+    [OB_ST_GET] = "SELECT " OB_ENTRY_COLUMNS " FROM entries WHERE id = ?1",
+};
+
+/* migrations[i] takes the schema from version i to i + 1. Append only. */
+static const char *const migrations[] = {
+    /* 0 -> 1. The key is UNIQUE: one logical operation, one entry. done_ns is when the entry
+     * left PENDING (0 before), for the retention window. The totals row counts what happened
+     * over the file's life, in the same transactions as the changes. */
+    "CREATE TABLE entries("
+    "  id INTEGER PRIMARY KEY,"
+    "  state INTEGER NOT NULL,"
+    "  method TEXT NOT NULL,"
+    "  url TEXT NOT NULL,"
+    "  headers TEXT NOT NULL,"
+    "  body BLOB NOT NULL,"
+    "  idem_key TEXT NOT NULL UNIQUE,"
+    "  created_ns INTEGER NOT NULL,"
+    "  expires_ns INTEGER NOT NULL,"
+    "  next_ns INTEGER NOT NULL,"
+    "  done_ns INTEGER NOT NULL DEFAULT 0,"
+    "  rounds INTEGER NOT NULL DEFAULT 0,"
+    "  attempts INTEGER NOT NULL DEFAULT 0,"
+    "  last_error INTEGER NOT NULL DEFAULT 0,"
+    "  last_failure TEXT NOT NULL DEFAULT '',"
+    "  last_status INTEGER NOT NULL DEFAULT 0,"
+    "  resp_headers TEXT NOT NULL DEFAULT '',"
+    "  resp_body BLOB NOT NULL DEFAULT x'',"
+    "  resp_truncated INTEGER NOT NULL DEFAULT 0);"
+    "CREATE INDEX entries_by_state ON entries(state, id);"
+    "CREATE INDEX entries_done ON entries(state, done_ns) WHERE state <> 0;"
+    "CREATE TABLE totals("
+    "  one INTEGER PRIMARY KEY CHECK(one = 1),"
+    "  enqueued INTEGER NOT NULL, delivered INTEGER NOT NULL, expired INTEGER NOT NULL,"
+    "  poisoned INTEGER NOT NULL, purged INTEGER NOT NULL, rounds INTEGER NOT NULL,"
+    "  attempts INTEGER NOT NULL, retried INTEGER NOT NULL);"
+    "INSERT INTO totals VALUES(1, 0, 0, 0, 0, 0, 0, 0, 0);",
+};
+
+_Static_assert(sizeof migrations / sizeof migrations[0] == OB_SCHEMA_VERSION,
+               "one migration per schema version");
+
+static int64_t wall_now(const lk_clock *c) {
+  (void)c;
+  return lk_wall_ns();
+}
+static const lk_clock wall_clock = {wall_now};
+
+void lk_outbox_config_init_default(lk_outbox_config *c) {
+  c->path = "linkd-outbox.db";
+  c->retention = LK_SEC(7 * 86400);
+  c->default_ttl = LK_SEC(86400);
+  c->busy_timeout_ms = 5000;
+  c->max_stored_response = 64 * 1024;
+  c->wall_clock = NULL;
+}
+
+int64_t ob_now(const lk_outbox *ob) { return ob->cfg.wall_clock->now(ob->cfg.wall_clock); }
+
+int ob_err(int rc) {
+  switch (rc & 0xff) {
+  case SQLITE_OK:
+  case SQLITE_DONE:
+  case SQLITE_ROW: return LK_EIO; /* asked about a failure: never report success */
+  case SQLITE_NOMEM: return LK_ENOMEM;
+  case SQLITE_CONSTRAINT: return LK_ECONFLICT;
+  case SQLITE_BUSY:
+  case SQLITE_LOCKED: return LK_EAGAIN;
+  default: return LK_EIO;
+  }
+}
+
+int ob_exec(lk_outbox *ob, const char *sql) {
+  int rc = sqlite3_exec(ob->db, sql, NULL, NULL, NULL);
+  return rc == SQLITE_OK ? LK_OK : ob_err(rc);
+}
+
+int ob_begin(lk_outbox *ob) { return ob_exec(ob, "BEGIN IMMEDIATE"); }
+
+int ob_commit(lk_outbox *ob) {
+  int rc = ob_exec(ob, "COMMIT");
+  if (rc != LK_OK)
+    ob_rollback(ob);
+  return rc;
+}
+
+void ob_rollback(lk_outbox *ob) {
+  if (!sqlite3_get_autocommit(ob->db))
+    sqlite3_exec(ob->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+sqlite3_stmt *ob_stmt(lk_outbox *ob, ob_st id) {
+  sqlite3_stmt *st = ob->st[id];
+  if (!st) {
+    if (sqlite3_prepare_v3(ob->db, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) !=
+        SQLITE_OK)
+      return NULL;
+    ob->st[id] = st;
+  } else {
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+  }
+  return st;
+}
+
+int ob_totals_add(lk_outbox *ob, const ob_totals *t) {
+  sqlite3_stmt *st = ob_stmt(ob, OB_ST_TOTALS_ADD);
+  if (!st)
+    return LK_EIO;
+  const int64_t v[] = {t->enqueued, t->delivered, t->expired,  t->poisoned,
+                       t->purged,   t->rounds,    t->attempts, t->retried};
+  for (int i = 0; i < 8; i++)
+    sqlite3_bind_int64(st, i + 1, v[i]);
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? LK_OK : ob_err(rc);
+}
+
+static const char *col_text(sqlite3_stmt *st, int i) {
+  const unsigned char *t = sqlite3_column_text(st, i);
+  return t ? (const char *)t : "";
+}
+
+void ob_entry_from_row(sqlite3_stmt *st, lk_outbox_entry *e) {
+  memset(e, 0, sizeof *e);
+  e->id = sqlite3_column_int64(st, 0);
+  e->state = (lk_outbox_state)sqlite3_column_int(st, 1);
+  e->method = col_text(st, 2);
+  e->url = col_text(st, 3);
+  e->key = col_text(st, 4);
+  e->headers = col_text(st, 5);
+  e->body_len = (size_t)sqlite3_column_int64(st, 6);
+  e->created = sqlite3_column_int64(st, 7);
+  e->expires = sqlite3_column_int64(st, 8);
+  e->next_round = sqlite3_column_int64(st, 9);
+  e->done = sqlite3_column_int64(st, 10);
+  e->rounds = sqlite3_column_int(st, 11);
+  e->attempts = sqlite3_column_int(st, 12);
+  e->last_error = sqlite3_column_int(st, 13);
+  e->last_failure = col_text(st, 14);
+  e->last_status = sqlite3_column_int(st, 15);
+  e->response_headers = col_text(st, 16);
+  e->response_body = sqlite3_column_blob(st, 17);
+  e->response_body_len = (size_t)sqlite3_column_bytes(st, 17);
+  if (!e->response_body)
+    e->response_body = "";
+  e->response_truncated = sqlite3_column_int(st, 18) != 0;
+}
+
+/* --- opening ------------------------------------------------------------------------------- */
+
+static void set_err(char *errbuf, size_t errcap, const char *what, sqlite3 *db) {
+  if (!errbuf || !errcap)
+    return;
+  int sys = db ? sqlite3_system_errno(db) : 0;
+  if (sys) /* SQLite's "unable to open database file" hides the OS's reason */
+    snprintf(errbuf, errcap, "%s: %s (%s)", what, sqlite3_errmsg(db), strerror(sys));
+  else
+    snprintf(errbuf, errcap, "%s: %s", what, db ? sqlite3_errmsg(db) : "out of memory");
+}
+
+/* The directory must exist and be writable: WAL mode creates the -wal and -shm files next to
+ * the file, and the sender its lock file. Named here rather than as SQLite's generic error. */
+static int check_dir(const char *path, char *errbuf, size_t errcap) {
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  if (!slash)
+    snprintf(dir, sizeof dir, ".");
+  else if (slash == path)
+    snprintf(dir, sizeof dir, "/");
+  else
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  struct stat sb;
+  if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    if (errbuf && errcap)
+      snprintf(errbuf, errcap, "the outbox's directory '%s' %s", dir,
+               errno == ENOENT ? "does not exist" : "is not a directory");
+    return LK_ESYS;
+  }
+  if (access(dir, W_OK | X_OK) != 0) {
+    if (errbuf && errcap)
+      snprintf(errbuf, errcap, "the outbox's directory '%s' is not writable (%s)", dir,
+               strerror(errno));
+    return LK_ESYS;
+  }
+  return LK_OK;
+}
+
+static int user_version(sqlite3 *db, int *v) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
+    return LK_EIO;
+  int rc = sqlite3_step(st);
+  *v = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? LK_OK : LK_EIO;
+}
+
+static int migrate(lk_outbox *ob, char *errbuf, size_t errcap) {
+  /* IMMEDIATE: two processes opening one new file must not both create the schema. */
+  int rc = ob_begin(ob);
+  if (rc != LK_OK) {
+    set_err(errbuf, errcap, "begin", ob->db);
+    return rc;
+  }
+  int v;
+  rc = user_version(ob->db, &v);
+  if (rc == LK_OK && v > OB_SCHEMA_VERSION) {
+    if (errbuf && errcap)
+      snprintf(errbuf, errcap, "outbox schema version %d is newer than this library's %d", v,
+               OB_SCHEMA_VERSION);
+    rc = LK_ESTATE;
+  }
+  for (; rc == LK_OK && v < OB_SCHEMA_VERSION; v++) {
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA user_version = %d", v + 1);
+    rc = ob_exec(ob, migrations[v]);
+    if (rc == LK_OK)
+      rc = ob_exec(ob, sql);
+    if (rc != LK_OK)
+      set_err(errbuf, errcap, "schema", ob->db);
+  }
+  if (rc != LK_OK) {
+    ob_rollback(ob);
+    return rc;
+  }
+  rc = ob_commit(ob);
+  if (rc != LK_OK)
+    set_err(errbuf, errcap, "commit", ob->db);
+  return rc;
+}
+
+int lk_outbox_open(const lk_outbox_config *cfg, lk_outbox **out, char *errbuf, size_t errcap) {
+  if (out)
+    *out = NULL;
+  if (errbuf && errcap)
+    errbuf[0] = '\0';
+  if (!cfg || !out || !cfg->path || !*cfg->path || cfg->retention <= 0 || cfg->default_ttl <= 0 ||
+      cfg->busy_timeout_ms < 0)
+    return LK_EINVAL;
+  int rc = check_dir(cfg->path, errbuf, errcap);
+  if (rc != LK_OK)
+    return rc;
+  lk_outbox *ob = calloc(1, sizeof *ob);
+  if (!ob)
+    return LK_ENOMEM;
+  ob->cfg = *cfg;
+  ob->path = strdup(cfg->path);
+  if (!ob->path) {
+    free(ob);
+    return LK_ENOMEM;
+  }
+  ob->cfg.path = ob->path;
+  if (!ob->cfg.wall_clock)
+    ob->cfg.wall_clock = &wall_clock;
+  pthread_mutex_init(&ob->mu, NULL);
+  /* NOMUTEX: ob->mu serialises the connection. */
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  if (sqlite3_open_v2(ob->path, &ob->db, flags, NULL) != SQLITE_OK) {
+    set_err(errbuf, errcap, ob->path, ob->db);
+    lk_outbox_close(ob);
+    return LK_ESYS;
+  }
+  if (sqlite3_db_readonly(ob->db, "main") == 1) {
+    if (errbuf && errcap)
+      snprintf(errbuf, errcap, "%s: the outbox file is read-only", ob->path);
+    lk_outbox_close(ob);
+    return LK_ESYS;
+  }
+  sqlite3_extended_result_codes(ob->db, 1);
+  sqlite3_busy_timeout(ob->db, cfg->busy_timeout_ms);
+  /* FULL: the WAL is fsynced at every COMMIT, so an acknowledged enqueue survives power loss,
+   * not only a crash of the process. */
+  rc = ob_exec(ob, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA temp_store=MEMORY;");
+  if (rc != LK_OK) {
+    set_err(errbuf, errcap, "pragmas", ob->db);
+    lk_outbox_close(ob);
+    return rc == LK_EAGAIN ? rc : LK_ESYS;
+  }
+  rc = migrate(ob, errbuf, errcap);
+  if (rc != LK_OK) {
+    lk_outbox_close(ob);
+    return rc;
+  }
+  *out = ob;
+  return LK_OK;
+}
+
+void lk_outbox_close(lk_outbox *ob) {
+  if (!ob)
+    return;
+  for (int i = 0; i < OB_ST_COUNT; i++)
+    sqlite3_finalize(ob->st[i]);
+  sqlite3_close(ob->db);
+  pthread_mutex_destroy(&ob->mu);
+  free(ob->path);
+  free(ob);
+}
+
+/* --- names ------------------------------------------------------------------------------------ */
+
+static const char *const state_names[] = {"pending", "delivered", "expired", "poisoned"};
+
+const char *lk_outbox_state_name(lk_outbox_state s) {
+  return (unsigned)s < 4 ? state_names[s] : "unknown";
+}
+
+int lk_outbox_state_parse(const char *s, lk_outbox_state *out) {
+  if (!s || !out)
+    return LK_EINVAL;
+  for (int i = 0; i < 4; i++) {
+    if (strcasecmp(s, state_names[i]) == 0) {
+      *out = (lk_outbox_state)i;
+      return LK_OK;
+    }
+  }
+  return LK_EINVAL;
+}

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/* Helpers of the `linkd serve` tests: a gateway process started from a configuration text, and a
+ * raw HTTP/1.1 client (a socket, exact bytes, one response parsed at a time) so hostile and
+ * pipelined requests can be written as they are. */
+#ifndef LINKD_GWTEST_H
+#define LINKD_GWTEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct gw_proc {
+  pid_t pid;
+  int port, admin_port;
+  char dir[256];
+  char cfg_path[300];
+  char port_path[300];
+  char access_path[300]; /* the access log the configuration should name (%ACCESS%) */
+  char err_path[300];    /* the gateway's stderr */
+} gw_proc;
+
+/* Writes `cfg` to the configuration file, replacing "%ACCESS%" with the access log path. */
+void gw_write_config(gw_proc *g, const char *cfg);
+/* Starts `linkd serve -c FILE --port-file F` with `cfg` (asserts it comes up within 5 s). */
+void gw_start(gw_proc *g, const char *cfg);
+/* SIGTERM, then waits up to `wait_ms`; returns the exit code (128+signal if it had to be
+ * killed, -1 if it did not exit). Removes the files. */
+int gw_stop(gw_proc *g, int wait_ms);
+/* The gateway's stderr so far (static buffer). */
+const char *gw_stderr(const gw_proc *g);
+/* Lines in the access log. */
+int gw_access_lines(const gw_proc *g);
+/* The access log (static buffer). */
+const char *gw_access(const gw_proc *g);
+
+/* A parsed response. */
+typedef struct gw_resp {
+  int status;
+  char head[8192]; /* status line and headers as received */
+  char *body;      /* malloc'd, NUL-terminated */
+  size_t body_len;
+  bool closed;     /* the server closed the connection after it (or said Connection: close) */
+} gw_resp;
+
+int gw_connect(int port); /* asserts */
+void gw_send(int fd, const void *data, size_t len);
+void gw_send_str(int fd, const char *s);
+/* Reads one response within timeout_ms. 0, or -1 when the connection closed first (or the time
+ * ran out: then *timed_out). */
+int gw_read(int fd, gw_resp *r, int timeout_ms, bool *timed_out);
+/* A header's value in r->head (case-insensitive name) copied into buf, or NULL. */
+const char *gw_header(const gw_resp *r, const char *name, char *buf, size_t cap);
+void gw_resp_free(gw_resp *r);
+/* Whether the peer closed the connection within timeout_ms (reads and discards). */
+bool gw_closed(int fd, int timeout_ms);
+
+/* One request on a fresh connection: "METHOD PATH HTTP/1.1", Host, the extra header lines
+ * (complete "Name: value\r\n" lines or NULL), and the body. Asserts a response arrives within
+ * 5 s. */
+void gw_request(int port, const char *method, const char *path, const char *extra,
+                const char *body, gw_resp *r);
+
+int64_t gw_now_ms(void);
+void gw_sleep_ms(int ms);
+/* Resident set size of `pid` in KiB (VmRSS), or -1. */
+long gw_rss_kib(pid_t pid);
+
+#endif

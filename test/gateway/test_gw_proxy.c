@@ -1,0 +1,397 @@
+/* SPDX-License-Identifier: MIT */
+/* `linkd serve` in front of faultd processes: proxying, retries on another endpoint, ejection and
+ * return, the deadline in and out, Linkd-Retried, Idempotency-Key injection, bodies too large to
+ * replay, pipelining, chunked bodies, Expect: 100-continue, the admin listener. Every test runs a
+ * real gateway process and real upstream servers on 127.0.0.1. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "faultd_client.h"
+#include "gwtest.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static faultd_proc F1, F2;
+static gw_proc G;
+
+static int teardown(void **state) {
+  (void)state;
+  gw_stop(&G, 5000);
+  faultd_stop(&F1);
+  faultd_stop(&F2);
+  return 0;
+}
+
+static void start_faultd(faultd_proc *f, const char *mode, const char *const *args) {
+  assert_int_equal(faultd_start(f, mode, args), 0);
+}
+
+/* A configuration with one cluster of the given endpoints and one route over it; `route_extra`
+ * adds route keys, `listen_extra` [listen] keys. */
+static void start_gw(const char *endpoints, const char *route_extra, const char *listen_extra) {
+  char cfg[4096];
+  snprintf(cfg, sizeof cfg,
+           "[listen]\naddress = 127.0.0.1:0\n%s\n"
+           "[admin]\naddress = 127.0.0.1:0\n\n"
+           "[log]\naccess = %%ACCESS%%\nlevel = debug\n\n"
+           "[cluster up]\n%s\n"
+           "[route all]\ncluster = up\nprefix = /\nmax-attempts = 3\nbase = 5ms\n"
+           "max-delay = 20ms\njitter = none\nattempt-timeout = 500ms\ndeadline = 2s\n%s\n",
+           listen_extra ? listen_extra : "", endpoints, route_extra ? route_extra : "");
+  gw_start(&G, cfg);
+}
+
+static void endpoint_line(char *buf, size_t cap, const faultd_proc *f) {
+  snprintf(buf, cap, "endpoint = 127.0.0.1:%d\n", faultd_port(f));
+}
+
+static void test_proxies_and_logs(void **state) {
+  (void)state;
+  const char *args[] = {"--body", "hello", NULL};
+  start_faultd(&F1, "ok", args);
+  char ep[128];
+  endpoint_line(ep, sizeof ep, &F1);
+  start_gw(ep, NULL, NULL);
+  gw_resp r;
+  gw_request(G.port, "GET", "/books/1?x=y", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  assert_string_equal(r.body, "hello");
+  char v[128];
+  assert_non_null(gw_header(&r, "Linkd-Config-Generation", v, sizeof v));
+  assert_string_equal(v, "1");
+  assert_null(gw_header(&r, "Linkd-Retried", v, sizeof v)); /* a success says nothing */
+  gw_resp_free(&r);
+  faultd_req q[4];
+  assert_int_equal(faultd_wait_requests(&F1, 1, 2000), 1);
+  assert_int_equal(faultd_requests(&F1, q, 4), 1);
+  assert_string_equal(q[0].path, "/books/1?x=y");
+  assert_true(q[0].has_deadline); /* the deadline goes out */
+  assert_true(atoi(q[0].deadline) <= 500);
+  /* one JSON line per request with route, attempts, endpoints, final kind, deadline left */
+  int64_t end = gw_now_ms() + 2000;
+  while (gw_access_lines(&G) < 1 && gw_now_ms() < end)
+    gw_sleep_ms(10);
+  const char *log = gw_access(&G);
+  assert_non_null(strstr(log, "\"route\":\"all\""));
+  assert_non_null(strstr(log, "\"attempts\":1"));
+  char want[96];
+  snprintf(want, sizeof want, "\"endpoints\":[\"127.0.0.1:%d\"]", faultd_port(&F1));
+  assert_non_null(strstr(log, want));
+  assert_non_null(strstr(log, "\"final\":\"NONE\""));
+  assert_non_null(strstr(log, "\"deadline_left_ms\":"));
+  /* unknown route: a host-specific route only, other hosts get 404 */
+}
+
+/* Cluster of a 503 server and an OK server: a call that lands on the 503 first retries on the
+ * other one, never on the same one; every call succeeds. */
+static void test_retry_goes_to_another_endpoint(void **state) {
+  (void)state;
+  const char *bad[] = {"--status", "503", NULL};
+  start_faultd(&F1, "status", bad);
+  start_faultd(&F2, "ok", NULL);
+  char ep[256], e2[128];
+  endpoint_line(ep, sizeof ep, &F1);
+  endpoint_line(e2, sizeof e2, &F2);
+  strcat(ep, e2);
+  /* no ejection: every call picks among both */
+  start_gw(ep, "", NULL);
+  for (int i = 0; i < 24; i++) {
+    gw_resp r;
+    gw_request(G.port, "GET", "/x", NULL, NULL, &r);
+    assert_int_equal(r.status, 200);
+    gw_resp_free(&r);
+  }
+  faultd_req q[64];
+  int nb = faultd_requests(&F1, q, 64);
+  assert_true(nb >= 1); /* 2^-24 odds of never landing first on the bad one */
+  for (int i = 0; i < nb; i++)
+    assert_string_equal(q[i].attempt, "1"); /* a retry never came back to it */
+  int ng = faultd_requests(&F2, q, 64);
+  assert_int_equal(ng, 24);
+  int second = 0;
+  for (int i = 0; i < ng; i++)
+    second += strcmp(q[i].attempt, "2") == 0;
+  assert_int_equal(second, nb); /* each call that met the 503 retried here */
+}
+
+/* eject-5xx = 2: the 503 server is ejected after two 5xx and gets nothing for the ejection time,
+ * then it is picked again. */
+static void test_ejection_and_return(void **state) {
+  (void)state;
+  const char *bad[] = {"--status", "503", NULL};
+  start_faultd(&F1, "status", bad);
+  start_faultd(&F2, "ok", NULL);
+  char ep[512], e2[128];
+  endpoint_line(ep, sizeof ep, &F1);
+  endpoint_line(e2, sizeof e2, &F2);
+  strcat(ep, e2);
+  strcat(ep, "eject-5xx = 2\neject-base-time = 400ms\neject-max-percent = 50\n");
+  start_gw(ep, NULL, NULL);
+  int64_t t0 = gw_now_ms();
+  int n = 0;
+  while (faultd_request_count(&F1) < 2 && n < 200) {
+    gw_resp r;
+    gw_request(G.port, "GET", "/x", NULL, NULL, &r);
+    assert_int_equal(r.status, 200);
+    gw_resp_free(&r);
+    n++;
+  }
+  assert_int_equal(faultd_request_count(&F1), 2);
+  /* ejected: 20 more calls, none reaches it (well within 400 ms) */
+  for (int i = 0; i < 20; i++) {
+    gw_resp r;
+    gw_request(G.port, "GET", "/x", NULL, NULL, &r);
+    assert_int_equal(r.status, 200);
+    gw_resp_free(&r);
+  }
+  assert_true(gw_now_ms() - t0 < 400);
+  assert_int_equal(faultd_request_count(&F1), 2);
+  assert_non_null(strstr(gw_stderr(&G), "ejected"));
+  gw_sleep_ms(450);
+  /* back: it is picked again */
+  for (int i = 0; i < 60 && faultd_request_count(&F1) == 2; i++) {
+    gw_resp r;
+    gw_request(G.port, "GET", "/x", NULL, NULL, &r);
+    assert_int_equal(r.status, 200);
+    gw_resp_free(&r);
+  }
+  assert_true(faultd_request_count(&F1) > 2);
+}
+
+static void test_deadline_in_and_out(void **state) {
+  (void)state;
+  const char *slow[] = {"--delay-ms", "1000", NULL};
+  start_faultd(&F1, "slow", slow);
+  char ep[128];
+  endpoint_line(ep, sizeof ep, &F1);
+  start_gw(ep, "deadline-cap = 300ms\n", NULL);
+  /* expired on arrival: 504 at once, nothing sent upstream */
+  gw_resp r;
+  int64_t t = gw_now_ms();
+  gw_request(G.port, "GET", "/x", "Linkd-Deadline: 0\r\n", NULL, &r);
+  assert_int_equal(r.status, 504);
+  assert_true(gw_now_ms() - t < 100);
+  gw_resp_free(&r);
+  gw_request(G.port, "GET", "/x", "grpc-timeout: 0m\r\n", NULL, &r);
+  assert_int_equal(r.status, 504);
+  gw_resp_free(&r);
+  assert_int_equal(faultd_request_count(&F1), 0);
+  /* the caller's 5 s is capped at 300 ms; the upstream is told less than that */
+  t = gw_now_ms();
+  gw_request(G.port, "GET", "/x", "Linkd-Deadline: 5000\r\n", NULL, &r);
+  int64_t took = gw_now_ms() - t;
+  assert_int_equal(r.status, 504);
+  assert_true(took >= 280 && took < 600);
+  char v[32];
+  assert_non_null(gw_header(&r, "Linkd-Retried", v, sizeof v));
+  gw_resp_free(&r);
+  faultd_req q[4];
+  assert_true(faultd_requests(&F1, q, 4) >= 1);
+  assert_true(q[0].has_deadline);
+  assert_true(atoi(q[0].deadline) <= 300);
+  /* a caller's 150 ms under the cap wins */
+  t = gw_now_ms();
+  gw_request(G.port, "GET", "/x", "Linkd-Deadline: 150\r\n", NULL, &r);
+  took = gw_now_ms() - t;
+  assert_int_equal(r.status, 504);
+  assert_true(took >= 130 && took < 400);
+  gw_resp_free(&r);
+  /* malformed: 400 */
+  gw_request(G.port, "GET", "/x", "Linkd-Deadline: soon\r\n", NULL, &r);
+  assert_int_equal(r.status, 400);
+  gw_resp_free(&r);
+}
+
+/* The gateway retried 3 times: its 503 says so, so the tier above does not retry again. */
+static void test_retried_header(void **state) {
+  (void)state;
+  const char *bad[] = {"--status", "503", NULL};
+  start_faultd(&F1, "status", bad);
+  char ep[128];
+  endpoint_line(ep, sizeof ep, &F1);
+  start_gw(ep, NULL, NULL);
+  gw_resp r;
+  gw_request(G.port, "GET", "/x", NULL, NULL, &r);
+  assert_int_equal(r.status, 503);
+  char v[32];
+  assert_non_null(gw_header(&r, "Linkd-Retried", v, sizeof v));
+  assert_string_equal(v, "3");
+  gw_resp_free(&r);
+  assert_int_equal(faultd_wait_requests(&F1, 3, 2000), 3);
+}
+
+/* idempotency = inject: a POST without a key gets one, the same on every attempt, and the
+ * response says which; a caller's key is passed as is. */
+static void test_key_injection(void **state) {
+  (void)state;
+  const char *script[] = {"--script", "503,503,200", NULL};
+  start_faultd(&F1, "status", script);
+  char ep[128];
+  endpoint_line(ep, sizeof ep, &F1);
+  start_gw(ep, "idempotency = inject\n", NULL);
+  gw_resp r;
+  gw_request(G.port, "POST", "/loans", NULL, "{\"book\":1}", &r);
+  assert_int_equal(r.status, 200);
+  char key[128];
+  assert_non_null(gw_header(&r, "Linkd-Idempotency-Key-Injected", key, sizeof key));
+  gw_resp_free(&r);
+  faultd_req q[8];
+  assert_int_equal(faultd_requests(&F1, q, 8), 3);
+  for (int i = 0; i < 3; i++) {
+    assert_true(q[i].has_idempotency_key);
+    assert_string_equal(q[i].idempotency_key, key);
+    assert_int_equal(q[i].body_bytes, 10);
+  }
+  gw_request(G.port, "POST", "/loans", "Idempotency-Key: mine-1\r\n", "{}", &r);
+  assert_int_equal(r.status, 200);
+  assert_null(gw_header(&r, "Linkd-Idempotency-Key-Injected", key, sizeof key));
+  gw_resp_free(&r);
+  assert_int_equal(faultd_requests(&F1, q, 8), 4);
+  assert_string_equal(q[3].idempotency_key, "mine-1");
+}
+
+/* A body over body-buffer is sent once and not retried, and that is counted. */
+static void test_large_body_not_retried(void **state) {
+  (void)state;
+  const char *script[] = {"--script", "503,200", NULL};
+  start_faultd(&F1, "status", script);
+  char ep[128];
+  endpoint_line(ep, sizeof ep, &F1);
+  start_gw(ep, NULL, "body-buffer = 1024\n");
+  char *body = malloc(4097);
+  memset(body, 'b', 4096);
+  body[4096] = '\0';
+  gw_resp r;
+  gw_request(G.port, "PUT", "/big", NULL, body, &r);
+  assert_int_equal(r.status, 503);
+  gw_resp_free(&r);
+  assert_int_equal(faultd_request_count(&F1), 1);
+  /* a small one is retried */
+  gw_request(G.port, "PUT", "/small", NULL, "tiny", &r);
+  assert_int_equal(r.status, 200);
+  gw_resp_free(&r);
+  free(body);
+  gw_request(G.admin_port, "GET", "/metrics", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  assert_true(strstr(r.body, "linkd_gw_streamed_not_retried_total") != NULL);
+  gw_resp_free(&r);
+  const char *log = gw_access(&G);
+  assert_non_null(strstr(log, "\"streamed\":true"));
+}
+
+/* Two requests in one write: both answered, in order, the second only after the first. */
+static void test_pipelining_in_order(void **state) {
+  (void)state;
+  const char *script[] = {"--script", "slow:150,ok", "--body", "x", NULL};
+  start_faultd(&F1, "ok", script);
+  char ep[128];
+  endpoint_line(ep, sizeof ep, &F1);
+  start_gw(ep, NULL, NULL);
+  int fd = gw_connect(G.port);
+  gw_send_str(fd, "GET /first HTTP/1.1\r\nHost: a\r\n\r\nGET /second HTTP/1.1\r\nHost: a\r\n\r\n");
+  gw_resp a, b;
+  assert_int_equal(gw_read(fd, &a, 3000, NULL), 0);
+  assert_int_equal(gw_read(fd, &b, 3000, NULL), 0);
+  assert_int_equal(a.status, 200);
+  assert_int_equal(b.status, 200);
+  gw_resp_free(&a);
+  gw_resp_free(&b);
+  close(fd);
+  faultd_req q[4];
+  assert_int_equal(faultd_requests(&F1, q, 4), 2);
+  assert_string_equal(q[0].path, "/first");
+  assert_string_equal(q[1].path, "/second");
+  assert_true(q[1].t_ms - q[0].t_ms >= 140); /* one at a time */
+}
+
+static void test_chunked_and_continue(void **state) {
+  (void)state;
+  start_faultd(&F1, "ok", NULL);
+  char ep[128];
+  endpoint_line(ep, sizeof ep, &F1);
+  start_gw(ep, NULL, NULL);
+  int fd = gw_connect(G.port);
+  gw_send_str(fd, "POST /c HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
+  gw_resp r;
+  assert_int_equal(gw_read(fd, &r, 3000, NULL), 0);
+  assert_int_equal(r.status, 200);
+  gw_resp_free(&r);
+  /* Expect: 100-continue on the same connection: 100 first, then the body, then 200 */
+  gw_send_str(fd, "PUT /e HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n");
+  assert_int_equal(gw_read(fd, &r, 3000, NULL), 0);
+  assert_int_equal(r.status, 100);
+  gw_resp_free(&r);
+  gw_send_str(fd, "abc");
+  assert_int_equal(gw_read(fd, &r, 3000, NULL), 0);
+  assert_int_equal(r.status, 200);
+  gw_resp_free(&r);
+  close(fd);
+  faultd_req q[4];
+  assert_int_equal(faultd_requests(&F1, q, 4), 2);
+  assert_int_equal(q[0].body_bytes, 11);
+  assert_true(q[0].complete);
+  assert_int_equal(q[1].body_bytes, 3);
+}
+
+static void test_admin(void **state) {
+  (void)state;
+  start_faultd(&F1, "ok", NULL);
+  char ep[128];
+  endpoint_line(ep, sizeof ep, &F1);
+  start_gw(ep, NULL, NULL);
+  gw_resp r;
+  gw_request(G.port, "GET", "/x", NULL, NULL, &r);
+  gw_resp_free(&r);
+  gw_request(G.admin_port, "GET", "/healthz", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  gw_resp_free(&r);
+  gw_request(G.admin_port, "GET", "/ready", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  gw_resp_free(&r);
+  gw_request(G.admin_port, "GET", "/config", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  assert_non_null(strstr(r.body, "generation 1"));
+  assert_non_null(strstr(r.body, "[route all]"));
+  gw_resp_free(&r);
+  gw_request(G.admin_port, "GET", "/nope", NULL, NULL, &r);
+  assert_int_equal(r.status, 404);
+  gw_resp_free(&r);
+  gw_request(G.admin_port, "GET", "/metrics", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  assert_non_null(strstr(r.body, "linkd_gw_requests_total"));
+  /* promtool accepts the exposition */
+  char path[400];
+  snprintf(path, sizeof path, "%s/metrics.txt", G.dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fwrite(r.body, 1, r.body_len, f);
+  fclose(f);
+  gw_resp_free(&r);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "promtool check metrics < %s", path);
+  int rc = system(cmd);
+  assert_int_equal(rc, 0);
+  unlink(path);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_proxies_and_logs, teardown),
+      cmocka_unit_test_teardown(test_retry_goes_to_another_endpoint, teardown),
+      cmocka_unit_test_teardown(test_ejection_and_return, teardown),
+      cmocka_unit_test_teardown(test_deadline_in_and_out, teardown),
+      cmocka_unit_test_teardown(test_retried_header, teardown),
+      cmocka_unit_test_teardown(test_key_injection, teardown),
+      cmocka_unit_test_teardown(test_large_body_not_retried, teardown),
+      cmocka_unit_test_teardown(test_pipelining_in_order, teardown),
+      cmocka_unit_test_teardown(test_chunked_and_continue, teardown),
+      cmocka_unit_test_teardown(test_admin, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,814 @@
+/* SPDX-License-Identifier: MIT */
+/* The durable outbox through its public API, against a real libraryd: what enqueue stores and
+ * refuses, delivery with the stored key (exactly one loan per key, counted from libraryd's own
+ * records), the same key after a failed round and a restart, poisoned 4xx with their response,
+ * retry, expiry and retention on a fake wall clock, the backoff between rounds, the
+ * single-sender lock and the metrics. */
+#include "harness.h"
+
+#include <linkd/outbox.h>
+
+#include "fake_clock.h"
+#include "store.h"
+#include "testutil.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static lib_proc P;
+static int64_t BOOK;
+static char DIR_[256];
+static int seq;
+
+static int group_setup(void **state) {
+  (void)state;
+  const char *args[] = {"--log", "off", NULL};
+  if (lib_start(&P, args) != 0)
+    return -1;
+  BOOK = lib_create_book(P.port, 1000000);
+  const char *tmp = getenv("TMPDIR");
+  snprintf(DIR_, sizeof DIR_, "%s/outbox-test-XXXXXX", tmp ? tmp : "/tmp");
+  return BOOK > 0 && mkdtemp(DIR_) ? 0 : -1;
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  lib_stop(&P);
+  lib_cleanup(&P);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", DIR_);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+/* A new outbox file for each test. */
+static lk_outbox *open_new(const lk_clock *wall, char *path, size_t cap) {
+  snprintf(path, cap, "%s/ob%d.db", DIR_, ++seq);
+  lk_outbox_config c;
+  lk_outbox_config_init_default(&c);
+  c.path = path;
+  c.wall_clock = wall;
+  lk_outbox *ob = NULL;
+  char err[256];
+  assert_int_equal(lk_outbox_open(&c, &ob, err, sizeof err), LK_OK);
+  return ob;
+}
+
+static lk_outbox *reopen(const char *path, const lk_clock *wall) {
+  lk_outbox_config c;
+  lk_outbox_config_init_default(&c);
+  c.path = path;
+  c.wall_clock = wall;
+  lk_outbox *ob = NULL;
+  assert_int_equal(lk_outbox_open(&c, &ob, NULL, 0), LK_OK);
+  return ob;
+}
+
+static const char *const loan_headers[] = {"X-Tenant: outbox-test", NULL};
+
+static void loan_msg(lk_outbox_message *m, char *url, size_t cap, int64_t book) {
+  snprintf(url, cap, "http://127.0.0.1:%d/books/%lld/loans", P.port, (long long)book);
+  lk_outbox_message_init(m);
+  m->method = "POST";
+  m->url = url;
+  m->headers = loan_headers;
+}
+
+static void sender_defaults(lk_outbox_sender_config *sc) {
+  lk_outbox_sender_config_init_default(sc);
+  sc->concurrency = 4;
+  sc->policy.deadline = LK_SEC(5);
+  /* the machine is shared: a slow fsync in libraryd must not turn into a retried attempt where
+   * a test counts attempts */
+  sc->policy.attempt_timeout = LK_SEC(4);
+  sc->policy.connect_timeout = LK_SEC(2);
+  sc->policy.default_protection = false; /* each test sees its own outcomes, no shared breaker */
+}
+
+static void one_attempt(lk_http_policy *p) {
+  lk_retry_config rc;
+  lk_retry_config_init_default(&rc);
+  rc.max_attempts = 1;
+  assert_int_equal(lk_retry_policy_init(&p->retry, &rc, NULL), LK_OK);
+}
+
+/* How many of libraryd's loans carry `key` (its own records, read from its file). */
+typedef struct key_count {
+  const char *key;
+  int64_t n;
+} key_count;
+
+static int count_cb(void *arg, const char *tenant, int64_t book, const char *id, int64_t count) {
+  (void)tenant;
+  (void)book;
+  key_count *k = arg;
+  if (strcmp(id, k->key) == 0)
+    k->n += count;
+  return 0;
+}
+
+static int64_t loans_with_key(const char *key) {
+  lk_store_config sc;
+  lk_store_config_init_default(&sc);
+  sc.path = P.db;
+  sc.seed = false;
+  lk_store *s = NULL;
+  assert_int_equal(lk_store_open(&sc, &s, NULL, 0), LK_OK);
+  key_count k = {key, 0};
+  assert_int_equal(lk_store_loan_groups(s, true, false, 1000000, count_cb, &k), LK_OK);
+  lk_store_close(s);
+  return k.n;
+}
+
+typedef struct got {
+  int n;
+  lk_outbox_entry e[64];
+  char key[64][LK_IDEM_KEY_MAX];
+  char headers[64][512];
+  char resp_headers[64][1024];
+  char resp_body[64][512];
+  char method[64][16];
+  char failure[64][40];
+} got;
+
+static int collect(void *ctx, const lk_outbox_entry *e) {
+  got *g = ctx;
+  if (g->n >= 64)
+    return 1;
+  int i = g->n++;
+  g->e[i] = *e;
+  snprintf(g->key[i], sizeof g->key[i], "%s", e->key);
+  snprintf(g->headers[i], sizeof g->headers[i], "%s", e->headers);
+  snprintf(g->method[i], sizeof g->method[i], "%s", e->method);
+  snprintf(g->failure[i], sizeof g->failure[i], "%s", e->last_failure);
+  snprintf(g->resp_headers[i], sizeof g->resp_headers[i], "%s", e->response_headers);
+  snprintf(g->resp_body[i], sizeof g->resp_body[i], "%.*s", (int)e->response_body_len,
+           (const char *)e->response_body);
+  return 0;
+}
+
+static got *list_all(lk_outbox *ob, int state) {
+  static got g;
+  memset(&g, 0, sizeof g);
+  assert_int_equal(lk_outbox_list(ob, state, 0, 64, collect, &g), LK_OK);
+  return &g;
+}
+
+/* --- enqueue -------------------------------------------------------------------------------- */
+
+static void test_enqueue_stores_everything_durably(void **state) {
+  (void)state;
+  char path[300], url[128];
+  lk_outbox *ob = open_new(NULL, path, sizeof path);
+  lk_outbox_message m;
+  loan_msg(&m, url, sizeof url, BOOK);
+  const char *hdrs[] = {"X-Tenant: outbox-test", "Content-Type:  application/json  ", NULL};
+  m.headers = hdrs;
+  m.body = "{\"borrower\":\"ada\"}";
+  m.body_len = strlen(m.body);
+  m.ttl = LK_SEC(60);
+  int64_t id = 0;
+  char key[LK_IDEM_KEY_MAX] = "";
+  int64_t before = lk_wall_ns();
+  assert_int_equal(lk_outbox_enqueue(ob, &m, &id, key), LK_OK);
+  assert_true(id > 0);
+  assert_int_equal(strlen(key), 36); /* a UUIDv4, made here, once */
+  assert_true(lk_idem_key_valid(key, strlen(key)));
+  m.tenant = "acme";
+  char key2[LK_IDEM_KEY_MAX];
+  assert_int_equal(lk_outbox_enqueue(ob, &m, NULL, key2), LK_OK);
+  assert_int_equal(strncmp(key2, "acme:", 5), 0);
+  lk_outbox_close(ob); /* what follows is read back from the file */
+
+  ob = reopen(path, NULL);
+  got *g = list_all(ob, -1);
+  assert_int_equal(g->n, 2);
+  assert_int_equal(g->e[0].id, id);
+  assert_int_equal(g->e[0].state, LK_OUTBOX_PENDING);
+  assert_string_equal(g->method[0], "POST"); /* views are valid in the callback only */
+  assert_string_equal(g->key[0], key);
+  assert_string_equal(g->headers[0], "X-Tenant: outbox-test\nContent-Type: application/json\n");
+  assert_int_equal(g->e[0].body_len, strlen("{\"borrower\":\"ada\"}"));
+  assert_true(g->e[0].created >= before && g->e[0].created <= lk_wall_ns());
+  assert_int_equal(g->e[0].expires - g->e[0].created, LK_SEC(60));
+  assert_int_equal(g->e[0].rounds, 0);
+  assert_string_not_equal(g->key[0], g->key[1]);
+  lk_outbox_stats st;
+  assert_int_equal(lk_outbox_stats_get(ob, &st), LK_OK);
+  assert_int_equal(st.pending, 2);
+  assert_int_equal(st.enqueued_total, 2);
+  lk_outbox_close(ob);
+}
+
+static void test_enqueue_refuses_what_could_not_be_sent(void **state) {
+  (void)state;
+  char path[300], url[128];
+  lk_outbox *ob = open_new(NULL, path, sizeof path);
+  lk_outbox_message m;
+  loan_msg(&m, url, sizeof url, BOOK);
+  const char *with_key[] = {"Idempotency-Key: mine", NULL};
+  const char *injected[] = {"X-A: 1\r\nX-B: 2", NULL};
+  const char *no_colon[] = {"X-A 1", NULL};
+  lk_outbox_message bad[6];
+  for (int i = 0; i < 6; i++)
+    bad[i] = m;
+  bad[0].headers = with_key; /* the key is the entry's: .key */
+  bad[1].headers = injected;
+  bad[2].headers = no_colon;
+  bad[3].method = "BAD METHOD";
+  bad[4].url = "";
+  bad[5].ttl = -1;
+  for (int i = 0; i < 6; i++)
+    assert_int_equal(lk_outbox_enqueue(ob, &bad[i], NULL, NULL), LK_EINVAL);
+  m.key = "order-42";
+  assert_int_equal(lk_outbox_enqueue(ob, &m, NULL, NULL), LK_OK);
+  assert_int_equal(lk_outbox_enqueue(ob, &m, NULL, NULL), LK_ECONFLICT); /* one op, one entry */
+  /* A batch is all or none: one bad message stores nothing. */
+  lk_outbox_message batch[3] = {m, m, m};
+  batch[0].key = "b-1";
+  batch[1].key = "b-2";
+  batch[2].key = NULL;
+  batch[2].method = "BAD METHOD";
+  assert_int_equal(lk_outbox_enqueue_batch(ob, batch, 3, NULL), LK_EINVAL);
+  batch[2].key = "b-1"; /* a duplicate inside the batch: the transaction rolls back */
+  batch[2].method = "POST";
+  assert_int_equal(lk_outbox_enqueue_batch(ob, batch, 3, NULL), LK_ECONFLICT);
+  lk_outbox_stats st;
+  assert_int_equal(lk_outbox_stats_get(ob, &st), LK_OK);
+  assert_int_equal(st.pending, 1);
+  assert_int_equal(st.enqueued_total, 1);
+  int64_t ids[2];
+  assert_int_equal(lk_outbox_enqueue_batch(ob, batch, 2, ids), LK_OK);
+  assert_int_equal(ids[1], ids[0] + 1);
+  lk_outbox_close(ob);
+}
+
+/* --- delivery ------------------------------------------------------------------------------- */
+
+static void test_delivers_each_entry_once_with_its_key(void **state) {
+  (void)state;
+  char path[300], url[128];
+  lk_outbox *ob = open_new(NULL, path, sizeof path);
+  lk_outbox_message m[20];
+  for (int i = 0; i < 20; i++)
+    loan_msg(&m[i], url, sizeof url, BOOK);
+  int64_t stock = lib_stock(P.port, BOOK);
+  assert_int_equal(lk_outbox_enqueue_batch(ob, m, 20, NULL), LK_OK);
+  lk_outbox_sender_config sc;
+  sender_defaults(&sc);
+  lk_outbox_send_stats st;
+  assert_int_equal(lk_outbox_send(ob, &sc, &st), LK_OK);
+  assert_int_equal(st.delivered, 20);
+  assert_int_equal(st.rounds, 20);
+  assert_int_equal(st.attempts, 20);
+  got *g = list_all(ob, -1);
+  assert_int_equal(g->n, 20);
+  for (int i = 0; i < 20; i++) {
+    assert_int_equal(g->e[i].state, LK_OUTBOX_DELIVERED);
+    assert_int_equal(g->e[i].last_status, 201);
+    assert_true(g->e[i].done > 0);
+    assert_int_equal(loans_with_key(g->key[i]), 1); /* sent with the stored key, applied once */
+  }
+  assert_int_equal(lib_stock(P.port, BOOK), stock - 20);
+  /* Nothing is due any more: a second run sends nothing. */
+  assert_int_equal(lk_outbox_send(ob, &sc, &st), LK_OK);
+  assert_int_equal(st.rounds, 0);
+  lk_outbox_stats s;
+  assert_int_equal(lk_outbox_stats_get(ob, &s), LK_OK);
+  assert_int_equal(s.delivered, 20);
+  assert_int_equal(s.delivered_total, 20);
+  assert_int_equal(s.attempts_total, 20);
+  assert_int_equal(s.pending, 0);
+  lk_outbox_close(ob);
+}
+
+static void add_fault(const char *rule) {
+  http_res r;
+  http_send(P.admin_port, "POST", "/admin/faults", NULL, rule, &r);
+  assert_int_equal(r.status, 201);
+  http_res_free(&r);
+}
+
+static void clear_faults(void) {
+  http_res r;
+  http_send(P.admin_port, "DELETE", "/admin/faults", NULL, NULL, &r);
+  assert_true(r.status == 200 || r.status == 204);
+  http_res_free(&r);
+}
+
+/* The server applies the loan and the connection is reset before the answer: the round fails,
+ * the entry stays pending, and a sender started later (a new handle on the file) sends it again
+ * with the same key; libraryd replays its stored answer instead of lending a second copy. */
+static void test_same_key_after_a_lost_answer_and_a_restart(void **state) {
+  (void)state;
+  char path[300], url[128], rule[160];
+  lk_outbox *ob = open_new(NULL, path, sizeof path);
+  lk_outbox_message m;
+  loan_msg(&m, url, sizeof url, BOOK);
+  char key[LK_IDEM_KEY_MAX];
+  assert_int_equal(lk_outbox_enqueue(ob, &m, NULL, key), LK_OK);
+  snprintf(rule, sizeof rule, "route=POST /books/%lld/loans,kind=reset_after_processing,count=1",
+           (long long)BOOK);
+  add_fault(rule);
+  lk_outbox_sender_config sc;
+  sender_defaults(&sc);
+  one_attempt(&sc.policy);
+  lk_outbox_send_stats st;
+  assert_int_equal(lk_outbox_send(ob, &sc, &st), LK_OK);
+  clear_faults();
+  assert_int_equal(st.failed, 1);
+  got *g = list_all(ob, -1);
+  assert_int_equal(g->e[0].state, LK_OUTBOX_PENDING);
+  assert_int_equal(g->e[0].rounds, 1);
+  assert_string_equal(g->failure[0], "RESET_AFTER_SEND");
+  assert_true(g->e[0].next_round > g->e[0].created);
+  assert_int_equal(loans_with_key(key), 1); /* applied, though the answer was lost */
+  lk_outbox_close(ob);
+
+  ob = reopen(path, NULL); /* the restart */
+  sc.backoff.base = LK_MS(1);
+  sc.backoff.max = LK_MS(1);
+  sc.until = LK_OUTBOX_UNTIL_EMPTY; /* waits out the next round's delay */
+  assert_int_equal(lk_outbox_send(ob, &sc, &st), LK_OK);
+  assert_int_equal(st.delivered, 1);
+  g = list_all(ob, -1);
+  assert_int_equal(g->e[0].state, LK_OUTBOX_DELIVERED);
+  assert_string_equal(g->key[0], key);
+  assert_int_equal(g->e[0].rounds, 2);
+  assert_non_null(strstr(g->resp_headers[0], "Idempotent-Replayed: true"));
+  assert_int_equal(loans_with_key(key), 1);
+  lk_outbox_close(ob);
+}
+
+static void test_permanent_4xx_is_poisoned_with_its_response(void **state) {
+  (void)state;
+  char path[300], url[128], url0[128], url503[128];
+  lk_outbox *ob = open_new(NULL, path, sizeof path);
+  int64_t empty = lib_create_book(P.port, 0);
+  int64_t busy = lib_create_book(P.port, 10);
+  assert_true(empty > 0 && busy > 0);
+  lk_outbox_message m[3];
+  loan_msg(&m[0], url, sizeof url, 999999);     /* no such book: 404 */
+  loan_msg(&m[1], url0, sizeof url0, empty);    /* no copy left: 409 */
+  loan_msg(&m[2], url503, sizeof url503, busy); /* 503 with when=before: retried later */
+  assert_int_equal(lk_outbox_enqueue_batch(ob, m, 3, NULL), LK_OK);
+  char rule[160];
+  snprintf(rule, sizeof rule, "route=POST /books/%lld/loans,kind=status,code=503", (long long)busy);
+  add_fault(rule);
+  lk_outbox_sender_config sc;
+  sender_defaults(&sc);
+  lk_retry_config rc;
+  lk_retry_config_init_default(&rc);
+  rc.max_attempts = 2;
+  rc.backoff.base = LK_MS(1);
+  rc.backoff.max = LK_MS(1);
+  assert_int_equal(lk_retry_policy_init(&sc.policy.retry, &rc, NULL), LK_OK);
+  lk_outbox_send_stats st;
+  assert_int_equal(lk_outbox_send(ob, &sc, &st), LK_OK);
+  clear_faults();
+  assert_int_equal(st.poisoned, 2);
+  assert_int_equal(st.failed, 1);
+  got *g = list_all(ob, -1);
+  assert_int_equal(g->e[0].state, LK_OUTBOX_POISONED);
+  assert_int_equal(g->e[0].last_status, 404);
+  assert_int_equal(g->e[0].last_error, LK_EHTTP);
+  assert_string_equal(g->failure[0], "CLIENT_4XX");
+  assert_int_equal(g->e[0].attempts, 1); /* never retried */
+  assert_non_null(strstr(g->resp_body[0], "not_found"));
+  assert_non_null(strstr(g->resp_headers[0], "Content-Type: application/json"));
+  assert_int_equal(g->e[1].state, LK_OUTBOX_POISONED);
+  assert_int_equal(g->e[1].last_status, 409);
+  assert_int_equal(g->e[2].state, LK_OUTBOX_PENDING); /* a 5xx is not poison */
+  assert_int_equal(g->e[2].last_status, 503);
+  assert_int_equal(g->e[2].attempts, 2);
+  assert_int_equal(loans_with_key(g->key[2]), 0);
+
+  /* A poisoned entry is not sent again... */
+  int64_t id404 = g->e[0].id;
+  assert_int_equal(lk_outbox_send(ob, &sc, &st), LK_OK);
+  assert_int_equal(st.poisoned, 0);
+  /* ...until retried by hand: back to pending with its key, sent, poisoned again. */
+  int64_t n = 0;
+  assert_int_equal(lk_outbox_retry(ob, g->e[2].id, 0, &n), LK_ESTATE); /* pending */
+  assert_int_equal(lk_outbox_retry(ob, 424242, 0, &n), LK_ENOTFOUND);
+  assert_int_equal(lk_outbox_retry(ob, id404, 0, &n), LK_OK);
+  assert_int_equal(n, 1);
+  sc.max_rounds = 1; /* only the retried one is due now; the 503 one waits for its round */
+  assert_int_equal(lk_outbox_send(ob, &sc, &st), LK_OK);
+  assert_int_equal(st.poisoned, 1);
+  g = list_all(ob, LK_OUTBOX_POISONED);
+  assert_int_equal(g->n, 2);
+  assert_int_equal(g->e[0].rounds, 2);
+  lk_outbox_stats s;
+  assert_int_equal(lk_outbox_stats_get(ob, &s), LK_OK);
+  assert_int_equal(s.poisoned, 2);
+  assert_int_equal(s.poisoned_total, 3);
+  assert_int_equal(s.retried_total, 1);
+  assert_int_equal(lk_outbox_retry(ob, 0, 0, &n), LK_OK); /* every poisoned one */
+  assert_int_equal(n, 2);
+  lk_outbox_close(ob);
+}
+
+/* A 4xx that says when to come back is not poison. libraryd answers a resend with 409 and
+ * Retry-After: 1 while the first request with the key is still executing, which is what a
+ * sender restarted after a crash sends; poisoning it lost entries in the crash test. */
+static void test_4xx_with_retry_after_is_retried_not_poisoned(void **state) {
+  (void)state;
+  lk_fake_clock wall;
+  lk_fake_clock_init(&wall, lk_wall_ns());
+  char path[300], url[128], rule[160];
+  lk_outbox *ob = open_new(&wall.base, path, sizeof path);
+  lk_outbox_message m;
+  loan_msg(&m, url, sizeof url, BOOK);
+  char key[LK_IDEM_KEY_MAX];
+  assert_int_equal(lk_outbox_enqueue(ob, &m, NULL, key), LK_OK);
+  snprintf(rule, sizeof rule, "route=POST /books/%lld/loans,kind=status,code=409,retry_after=3",
+           (long long)BOOK);
+  add_fault(rule);
+  lk_outbox_sender_config sc;
+  sender_defaults(&sc);
+  sc.backoff.jitter = LK_JITTER_NONE;
+  sc.backoff.base = LK_MS(10);
+  int64_t t0 = wall.base.now(&wall.base);
+  lk_outbox_send_stats st;
+  assert_int_equal(lk_outbox_send(ob, &sc, &st), LK_OK);
+  clear_faults();
+  assert_int_equal(st.poisoned, 0);
+  assert_int_equal(st.failed, 1);
+  got *g = list_all(ob, -1);
+  assert_int_equal(g->e[0].state, LK_OUTBOX_PENDING);
+  assert_int_equal(g->e[0].last_status, 409);
+  assert_int_equal(g->e[0].next_round, t0 + LK_SEC(3)); /* the server's delay, not the backoff */
+  lk_fake_clock_advance(&wall, LK_SEC(3));
+  assert_int_equal(lk_outbox_send(ob, &sc, &st), LK_OK);
+  assert_int_equal(st.delivered, 1);
+  assert_int_equal(loans_with_key(key), 1);
+  lk_outbox_close(ob);
+}
+
+/* An outcome that cannot be written (another process holds the file's write lock longer than
+ * busy_timeout_ms) ends the run with LK_EIO and leaves the entry PENDING: the next run resends
+ * it with the same key and libraryd replays it, so the loan is still applied once. */
+typedef struct locker {
+  const char *path;
+  int rule_matched_port;
+  int rc;
+} locker;
+
+static int fault_matched(void) {
+  http_res r;
+  http_get(P.admin_port, "/admin/faults", &r);
+  json_t *j = http_json(&r);
+  json_t *rule = json_array_get(json_object_get(j, "rules"), 0);
+  int n = rule ? (int)json_integer_value(json_object_get(rule, "matched")) : -1;
+  json_decref(j);
+  http_res_free(&r);
+  return n;
+}
+
+static void *hold_write_lock(void *arg) {
+  locker *l = arg;
+  l->rc = -1;
+  /* wait (bounded) until libraryd has the request, which it holds for 1 s */
+  for (int i = 0; i < 500 && fault_matched() < 1; i++)
+    sleep_ms(10);
+  sqlite3 *db = NULL;
+  if (sqlite3_open(l->path, &db) != SQLITE_OK)
+    return NULL;
+  if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK) {
+    l->rc = 0;
+    sleep_ms(1500); /* past the answer and the sender's busy timeout */
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+  }
+  sqlite3_close(db);
+  return NULL;
+}
+
+static void test_unrecorded_outcome_is_resent_with_its_key(void **state) {
+  (void)state;
+  char path[300], url[128], rule[160];
+  snprintf(path, sizeof path, "%s/ob%d.db", DIR_, ++seq);
+  lk_outbox_config c;
+  lk_outbox_config_init_default(&c);
+  c.path = path;
+  c.busy_timeout_ms = 50;
+  lk_outbox *ob = NULL;
+  assert_int_equal(lk_outbox_open(&c, &ob, NULL, 0), LK_OK);
+  lk_outbox_message m;
+  loan_msg(&m, url, sizeof url, BOOK);
+  char key[LK_IDEM_KEY_MAX];
+  assert_int_equal(lk_outbox_enqueue(ob, &m, NULL, key), LK_OK);
+  snprintf(rule, sizeof rule, "route=POST /books/%lld/loans,kind=latency,delay=1s,count=1",
+           (long long)BOOK);
+  add_fault(rule);
+  locker l = {path, 0, -1};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, hold_write_lock, &l), 0);
+  lk_outbox_sender_config sc;
+  sender_defaults(&sc);
+  lk_outbox_send_stats st;
+  int rc = lk_outbox_send(ob, &sc, &st);
+  pthread_join(th, NULL);
+  clear_faults();
+  assert_int_equal(l.rc, 0);
+  assert_int_equal(rc, LK_EIO);
+  assert_int_equal(st.rounds, 0); /* nothing recorded */
+  assert_int_equal(loans_with_key(key), 1); /* but libraryd applied it */
+  got *g = list_all(ob, -1);
+  assert_int_equal(g->e[0].state, LK_OUTBOX_PENDING);
+  assert_int_equal(g->e[0].rounds, 0);
+  assert_int_equal(lk_outbox_send(ob, &sc, &st), LK_OK);
+  assert_int_equal(st.delivered, 1);
+  g = list_all(ob, -1);
+  assert_non_null(strstr(g->resp_headers[0], "Idempotent-Replayed: true"));
+  assert_int_equal(loans_with_key(key), 1);
+  lk_outbox_close(ob);
+}
+
+/* --- time: expiry, retention, backoff between rounds ----------------------------------------- */
+
+static void test_expiry_and_retention(void **state) {
+  (void)state;
+  lk_fake_clock wall;
+  lk_fake_clock_init(&wall, lk_wall_ns());
+  char path[300], url[128];
+  lk_outbox *ob = open_new(&wall.base, path, sizeof path);
+  lk_outbox_message m[2];
+  loan_msg(&m[0], url, sizeof url, BOOK);
+  loan_msg(&m[1], url, sizeof url, BOOK);
+  m[0].ttl = LK_SEC(1);
+  m[1].ttl = LK_SEC(3600);
+  int64_t ids[2];
+  assert_int_equal(lk_outbox_enqueue_batch(ob, m, 2, ids), LK_OK);
+  lk_fake_clock_advance(&wall, LK_SEC(2));
+  lk_outbox_sender_config sc;
+  sender_defaults(&sc);
+  lk_outbox_send_stats st;
+  assert_int_equal(lk_outbox_send(ob, &sc, &st), LK_OK);
+  assert_int_equal(st.expired, 1);
+  assert_int_equal(st.delivered, 1);
+  got *g = list_all(ob, -1);
+  assert_int_equal(g->e[0].state, LK_OUTBOX_EXPIRED);
+  assert_int_equal(g->e[0].rounds, 0);
+  assert_int_equal(loans_with_key(g->key[0]), 0); /* nothing is sent after the expiry */
+  assert_int_equal(g->e[1].state, LK_OUTBOX_DELIVERED);
+  int64_t n = 0;
+  assert_int_equal(lk_outbox_retry(ob, ids[0], 0, &n), LK_ESTATE); /* needs a new expiry */
+  /* Kept for the retention window (7 days by default), then purged. */
+  int64_t del = -1;
+  assert_int_equal(lk_outbox_purge(ob, -1, false, &del), LK_OK);
+  assert_int_equal(del, 0);
+  lk_fake_clock_advance(&wall, LK_SEC(7 * 86400) - LK_SEC(1));
+  assert_int_equal(lk_outbox_purge(ob, -1, false, &del), LK_OK);
+  assert_int_equal(del, 0);
+  lk_fake_clock_advance(&wall, LK_SEC(2));
+  assert_int_equal(lk_outbox_purge(ob, -1, false, &del), LK_OK);
+  assert_int_equal(del, 2);
+  lk_outbox_stats s;
+  assert_int_equal(lk_outbox_stats_get(ob, &s), LK_OK);
+  assert_int_equal(s.delivered + s.expired + s.pending, 0);
+  assert_int_equal(s.purged_total, 2);
+  assert_int_equal(s.expired_total, 1);
+  assert_int_equal(s.delivered_total, 1); /* totals outlive the rows */
+  lk_outbox_close(ob);
+}
+
+static void test_poisoned_kept_until_purged_on_request(void **state) {
+  (void)state;
+  lk_fake_clock wall;
+  lk_fake_clock_init(&wall, lk_wall_ns());
+  char path[300], url[128];
+  lk_outbox *ob = open_new(&wall.base, path, sizeof path);
+  lk_outbox_message m;
+  loan_msg(&m, url, sizeof url, 999999);
+  assert_int_equal(lk_outbox_enqueue(ob, &m, NULL, NULL), LK_OK);
+  lk_outbox_sender_config sc;
+  sender_defaults(&sc);
+  assert_int_equal(lk_outbox_send(ob, &sc, NULL), LK_OK);
+  lk_fake_clock_advance(&wall, LK_SEC(30 * 86400));
+  int64_t del = -1;
+  assert_int_equal(lk_outbox_purge(ob, -1, false, &del), LK_OK);
+  assert_int_equal(del, 0);
+  assert_int_equal(lk_outbox_purge(ob, -1, true, &del), LK_OK);
+  assert_int_equal(del, 1);
+  lk_outbox_close(ob);
+}
+
+/* A port nothing listens on. */
+static int dead_port(void) {
+  lib_proc q;
+  const char *args[] = {"--log", "off", NULL};
+  assert_int_equal(lib_start(&q, args), 0);
+  int port = q.port;
+  lib_stop(&q);
+  lib_cleanup(&q);
+  return port;
+}
+
+static void test_failed_round_waits_its_backoff(void **state) {
+  (void)state;
+  lk_fake_clock wall;
+  lk_fake_clock_init(&wall, lk_wall_ns());
+  char path[300], url[128];
+  lk_outbox *ob = open_new(&wall.base, path, sizeof path);
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/books/1/loans", dead_port());
+  lk_outbox_message m;
+  lk_outbox_message_init(&m);
+  m.method = "POST";
+  m.url = url;
+  assert_int_equal(lk_outbox_enqueue(ob, &m, NULL, NULL), LK_OK);
+  lk_outbox_sender_config sc;
+  sender_defaults(&sc);
+  one_attempt(&sc.policy);
+  sc.backoff.jitter = LK_JITTER_NONE;
+  sc.backoff.base = LK_SEC(1);
+  sc.backoff.max = LK_SEC(60);
+  lk_outbox_send_stats st;
+  int64_t t0 = wall.base.now(&wall.base);
+  assert_int_equal(lk_outbox_send(ob, &sc, &st), LK_OK);
+  assert_int_equal(st.rounds, 1); /* idle: the next round is not due yet */
+  got *g = list_all(ob, -1);
+  assert_int_equal(g->e[0].state, LK_OUTBOX_PENDING);
+  assert_string_equal(g->failure[0], "CONNECT_REFUSED");
+  assert_int_equal(g->e[0].next_round, t0 + LK_SEC(1));
+  lk_fake_clock_advance(&wall, LK_SEC(1));
+  assert_int_equal(lk_outbox_send(ob, &sc, &st), LK_OK);
+  assert_int_equal(st.rounds, 1);
+  g = list_all(ob, -1);
+  assert_int_equal(g->e[0].rounds, 2);
+  assert_int_equal(g->e[0].next_round, t0 + LK_SEC(1) + LK_SEC(2)); /* exponential */
+  /* Never past the expiry (24 h): the round after that is the one that expires it. */
+  lk_fake_clock_advance(&wall, LK_SEC(86400));
+  assert_int_equal(lk_outbox_send(ob, &sc, &st), LK_OK);
+  assert_int_equal(st.expired, 1);
+  assert_int_equal(st.rounds, 0);
+  lk_outbox_close(ob);
+}
+
+/* --- one sender per file ---------------------------------------------------------------------- */
+
+static void test_one_sender_per_file(void **state) {
+  (void)state;
+  char path[300], url[128], lock[320];
+  lk_outbox *ob = open_new(NULL, path, sizeof path);
+  lk_outbox_message m;
+  loan_msg(&m, url, sizeof url, BOOK);
+  assert_int_equal(lk_outbox_enqueue(ob, &m, NULL, NULL), LK_OK);
+  snprintf(lock, sizeof lock, "%s-sender", path);
+  int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  assert_true(fd >= 0);
+  assert_int_equal(flock(fd, LOCK_EX), 0); /* as another sender would hold it */
+  lk_outbox_sender_config sc;
+  sender_defaults(&sc);
+  lk_outbox_send_stats st;
+  assert_int_equal(lk_outbox_send(ob, &sc, &st), LK_EAGAIN);
+  assert_int_equal(st.rounds, 0);
+  close(fd);
+  assert_int_equal(lk_outbox_send(ob, &sc, &st), LK_OK);
+  assert_int_equal(st.delivered, 1);
+  lk_outbox_close(ob);
+}
+
+static void test_bad_sender_config(void **state) {
+  (void)state;
+  char path[300];
+  lk_outbox *ob = open_new(NULL, path, sizeof path);
+  lk_outbox_sender_config sc;
+  sender_defaults(&sc);
+  sc.concurrency = 0;
+  assert_int_equal(lk_outbox_send(ob, &sc, NULL), LK_ECONFIG);
+  sender_defaults(&sc);
+  sc.policy.deadline = 0;
+  assert_int_equal(lk_outbox_send(ob, &sc, NULL), LK_ECONFIG);
+  sender_defaults(&sc);
+  sc.backoff.base = 0;
+  assert_int_equal(lk_outbox_send(ob, &sc, NULL), LK_ECONFIG);
+  lk_outbox_close(ob);
+  lk_outbox_config c;
+  lk_outbox_config_init_default(&c);
+  c.path = "/nonexistent-dir-linkd/x.db";
+  char err[256];
+  assert_int_equal(lk_outbox_open(&c, &ob, err, sizeof err), LK_ESYS);
+  assert_null(ob);
+  assert_non_null(strstr(err, "does not exist"));
+}
+
+/* --- the CLI ------------------------------------------------------------------------------------
+ */
+
+/* Runs `linkd outbox ARGS` through the shell; stdout into out; returns the exit status. */
+__attribute__((format(printf, 3, 4))) static int cli(char *out, size_t cap, const char *fmt, ...);
+static int cli(char *out, size_t cap, const char *fmt, ...) {
+  char args[1024], cmd[1400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  snprintf(cmd, sizeof cmd, "'%s' outbox %s 2>/dev/null", LINKD_BIN, args);
+  FILE *f = popen(cmd, "r");
+  assert_non_null(f);
+  size_t n = fread(out, 1, cap - 1, f);
+  out[n] = '\0';
+  int st = pclose(f);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_cli(void **state) {
+  (void)state;
+  char db[300], out[8192], url[128];
+  snprintf(db, sizeof db, "%s/cli%d.db", DIR_, ++seq);
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/books/%lld/loans", P.port, (long long)BOOK);
+  assert_int_equal(cli(out, sizeof out, "enqueue --db '%s' -H 'X-Tenant: outbox-cli' %s", db, url),
+                   0);
+  long long id = 0;
+  char key[LK_IDEM_KEY_MAX];
+  assert_int_equal(sscanf(out, "%lld %255s", &id, key), 2);
+  assert_int_equal(id, 1);
+  assert_int_equal(strlen(key), 36);
+  assert_int_equal(cli(out, sizeof out, "enqueue --db '%s' --repeat 3 --tenant t %s", db, url), 0);
+  assert_non_null(strstr(out, "\n4 t:"));
+  assert_int_equal(cli(out, sizeof out, "enqueue --db '%s' -H 'Idempotency-Key: x' %s", db, url),
+                   64);
+  assert_int_equal(cli(out, sizeof out, "enqueue --db '%s'", db), 64); /* no URL */
+  assert_int_equal(cli(out, sizeof out, "run --db '%s' --idempotency-key k", db), 64);
+  assert_int_equal(cli(out, sizeof out, "list --db '%s' --state pending", db), 0);
+  assert_int_equal(strncmp(out, "1 pending 0 0 0 POST ", 21), 0);
+  assert_int_equal(cli(out, sizeof out, "run --db '%s' --deadline 5s --attempt-timeout 4s --connect-timeout 2s", db), 0);
+  assert_int_equal(loans_with_key(key), 1);
+  assert_int_equal(cli(out, sizeof out, "list --db '%s' --state delivered --json --limit 1", db),
+                   0);
+  assert_non_null(strstr(out, "\"state\":\"delivered\""));
+  assert_non_null(strstr(out, "\"last_status\":201"));
+  assert_non_null(strstr(out, key));
+  assert_int_equal(cli(out, sizeof out, "stats --db '%s'", db), 0);
+  assert_non_null(strstr(out, "delivered 4\n"));
+  assert_non_null(strstr(out, "attempts_total 4\n"));
+  assert_int_equal(cli(out, sizeof out, "stats --db '%s' --prometheus", db), 0);
+  assert_non_null(strstr(out, "linkd_outbox_delivered_total 4\n"));
+  assert_int_equal(cli(out, sizeof out, "retry --db '%s' 1", db), 1); /* delivered: not retried */
+  assert_int_equal(cli(out, sizeof out, "retry --db '%s' --poisoned", db), 0);
+  assert_string_equal(out, "0 entries back to pending\n");
+  assert_int_equal(cli(out, sizeof out, "purge --db '%s'", db), 0);
+  assert_string_equal(out, "0 entries purged\n");
+  assert_int_equal(cli(out, sizeof out, "purge --db '%s' --older-than 0s", db), 0);
+  assert_string_equal(out, "4 entries purged\n");
+  /* A second sender on the file: exit 75 at once. */
+  char lock[320];
+  snprintf(lock, sizeof lock, "%s-sender", db);
+  int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  assert_int_equal(flock(fd, LOCK_EX), 0);
+  assert_int_equal(cli(out, sizeof out, "run --db '%s'", db), 75);
+  close(fd);
+  assert_int_equal(cli(out, sizeof out, "bogus --db '%s'", db), 64);
+  assert_int_equal(cli(out, sizeof out, "--help"), 0);
+  assert_non_null(strstr(out, "usage: linkd outbox COMMAND"));
+}
+
+static void test_metrics_text(void **state) {
+  (void)state;
+  lk_outbox_stats s = {.pending = 3, .delivered = 2, .attempts_total = 7, .poisoned_total = 1};
+  char *text = NULL;
+  size_t len = 0;
+  assert_int_equal(lk_outbox_stats_prometheus(&s, &text, &len), LK_OK);
+  assert_int_equal(strlen(text), len);
+  assert_non_null(strstr(text, "linkd_outbox_entries{state=\"pending\"} 3\n"));
+  assert_non_null(strstr(text, "linkd_outbox_entries{state=\"delivered\"} 2\n"));
+  assert_non_null(strstr(text, "# TYPE linkd_outbox_attempts_total counter\n"
+                               "linkd_outbox_attempts_total 7\n"));
+  assert_non_null(strstr(text, "linkd_outbox_poisoned_total 1\n"));
+  free(text);
+}
+
+int main(void) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_enqueue_stores_everything_durably),
+      cmocka_unit_test(test_enqueue_refuses_what_could_not_be_sent),
+      cmocka_unit_test(test_delivers_each_entry_once_with_its_key),
+      cmocka_unit_test(test_same_key_after_a_lost_answer_and_a_restart),
+      cmocka_unit_test(test_permanent_4xx_is_poisoned_with_its_response),
+      cmocka_unit_test(test_4xx_with_retry_after_is_retried_not_poisoned),
+      cmocka_unit_test(test_unrecorded_outcome_is_resent_with_its_key),
+      cmocka_unit_test(test_expiry_and_retention),
+      cmocka_unit_test(test_poisoned_kept_until_purged_on_request),
+      cmocka_unit_test(test_failed_round_waits_its_backoff),
+      cmocka_unit_test(test_one_sender_per_file),
+      cmocka_unit_test(test_bad_sender_config),
+      cmocka_unit_test(test_cli),
+      cmocka_unit_test(test_metrics_text),
+  };
+  int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
+  curl_global_cleanup();
+  return rc;
+}
