@@ -7,8 +7,9 @@
 #   find_package(linkd)                  every component this installation has
 include(CMakePackageConfigHelpers)
 
+# shared.h belongs to liblinkd-shared (src/shared), which is built in-tree only for now.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/linkd DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        FILES_MATCHING PATTERN "*.h")
+        FILES_MATCHING PATTERN "*.h" PATTERN "shared.h" EXCLUDE)
 install(FILES ${PROJECT_BINARY_DIR}/include/linkd/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/linkd)
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})

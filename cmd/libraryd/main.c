@@ -29,6 +29,7 @@
 typedef struct opts {
   lk_server_config srv;
   lk_store_config store;
+  bool db_given; /* --db was set (it and --store exclude each other) */
   const char *port_file, *admin_port_file;
   const char *log_file;
   /* The config file being read: where its current line is, for error messages. */
@@ -44,8 +45,9 @@ typedef struct opts {
 static const char usage[] =
     "usage: libraryd [options]\n"
     "\n"
-    "The reference book service: a JSON API over HTTP/1.1 with an SQLite store, Idempotency-Key\n"
-    "support, deadline honouring and seeded fault injection. See docs/libraryd.md.\n"
+    "The reference book service: a JSON API over HTTP/1.1 on SQLite or PostgreSQL,\n"
+    "Idempotency-Key support, deadline honouring and seeded fault injection. See\n"
+    "docs/libraryd.md.\n"
     "\n"
     "Listening:\n"
     "  --addr ADDR              address to listen on (default 127.0.0.1)\n"
@@ -67,8 +69,13 @@ static const char usage[] =
     "\n"
     "Storage:\n"
     "  --db PATH                SQLite database file, created when missing (default libraryd.db)\n"
+    "  --store URL              PostgreSQL instead: postgres://user[:password]@host[:port]/db\n"
+    "                           (libpq URL); several libraryd processes may share one database\n"
+    "  --pool-size N            PostgreSQL connections per process (default 16)\n"
     "  --sync full|normal       full: fsync the WAL at every commit (survives power loss);\n"
     "                           normal: survives a process crash only (default full)\n"
+    "  --group-commit on|off    on: writes arriving together share one transaction and one\n"
+    "                           fsync, each acknowledged after it; off: one each (default on)\n"
     "  --no-seed-data           do not insert the sample books into a new database\n"
     "\n"
     "Idempotency-Key:\n"
@@ -129,8 +136,11 @@ enum {
   O_MAX_BODY,
   O_DRAIN,
   O_DB,
+  O_STORE,
+  O_POOL_SIZE,
   O_SYNC_MODE,
   O_NO_SEED,
+  O_GROUP_COMMIT,
   O_RETENTION,
   O_PURGE,
   O_REQUIRE_KEY,
@@ -165,8 +175,11 @@ static const struct option long_opts[] = {
     {"max-body", required_argument, NULL, O_MAX_BODY},
     {"drain-timeout", required_argument, NULL, O_DRAIN},
     {"db", required_argument, NULL, O_DB},
+    {"store", required_argument, NULL, O_STORE},
+    {"pool-size", required_argument, NULL, O_POOL_SIZE},
     {"sync", required_argument, NULL, O_SYNC_MODE},
     {"no-seed-data", no_argument, NULL, O_NO_SEED},
+    {"group-commit", required_argument, NULL, O_GROUP_COMMIT},
     {"idem-retention", required_argument, NULL, O_RETENTION},
     {"purge-interval", required_argument, NULL, O_PURGE},
     {"require-key", required_argument, NULL, O_REQUIRE_KEY},
@@ -260,7 +273,24 @@ static int apply(opts *o, int id, const char *name, const char *v) {
     o->srv.max_body = (size_t)u;
     return 0;
   case O_DRAIN: return dur(name, v, &o->srv.drain_timeout_ns);
-  case O_DB: o->store.path = v; return 0;
+  case O_DB:
+    if (o->store.url)
+      return bad(name, v, "--db (SQLite) and --store (PostgreSQL) exclude each other");
+    o->store.path = v;
+    o->db_given = true;
+    return 0;
+  case O_STORE:
+    if (o->db_given)
+      return bad(name, v, "--db (SQLite) and --store (PostgreSQL) exclude each other");
+    if (strncmp(v, "postgres://", 11) && strncmp(v, "postgresql://", 13))
+      return bad(name, v, "expected a PostgreSQL URL, postgres://... (for SQLite use --db)");
+    o->store.url = v;
+    return 0;
+  case O_POOL_SIZE:
+    if (int_in(name, v, 1, 1024, &n))
+      return -1;
+    o->store.pool_size = (unsigned)n;
+    return 0;
   case O_SYNC_MODE:
     if (!strcmp(v, "full"))
       o->store.sync = LK_STORE_SYNC_FULL;
@@ -270,6 +300,14 @@ static int apply(opts *o, int id, const char *name, const char *v) {
       return bad(name, v, "expected full or normal");
     return 0;
   case O_NO_SEED: o->store.seed = false; return 0;
+  case O_GROUP_COMMIT:
+    if (!strcmp(v, "on"))
+      o->store.group_commit = true;
+    else if (!strcmp(v, "off"))
+      o->store.group_commit = false;
+    else
+      return bad(name, v, "expected on or off");
+    return 0;
   case O_RETENTION:
     if (dur(name, v, &o->srv.idem_retention_ns) || o->srv.idem_retention_ns == 0)
       return o->srv.idem_retention_ns == 0 ? bad(name, v, "must be positive") : -1;
@@ -490,6 +528,21 @@ static int parse_args(int argc, char **argv, opts *o) {
   return 0;
 }
 
+/* The database as logged: the file, or the URL without its password. */
+static void name_store(const lk_store_config *c, char *buf, size_t cap) {
+  if (!c->url) {
+    snprintf(buf, cap, "%s", c->path);
+    return;
+  }
+  const char *u = c->url, *scheme = strstr(u, "://");
+  const char *at = scheme ? strchr(scheme + 3, '@') : NULL;
+  const char *colon = at ? memchr(scheme + 3, ':', (size_t)(at - scheme - 3)) : NULL;
+  if (colon)
+    snprintf(buf, cap, "%.*s:***%s", (int)(colon - u), u, at);
+  else
+    snprintf(buf, cap, "%s", u);
+}
+
 /* Each connection is a descriptor, plus the database, listeners and logs: raise the soft limit
  * towards the hard one so that --connection-limit, not EMFILE, is what bounds connections. */
 static void raise_fd_limit(unsigned connections) {
@@ -572,12 +625,14 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
 
   char err[512];
+  char store_name[512];
+  name_store(&o.store, store_name, sizeof store_name);
   lk_store *store;
   rc = lk_store_open(&o.store, &store, err, sizeof err);
   if (rc != LK_OK) {
     /* err names the cause (a missing or unwritable directory, a read-only file, SQLite's
      * reason); the generic code text only when there is none. */
-    fprintf(stderr, "libraryd: cannot open the database %s: %s\n", o.store.path,
+    fprintf(stderr, "libraryd: cannot open the database %s: %s\n", store_name,
             err[0] ? err : lk_strerror(rc));
     return 1;
   }
@@ -598,12 +653,15 @@ int main(int argc, char **argv) {
   }
   if (o.srv.log != LK_LOG_OFF)
     fprintf(stderr,
-            "libraryd %s: listening on %s:%d, admin %d, db %s (schema %d -> %d, sync %s), "
+            "libraryd %s: listening on %s:%d, admin %d, %s %s (schema %d -> %d, sync %s), "
             "%zu fault rule(s), seed %llu, %u workers, queue %zu (%s)\n",
             LK_VERSION_STRING, o.srv.addr, lk_server_port(srv), lk_server_admin_port(srv),
-            o.store.path, lk_store_opened_version(store), LK_STORE_SCHEMA_VERSION,
-            o.store.sync == LK_STORE_SYNC_FULL ? "full" : "normal", o.srv.n_faults,
-            (unsigned long long)o.srv.seed, o.srv.workers, o.srv.queue_limit,
+            o.store.url ? "store" : "db", store_name, lk_store_opened_version(store),
+            lk_store_schema_version(store),
+            o.store.url                          ? "postgres's"
+            : o.store.sync == LK_STORE_SYNC_FULL ? "full"
+                                                 : "normal",
+            o.srv.n_faults, (unsigned long long)o.srv.seed, o.srv.workers, o.srv.queue_limit,
             lk_qdisc_name(o.srv.queue_discipline));
 
   int sig = 0;

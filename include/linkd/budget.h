@@ -153,6 +153,28 @@ LK_EXPORT lk_budget_kind lk_budget_kind_of(const lk_budget *b);
 /* "ratio" / "token" / "quota" ("unknown" out of range). */
 LK_EXPORT const char *lk_budget_kind_name(lk_budget_kind k);
 
+/* --- backends: a budget whose balance lives elsewhere ----------------------------------------- */
+
+/* A budget can hand every call to a backend (for example linkd/shared.h's fleet-wide RATIO
+ * budget on Redis); the five calls, the ticket variants and the queries then go to it. Called
+ * from any thread at once. acquire_retry returns LK_OK or LK_EBUDGET and stores what it charged
+ * in *charged (for the ticket); refusals are counted here, in lk_budget_stats.refused. */
+typedef struct lk_budget_backend {
+  int (*acquire_retry)(void *arg, int64_t now, bool after_timeout, int64_t *charged);
+  void (*record_request)(void *arg, int64_t now);
+  void (*record_success)(void *arg, int64_t now, int64_t ticket_cost);
+  void (*record_failure)(void *arg, int64_t now);
+  int (*stats)(void *arg, int64_t now, lk_budget_stats *out); /* fills all but refused */
+  void (*free)(void *arg);                                    /* may be NULL */
+} lk_budget_backend;
+
+/* A budget of form `kind` forwarding to `be` (not copied; must outlive the budget) with `arg`.
+ * Every member but free is required. LK_OK, LK_EINVAL or LK_ENOMEM; *out NULL on failure. */
+LK_EXPORT int lk_budget_new_backend(lk_budget_kind kind, const lk_budget_backend *be, void *arg,
+                                    lk_budget **out);
+/* The backend argument of a budget made by lk_budget_new_backend with `be`, else NULL. */
+LK_EXPORT void *lk_budget_backend_arg(const lk_budget *b, const lk_budget_backend *be);
+
 LK_END_DECLS
 
 #endif

@@ -83,6 +83,31 @@ LK_EXPORT int64_t lk_limiter_available(const lk_limiter *l, int64_t now);
 /* The wait an lk_limiter_reserve() at `now` would get (>= 0), without reserving anything. */
 LK_EXPORT int64_t lk_limiter_wait_time(const lk_limiter *l, int64_t now);
 
+/* --- backends: a limiter whose tokens live elsewhere ------------------------------------------ */
+
+/* A limiter can hand its decisions to a backend (for example linkd/shared.h's fleet-wide limiter
+ * on Redis). Every call above then goes to the backend: try_acquire is reserve with max_wait 0,
+ * reserve_until computes max_wait as usual. The backend is called from any thread at once and
+ * must honour max_wait as the limiter's contract says; it may take its own time to decide (the
+ * caller accepts that by choosing such a limiter), except when max_wait < 0 (a reserve_until
+ * whose deadline has passed): then it must answer at once, as for 0. get_config returns the config given here;
+ * set_config is forwarded when the backend has one (LK_ECONFIG with *why otherwise). */
+typedef struct lk_limiter_backend {
+  int64_t (*reserve)(void *arg, int64_t now, int64_t max_wait);               /* required */
+  int64_t (*available)(void *arg, int64_t now);                               /* NULL: 0 */
+  int64_t (*wait_time)(void *arg, int64_t now);                               /* NULL: 0 */
+  int (*set_config)(void *arg, const lk_limiter_config *c, const char **why); /* may be NULL */
+  void (*free)(void *arg); /* called by lk_limiter_free; may be NULL */
+} lk_limiter_backend;
+
+/* Creates a limiter that forwards to `be` (not copied: it must outlive the limiter) with `arg`.
+ * `c` is validated and reported by lk_limiter_get_config. LK_OK, LK_EINVAL (a NULL argument or
+ * be->reserve), LK_ECONFIG or LK_ENOMEM; *out NULL on failure (be->free is not called then). */
+LK_EXPORT int lk_limiter_new_backend(const lk_limiter_config *c, const lk_limiter_backend *be,
+                                     void *arg, lk_limiter **out, const char **why);
+/* The backend argument of a limiter made by lk_limiter_new_backend with `be`, else NULL. */
+LK_EXPORT void *lk_limiter_backend_arg(const lk_limiter *l, const lk_limiter_backend *be);
+
 LK_END_DECLS
 
 #endif

@@ -165,9 +165,29 @@ int lk_budget_new_quota(const lk_budget_quota_config *c, lk_budget **out, const 
   return LK_OK;
 }
 
+int lk_budget_new_backend(lk_budget_kind kind, const lk_budget_backend *be, void *arg,
+                          lk_budget **out) {
+  if (!be || !be->acquire_retry || !be->record_request || !be->record_success ||
+      !be->record_failure || !be->stats || !out || (unsigned)kind > LK_BUDGET_QUOTA)
+    return start(LK_EINVAL, out);
+  lk_budget *b = budget_alloc(kind);
+  if (!b)
+    return start(LK_ENOMEM, out);
+  b->be = be;
+  b->be_arg = arg;
+  *out = b;
+  return LK_OK;
+}
+
+void *lk_budget_backend_arg(const lk_budget *b, const lk_budget_backend *be) {
+  return b && be && b->be == be ? b->be_arg : NULL;
+}
+
 void lk_budget_free(lk_budget *b) {
   if (!b)
     return;
+  if (b->be && b->be->free)
+    b->be->free(b->be_arg);
   pthread_mutex_destroy(&b->mu);
   free(b->ring);
   free(b);
@@ -199,23 +219,27 @@ static void adjust_clamped(lk_budget *b, int64_t delta) {
 static int acquire(lk_budget *b, int64_t now, bool after_timeout, int64_t *charged) {
   bool ok;
   int64_t cost = 0;
-  switch (b->kind) {
-  case LK_BUDGET_RATIO: {
-    lk_ratio_bucket *k = lk__ratio_bucket(b, now);
-    cost = LK_RATIO_RETRY;
-    ok = withdraw(b, cost);
-    if (ok)
-      atomic_fetch_add_explicit(&k->retries, 1, RELAXED);
-    break;
-  }
-  case LK_BUDGET_TOKEN:
-    /* tokens > max / 2, exactly, in milli-tokens */
-    ok = atomic_load_explicit(&b->level, RELAXED) * 2 > b->max;
-    break;
-  default:
-    cost = after_timeout ? b->cost_timeout : b->cost;
-    ok = withdraw(b, cost);
-    break;
+  if (b->be) {
+    ok = b->be->acquire_retry(b->be_arg, now, after_timeout, &cost) == LK_OK;
+  } else {
+    switch (b->kind) {
+    case LK_BUDGET_RATIO: {
+      lk_ratio_bucket *k = lk__ratio_bucket(b, now);
+      cost = LK_RATIO_RETRY;
+      ok = withdraw(b, cost);
+      if (ok)
+        atomic_fetch_add_explicit(&k->retries, 1, RELAXED);
+      break;
+    }
+    case LK_BUDGET_TOKEN:
+      /* tokens > max / 2, exactly, in milli-tokens */
+      ok = atomic_load_explicit(&b->level, RELAXED) * 2 > b->max;
+      break;
+    default:
+      cost = after_timeout ? b->cost_timeout : b->cost;
+      ok = withdraw(b, cost);
+      break;
+    }
   }
   if (!ok) {
     atomic_fetch_add_explicit(&b->refused, 1, RELAXED);
@@ -240,6 +264,10 @@ int lk_budget_acquire_retry_ticket(lk_budget *b, int64_t now, bool after_timeout
 }
 
 void lk_budget_record_request(lk_budget *b, int64_t now) {
+  if (b->be) {
+    b->be->record_request(b->be_arg, now);
+    return;
+  }
   if (b->kind != LK_BUDGET_RATIO)
     return;
   lk_ratio_bucket *k = lk__ratio_bucket(b, now);
@@ -250,13 +278,20 @@ void lk_budget_record_request(lk_budget *b, int64_t now) {
 }
 
 void lk_budget_record_success(lk_budget *b, int64_t now) {
-  (void)now;
+  if (b->be) {
+    b->be->record_success(b->be_arg, now, 0);
+    return;
+  }
   if (b->kind != LK_BUDGET_RATIO)
     adjust_clamped(b, b->gain);
 }
 
 void lk_budget_record_success_ticket(lk_budget *b, int64_t now, lk_budget_ticket *t) {
-  (void)now;
+  if (b->be) {
+    b->be->record_success(b->be_arg, now, t->cost);
+    t->cost = 0;
+    return;
+  }
   if (b->kind == LK_BUDGET_QUOTA)
     adjust_clamped(b, t->cost > 0 ? t->cost : b->gain);
   else if (b->kind == LK_BUDGET_TOKEN)
@@ -265,7 +300,10 @@ void lk_budget_record_success_ticket(lk_budget *b, int64_t now, lk_budget_ticket
 }
 
 void lk_budget_record_failure(lk_budget *b, int64_t now) {
-  (void)now;
+  if (b->be) {
+    b->be->record_failure(b->be_arg, now);
+    return;
+  }
   if (b->kind == LK_BUDGET_TOKEN)
     adjust_clamped(b, -1000);
 }
@@ -279,6 +317,12 @@ int lk_budget_stats_get(const lk_budget *cb, int64_t now, lk_budget_stats *out) 
     return LK_EINVAL;
   lk_budget *b = (lk_budget *)cb; /* atomics are loaded, never stored */
   memset(out, 0, sizeof *out);
+  if (b->be) {
+    int rc = b->be->stats(b->be_arg, now, out);
+    out->kind = b->kind;
+    out->refused = atomic_load_explicit(&b->refused, RELAXED);
+    return rc;
+  }
   out->kind = b->kind;
   out->refused = atomic_load_explicit(&b->refused, RELAXED);
   switch (b->kind) {
@@ -299,8 +343,7 @@ int lk_budget_stats_get(const lk_budget *cb, int64_t now, lk_budget_stats *out) 
     /* Failures until tokens <= max/2: smallest k with (t - 1000k) * 2 <= max. */
     int64_t over = t * 2 - b->max;
     out->remaining = over > 0 ? (over + 1999) / 2000 : 0;
-    out->consumption =
-        over > 0 ? clamp01((double)(b->max - t) * 2.0 / (double)b->max) : 1.0;
+    out->consumption = over > 0 ? clamp01((double)(b->max - t) * 2.0 / (double)b->max) : 1.0;
     break;
   }
   default: {

@@ -37,6 +37,8 @@ struct lk_budget {
   _Alignas(LK_BUDGET_LINE) _Atomic int64_t level;
   _Alignas(LK_BUDGET_LINE) _Atomic uint64_t refused;
   pthread_mutex_t mu; /* RATIO: serialises moving the window to a new bucket */
+  const lk_budget_backend *be; /* NULL: the balance is here; set at creation only */
+  void *be_arg;
 };
 
 /* RATIO: the bucket events at `now` go to, moving the window first if `now` is past its head

@@ -21,6 +21,8 @@ struct lk_limiter {
   _Atomic int64_t span;     /* burst * interval, saturated */
   _Atomic double rate;
   _Atomic int64_t burst;
+  const lk_limiter_backend *be; /* NULL: the tokens are here; set at creation only */
+  void *be_arg;
 };
 
 typedef struct params {
@@ -95,9 +97,36 @@ int lk_limiter_new(const lk_limiter_config *c, lk_limiter **out, const char **wh
   return LK_OK;
 }
 
-void lk_limiter_free(lk_limiter *l) { free(l); }
+int lk_limiter_new_backend(const lk_limiter_config *c, const lk_limiter_backend *be, void *arg,
+                           lk_limiter **out, const char **why) {
+  if (!be || !be->reserve) {
+    if (out)
+      *out = NULL;
+    if (why)
+      *why = "limiter backend or its reserve is NULL";
+    return LK_EINVAL;
+  }
+  int rc = lk_limiter_new(c, out, why);
+  if (rc == LK_OK) {
+    (*out)->be = be;
+    (*out)->be_arg = arg;
+  }
+  return rc;
+}
+
+void *lk_limiter_backend_arg(const lk_limiter *l, const lk_limiter_backend *be) {
+  return l && be && l->be == be ? l->be_arg : NULL;
+}
+
+void lk_limiter_free(lk_limiter *l) {
+  if (l && l->be && l->be->free)
+    l->be->free(l->be_arg);
+  free(l);
+}
 
 int lk_limiter_try_acquire(lk_limiter *l, int64_t now) {
+  if (l->be)
+    return l->be->reserve(l->be_arg, now, 0) >= 0 ? LK_OK : LK_ERATE_LIMITED;
   params p = params_load(l);
   int64_t tat = atomic_load_explicit(&l->tat, memory_order_relaxed);
   for (;;) {
@@ -118,6 +147,12 @@ static int64_t wait_for(int64_t next, int64_t span, int64_t now) {
 }
 
 int64_t lk_limiter_reserve(lk_limiter *l, int64_t now, int64_t max_wait) {
+  if (l->be) {
+    /* A negative max_wait goes through: the caller has no time left, not even for the
+     * backend's own answer. */
+    int64_t w = l->be->reserve(l->be_arg, now, max_wait);
+    return w >= 0 && w <= (max_wait < 0 ? 0 : max_wait) ? w : LK_ERATE_LIMITED;
+  }
   if (max_wait < 0)
     max_wait = 0;
   params p = params_load(l);
@@ -146,6 +181,16 @@ int lk_limiter_set_config(lk_limiter *l, const lk_limiter_config *c, const char 
   int rc = lk_limiter_config_validate(c, why);
   if (rc != LK_OK)
     return rc;
+  if (l->be) {
+    if (!l->be->set_config) {
+      if (why)
+        *why = "this limiter's backend cannot change its config";
+      return LK_ECONFIG;
+    }
+    rc = l->be->set_config(l->be_arg, c, why);
+    if (rc != LK_OK)
+      return rc;
+  }
   params p = params_of(c);
   /* Writers serialize on seq: the CAS from even to odd is the lock. */
   uint64_t s = atomic_load_explicit(&l->seq, memory_order_relaxed);
@@ -183,6 +228,8 @@ void lk_limiter_get_config(const lk_limiter *l, lk_limiter_config *out) {
 }
 
 int64_t lk_limiter_available(const lk_limiter *l, int64_t now) {
+  if (l->be)
+    return l->be->available ? l->be->available(l->be_arg, now) : 0;
   params p = params_load(l);
   int64_t tat = atomic_load_explicit(&((lk_limiter *)l)->tat, memory_order_relaxed);
   int64_t base = tat > now ? tat : now;
@@ -194,6 +241,8 @@ int64_t lk_limiter_available(const lk_limiter *l, int64_t now) {
 }
 
 int64_t lk_limiter_wait_time(const lk_limiter *l, int64_t now) {
+  if (l->be)
+    return l->be->wait_time ? l->be->wait_time(l->be_arg, now) : 0;
   params p = params_load(l);
   int64_t tat = atomic_load_explicit(&((lk_limiter *)l)->tat, memory_order_relaxed);
   return wait_for(lk_sat_add(tat > now ? tat : now, p.interval), p.span, now);

@@ -41,7 +41,9 @@ struct lk_server_metrics {
   lk_hist *latency[N_ROUTES];
   lk_gauge *active, *inflight_keys, *queue_depth, *workers;
   lk_hist *queue_wait;
-  lk_counter *busy; /* seconds, scaled from ns */
+  lk_counter *busy;    /* seconds, scaled from ns */
+  lk_counter *commits; /* the store's commits and writes: writes / commits is the mean */
+  lk_counter *writes;  /* group-commit size */
   mirror mirrors[16];
 };
 
@@ -77,6 +79,14 @@ int server_metrics_init(lk_server *s) {
   m->busy = lk_metrics_counter_scaled(m->reg, "libraryd_worker_busy_seconds_total",
                                       "Time the workers spent on requests, summed over workers",
                                       NULL, 1e9);
+  m->commits = lk_metrics_counter(m->reg, "libraryd_store_commits_total",
+                                  "Write transactions committed or attempted (SQLite: one fsync "
+                                  "each with --sync full)",
+                                  NULL);
+  m->writes = lk_metrics_counter(m->reg, "libraryd_store_writes_total",
+                                 "Writes that reached the store's writer (several share a commit "
+                                 "with group commit)",
+                                 NULL);
   const mirror defs[] = {
       {"libraryd_idempotent_replays_total", "Keyed requests answered with the stored result", NULL,
        NULL, STAT(replays), NULL},
@@ -189,6 +199,12 @@ bool server_metrics_render(lk_server *s, lk_resp *out) {
   uint64_t busy = atomic_load(&s->stats.busy_ns), had = lk_counter_value(m->busy);
   if (busy > had)
     lk_counter_add(m->busy, busy - had);
+  lk_store_commit_stats cs;
+  lk_store_commit_stats_get(s->store, &cs);
+  if ((uint64_t)cs.commits > lk_counter_value(m->commits))
+    lk_counter_add(m->commits, (uint64_t)cs.commits - lk_counter_value(m->commits));
+  if ((uint64_t)cs.writes > lk_counter_value(m->writes))
+    lk_counter_add(m->writes, (uint64_t)cs.writes - lk_counter_value(m->writes));
   pthread_mutex_unlock(&m->mu);
   size_t depth, depth_max;
   pool_depth(s, &depth, &depth_max);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* routes.c: the book API's routes and their handlers. */
+#include "idem.h"
 #include "server_impl.h"
 #include "util.h"
 
@@ -77,6 +78,12 @@ static void store_failure(req *r, lk_resp *out, int rc) {
   if (rc == LK_EDEADLINE) {
     atomic_fetch_add(&r->srv->stats.deadline_expired_in_flight, 1);
     resp_error(out, 504, "deadline_exceeded", "the request's deadline passed while it ran");
+  } else if (rc == LK_EAGAIN) {
+    /* The database is unreachable (restarting, say) or busy: nothing was applied, or for a
+     * COMMIT whose answer was lost, a retry with the same key learns which. */
+    atomic_fetch_add(&r->srv->stats.write_errors, 1);
+    resp_error(out, 503, "storage_unavailable", "the database is unavailable; retry shortly");
+    resp_header(out, "Retry-After", "1");
   } else {
     atomic_fetch_add(&r->srv->stats.write_errors, 1);
     resp_error(out, 500, "storage_error", "%s", lk_strerror(rc));
@@ -254,46 +261,14 @@ static int write_tx(lk_store_tx *tx, void *arg) {
   int rc = apply(tx, w);
   if (rc != LK_OK || !w->r->keyed)
     return rc;
-  /* The outcome (success or a business error such as 404 / out_of_stock) is the key's result;
-   * it commits with the effect or not at all. */
-  lk_idem_record rec = {
-      .status = w->out->status,
-      .headers = w->out->headers,
-      .body = (uint8_t *)w->out->body,
-      .body_len = w->out->body_len,
-      .created_wall_ns = w->now_wall,
-  };
-  memcpy(rec.fingerprint, w->r->fp, sizeof rec.fingerprint);
-  return lk_store_tx_idem_put(tx, w->r->tenant, w->r->key, &rec,
-                              w->now_wall - w->r->srv->cfg.idem_retention_ns);
-}
-
-/* A record appeared for our key (another process on the same file won the race): answer as a
- * replay of it, or 422 when it was for a different request. */
-static void replay_existing(req *r, lk_resp *out) {
-  lk_idem_record rec;
-  int64_t min_created = lk_wall_ns() - r->srv->cfg.idem_retention_ns;
-  int rc = lk_store_idem_get(r->srv->store, r->tenant, r->key, min_created, &rec, r->dl);
-  if (rc != LK_OK) {
-    store_failure(r, out, rc == LK_ENOTFOUND ? LK_EIO : rc);
-    return;
-  }
-  if (memcmp(rec.fingerprint, r->fp, sizeof r->fp) != 0) {
-    atomic_fetch_add(&r->srv->stats.key_mismatches, 1);
-    resp_error(out, 422, "idempotency_key_reused",
-               "this Idempotency-Key was used for a different request");
-  } else {
-    atomic_fetch_add(&r->srv->stats.replays, 1);
-    resp_from_record(out, &rec);
-    r->outcome = "replay";
-  }
-  lk_idem_record_clear(&rec);
+  return idem_complete(tx, w->r, w->out, w->now_wall);
 }
 
 static void do_write(req *r, lk_resp *out) {
   write_ctx w = {r, out, lk_wall_ns(), false};
   int rc = lk_store_write(r->srv->store, r->dl, write_tx, &w);
   if (rc == LK_OK) {
+    r->completed = r->keyed;
     if (w.loan_applied)
       atomic_fetch_add(&r->srv->stats.loans_applied, 1);
     return;
@@ -301,7 +276,7 @@ static void do_write(req *r, lk_resp *out) {
   resp_free(out);
   resp_init(out, 500);
   if (rc == LK_ECONFLICT && r->keyed)
-    replay_existing(r, out);
+    idem_replay_existing(r, out);
   else
     store_failure(r, out, rc);
 }

@@ -16,6 +16,7 @@
  * Threads: MHD's poll(2) thread pool parses and sends; the workers run handlers; the waker thread
  * resumes connections suspended by faults; a purge thread deletes expired keys.
  */
+#include "idem.h"
 #include "server_impl.h"
 #include "strict.h"
 #include "util.h"
@@ -238,12 +239,7 @@ static enum MHD_Result send_fault_status(req *r) {
   return send_resp(r, &r->resp);
 }
 
-static void release_claim(req *r) {
-  if (r->claimed) {
-    lk_inflight_release(r->srv->inflight, r->tenant, r->key);
-    r->claimed = false;
-  }
-}
+static void release_claim(req *r) { idem_release(r); }
 
 /* --- the steps ----------------------------------------------------------------------------- */
 
@@ -329,45 +325,8 @@ static enum MHD_Result after_body(req *r) {
     return send_resp(r, &r->resp);
   if (r->write && r->keyed) {
     idem_fingerprint(r->method, r->path, r->body, r->body_len, r->fp);
-    /* A completed key is answered from the store without claiming it, so replays of one key
-     * never conflict with each other; only a key with no result yet is claimed, and looked up
-     * once more under the claim in case its first request finished in between. */
-    for (int pass = 0; pass < 2; pass++) {
-      lk_idem_record rec;
-      int64_t min_created = lk_wall_ns() - s->cfg.idem_retention_ns;
-      int rc = lk_store_idem_get(s->store, r->tenant, r->key, min_created, &rec, r->dl);
-      if (rc == LK_OK) {
-        release_claim(r);
-        if (memcmp(rec.fingerprint, r->fp, sizeof r->fp) != 0) {
-          lk_idem_record_clear(&rec);
-          atomic_fetch_add(&s->stats.key_mismatches, 1);
-          return send_error(r, 422, "idempotency_key_reused",
-                            "this Idempotency-Key was used for a different request");
-        }
-        resp_from_record(&r->resp, &rec);
-        lk_idem_record_clear(&rec);
-        atomic_fetch_add(&s->stats.replays, 1);
-        r->replay = true;
-        r->outcome = "replay";
-        break;
-      }
-      if (rc != LK_ENOTFOUND) {
-        release_claim(r);
-        if (rc == LK_EDEADLINE)
-          return send_error(r, 504, "deadline_exceeded", "the deadline passed");
-        return send_error(r, 500, "storage_error", lk_strerror(rc));
-      }
-      if (pass == 1)
-        break; /* claimed and still no result: this request executes */
-      if (!lk_inflight_claim(s->inflight, r->tenant, r->key)) {
-        atomic_fetch_add(&s->stats.key_conflicts, 1);
-        resp_error(&r->resp, 409, "idempotency_key_in_use",
-                   "a request with this Idempotency-Key is still being processed");
-        resp_header(&r->resp, "Retry-After", "1");
-        return send_resp(r, &r->resp);
-      }
-      r->claimed = true;
-    }
+    if (idem_begin(r, &r->resp) == IDEM_ANSWERED)
+      return send_resp(r, &r->resp);
   }
   if (r->plan.delay_ns > 0) {
     int64_t now = lk_now_ns();

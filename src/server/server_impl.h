@@ -112,7 +112,10 @@ typedef struct req {
   bool has_early;
   lk_fault_plan plan;
   uint8_t fp[32];
-  bool claimed;
+  bool claimed;        /* holds the key in the in-process table (idem.c) */
+  bool claim_in_store; /* and in the database, as claim_owner */
+  bool completed;      /* the key's record committed with the effect */
+  uint64_t claim_owner;
   phase ph;
   int status;          /* status queued, 0 when none */
   const char *outcome; /* for the log: "ok", "replay", "reset", "close", "stall", ... */

@@ -18,14 +18,14 @@ static void row_to_book(sqlite3_stmt *st, lk_book *b) {
 }
 
 /* Borrows a reader and arms its deadline; NULL when no connection could be opened. */
-static store_conn *reader(lk_store *s, lk_deadline dl) {
+static store_conn *reader(sq_store *s, lk_deadline dl) {
   store_conn *c = store_reader_get(s);
   if (c)
     c->deadline = dl.at;
   return c;
 }
 
-int lk_store_book_get(lk_store *s, int64_t id, lk_book *out, lk_deadline dl) {
+int sq_book_get(sq_store *s, int64_t id, lk_book *out, lk_deadline dl) {
   store_conn *c = reader(s, dl);
   if (!c)
     return LK_EIO;
@@ -46,7 +46,7 @@ int lk_store_book_get(lk_store *s, int64_t id, lk_book *out, lk_deadline dl) {
   return rc;
 }
 
-int lk_store_books_list(lk_store *s, int64_t after, int limit, lk_book *out, int *n,
+int sq_books_list(sq_store *s, int64_t after, int limit, lk_book *out, int *n,
                         lk_deadline dl) {
   *n = 0;
   store_conn *c = reader(s, dl);
@@ -67,7 +67,7 @@ int lk_store_books_list(lk_store *s, int64_t after, int limit, lk_book *out, int
   return rc;
 }
 
-int lk_store_loan_get(lk_store *s, int64_t id, lk_loan *out, lk_deadline dl) {
+int sq_loan_get(sq_store *s, int64_t id, lk_loan *out, lk_deadline dl) {
   store_conn *c = reader(s, dl);
   if (!c)
     return LK_EIO;
@@ -95,17 +95,7 @@ int lk_store_loan_get(lk_store *s, int64_t id, lk_loan *out, lk_deadline dl) {
   return rc;
 }
 
-void lk_idem_record_clear(lk_idem_record *r) {
-  if (!r)
-    return;
-  free(r->headers);
-  free(r->body);
-  r->headers = NULL;
-  r->body = NULL;
-  r->body_len = 0;
-}
-
-int lk_store_idem_get(lk_store *s, const char *tenant, const char *key, int64_t min_created_wall_ns,
+int sq_idem_get(sq_store *s, const char *tenant, const char *key, int64_t min_created_wall_ns,
                       lk_idem_record *out, lk_deadline dl) {
   memset(out, 0, sizeof *out);
   store_conn *c = reader(s, dl);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* schema.c: schema creation, migrations (PRAGMA user_version) and the sample books. */
+/* schema.c: schema creation, migrations (PRAGMA user_version and the schema_version table) and
+ * the sample books. */
 #include "store_impl.h"
 
 #include <linkd/error.h>
@@ -44,31 +45,13 @@ static const char *const migrations[] = {
     "  created_ns INTEGER NOT NULL,"
     "  PRIMARY KEY(tenant, key)) WITHOUT ROWID;"
     "CREATE INDEX idem_by_age ON idem(created_ns);",
+    /* 2 -> 3: a table of the applied versions and when (the PostgreSQL store keeps the same
+     * table); user_version stays the counter that older programs check. */
+    "CREATE TABLE schema_version(version INTEGER PRIMARY KEY, applied_ns INTEGER NOT NULL);",
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] == LK_STORE_SCHEMA_VERSION,
                "one migration per schema version");
-
-static const struct {
-  const char *title, *author, *isbn;
-  int year, stock;
-} sample_books[] = {
-    {"The C Programming Language", "Brian W. Kernighan, Dennis M. Ritchie", "978-0131103627", 1988,
-     5},
-    {"Structure and Interpretation of Computer Programs", "Harold Abelson, Gerald Jay Sussman",
-     "978-0262510875", 1996, 3},
-    {"The Art of Computer Programming, Vol. 1", "Donald E. Knuth", "978-0201896831", 1997, 2},
-    {"Designing Data-Intensive Applications", "Martin Kleppmann", "978-1449373320", 2017, 4},
-    {"TCP/IP Illustrated, Vol. 1", "W. Richard Stevens", "978-0201633467", 1994, 3},
-    {"Release It!", "Michael T. Nygard", "978-1680502398", 2018, 6},
-    {"Site Reliability Engineering", "Betsy Beyer et al.", "978-1491929124", 2016, 5},
-    {"Computer Networks", "Andrew S. Tanenbaum", "978-0132126953", 2010, 2},
-    {"Operating Systems: Three Easy Pieces", "Remzi and Andrea Arpaci-Dusseau", "978-1985086593",
-     2018, 7},
-    {"The Mythical Man-Month", "Frederick P. Brooks Jr.", "978-0201835953", 1995, 1},
-    {"Unix Network Programming, Vol. 1", "W. Richard Stevens", "978-0131411555", 2003, 3},
-    {"A Philosophy of Software Design", "John Ousterhout", "978-1732102200", 2018, 8},
-};
 
 static int exec(store_conn *c, const char *sql, char *errbuf, size_t errcap) {
   char *msg = NULL;
@@ -93,7 +76,9 @@ static int seed_books(store_conn *c, int64_t now) {
   sqlite3_stmt *st = store_stmt(c, ST_BOOK_INSERT);
   if (!st)
     return LK_EIO;
-  for (size_t i = 0; i < sizeof sample_books / sizeof sample_books[0]; i++) {
+  size_t n;
+  const lk_sample_book *sample_books = lk_store_sample_books(&n);
+  for (size_t i = 0; i < n; i++) {
     sqlite3_reset(st);
     sqlite3_bind_text(st, 1, sample_books[i].title, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, sample_books[i].author, -1, SQLITE_STATIC);
@@ -108,7 +93,31 @@ static int seed_books(store_conn *c, int64_t now) {
   return LK_OK;
 }
 
-int store_migrate(lk_store *s, store_conn *c, char *errbuf, size_t errcap) {
+/* The version whose migration creates schema_version. */
+#define SCHEMA_TABLE_VERSION 3
+
+/* Records version `v` in schema_version. When the table has just been created, the versions
+ * before it are recorded too: those this open applied with the current time, those the file
+ * already had with 0 (applied before the table existed, time unknown). */
+static int record_version(store_conn *c, int v, int opened) {
+  int64_t now = lk_wall_ns();
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(c->db, "INSERT INTO schema_version(version, applied_ns) VALUES(?1, ?2)",
+                         -1, &st, NULL) != SQLITE_OK)
+    return LK_EIO;
+  int rc = LK_OK;
+  for (int i = v == SCHEMA_TABLE_VERSION ? 1 : v; i <= v && rc == LK_OK; i++) {
+    sqlite3_reset(st);
+    sqlite3_bind_int(st, 1, i);
+    sqlite3_bind_int64(st, 2, i <= opened ? 0 : now);
+    if (sqlite3_step(st) != SQLITE_DONE)
+      rc = LK_EIO;
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int store_migrate(sq_store *s, store_conn *c, char *errbuf, size_t errcap) {
   /* IMMEDIATE: two processes opening one new file must not both run the same migration. */
   int rc = exec(c, "BEGIN IMMEDIATE", errbuf, errcap);
   if (rc != LK_OK)
@@ -132,6 +141,8 @@ int store_migrate(lk_store *s, store_conn *c, char *errbuf, size_t errcap) {
     char sql[64];
     snprintf(sql, sizeof sql, "PRAGMA user_version = %d", v + 1);
     rc = exec(c, sql, errbuf, errcap);
+    if (rc == LK_OK && v + 1 >= SCHEMA_TABLE_VERSION)
+      rc = record_version(c, v + 1, s->opened_version);
     if (rc != LK_OK)
       goto fail;
   }

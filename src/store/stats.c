@@ -14,7 +14,7 @@ static int run_count(sqlite3 *db, const char *sql, int64_t *out) {
   return r == SQLITE_ROW ? LK_OK : LK_EIO;
 }
 
-int lk_store_counts_get(lk_store *s, lk_store_counts *out) {
+int sq_counts_get(sq_store *s, lk_store_counts *out) {
   store_conn *c = store_reader_get(s);
   if (!c)
     return LK_EIO;
@@ -30,7 +30,7 @@ int lk_store_counts_get(lk_store *s, lk_store_counts *out) {
   return rc;
 }
 
-int lk_store_loan_groups(lk_store *s, bool by_key, bool only_dupes, int limit, lk_store_group_cb cb,
+int sq_loan_groups(sq_store *s, bool by_key, bool only_dupes, int limit, lk_store_group_cb cb,
                          void *arg) {
   static const char *const sql[2] = {
       "SELECT tenant, book_id, request_id, COUNT(*) c FROM loans WHERE request_id IS NOT NULL "
@@ -60,7 +60,7 @@ int lk_store_loan_groups(lk_store *s, bool by_key, bool only_dupes, int limit, l
   return rc;
 }
 
-int lk_store_tenant_totals(lk_store *s, lk_store_tenant_cb cb, void *arg) {
+int sq_tenant_totals(sq_store *s, lk_store_tenant_cb cb, void *arg) {
   static const char sql[] =
       "SELECT t.tenant, t.n, t.keyed, COALESCE(r.d, 0), COALESCE(k.d, 0) FROM "
       "(SELECT tenant, COUNT(*) n, SUM(idem_key IS NOT NULL) keyed FROM loans GROUP BY tenant) t "

@@ -32,15 +32,14 @@ static const char *const stmt_sql[ST_COUNT] = {
                                "AND created_ns < ?3",
     [ST_IDEM_INSERT] = "INSERT INTO idem(tenant, key, fingerprint, status, headers, body, "
                        "created_ns) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    /* Prepared once: a group commit runs three of these per write. */
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+    [ST_SAVEPOINT] = "SAVEPOINT gc",
+    [ST_RELEASE] = "RELEASE gc",
+    [ST_ROLLBACK_TO] = "ROLLBACK TO gc",
 };
-
-void lk_store_config_init_default(lk_store_config *cfg) {
-  cfg->path = "libraryd.db";
-  cfg->sync = LK_STORE_SYNC_FULL;
-  cfg->seed = true;
-  cfg->busy_timeout_ms = 5000;
-  cfg->clock = NULL;
-}
 
 int store_err(int rc) {
   switch (rc & 0xff) {
@@ -122,7 +121,7 @@ static int check_location(const char *path, char *errbuf, size_t errcap) {
   return LK_OK;
 }
 
-store_conn *store_conn_open(lk_store *s, bool writer, char *errbuf, size_t errcap) {
+store_conn *store_conn_open(sq_store *s, bool writer, char *errbuf, size_t errcap) {
   store_conn *c = calloc(1, sizeof *c);
   if (!c) {
     set_err(errbuf, errcap, "open", NULL);
@@ -189,7 +188,7 @@ sqlite3_stmt *store_stmt(store_conn *c, st_id id) {
   return st;
 }
 
-store_conn *store_reader_get(lk_store *s) {
+store_conn *store_reader_get(sq_store *s) {
   pthread_mutex_lock(&s->pmu);
   store_conn *c = s->idle;
   if (c)
@@ -200,7 +199,7 @@ store_conn *store_reader_get(lk_store *s) {
   return c;
 }
 
-void store_reader_put(lk_store *s, store_conn *c) {
+void store_reader_put(sq_store *s, store_conn *c) {
   if (!c)
     return;
   c->deadline = LK_DEADLINE_NONE;
@@ -210,15 +209,16 @@ void store_reader_put(lk_store *s, store_conn *c) {
   pthread_mutex_unlock(&s->pmu);
 }
 
-int lk_store_open(const lk_store_config *cfg, lk_store **out, char *errbuf, size_t errcap) {
+int sq_open(const lk_store_config *cfg, sq_store **out, char *errbuf, size_t errcap) {
   *out = NULL;
   if (errbuf && errcap)
     errbuf[0] = '\0';
   if (!cfg || !cfg->path || !*cfg->path)
     return LK_EINVAL;
-  lk_store *s = calloc(1, sizeof *s);
+  sq_store *s = calloc(1, sizeof *s);
   if (!s)
     return LK_ENOMEM;
+  s->base.ops = &sq_ops;
   s->cfg = *cfg;
   if (!s->cfg.clock)
     s->cfg.clock = lk_clock_system();
@@ -230,28 +230,29 @@ int lk_store_open(const lk_store_config *cfg, lk_store **out, char *errbuf, size
   s->cfg.path = s->path;
   pthread_mutex_init(&s->wmu, NULL);
   pthread_mutex_init(&s->pmu, NULL);
+  pthread_mutex_init(&s->gmu, NULL);
   char scratch[256];
   int rc = check_location(s->path, errbuf && errcap ? errbuf : scratch,
                           errbuf && errcap ? errcap : sizeof scratch);
   if (rc != LK_OK) {
-    lk_store_close(s);
+    sq_close(s);
     return rc;
   }
   s->writer = store_conn_open(s, true, errbuf, errcap);
   if (!s->writer) {
-    lk_store_close(s);
+    sq_close(s);
     return LK_ESYS;
   }
   rc = store_migrate(s, s->writer, errbuf, errcap);
   if (rc != LK_OK) {
-    lk_store_close(s);
+    sq_close(s);
     return rc;
   }
   *out = s;
   return LK_OK;
 }
 
-void lk_store_close(lk_store *s) {
+void sq_close(sq_store *s) {
   if (!s)
     return;
   for (store_conn *c = s->idle, *n; c; c = n) {
@@ -262,8 +263,9 @@ void lk_store_close(lk_store *s) {
   store_conn_close(s->writer);
   pthread_mutex_destroy(&s->wmu);
   pthread_mutex_destroy(&s->pmu);
+  pthread_mutex_destroy(&s->gmu);
   free(s->path);
   free(s);
 }
 
-int lk_store_opened_version(const lk_store *s) { return s->opened_version; }
+int sq_opened_version(const sq_store *s) { return s->opened_version; }

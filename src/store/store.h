@@ -1,16 +1,31 @@
 /* SPDX-License-Identifier: MIT */
-/* store.h: libraryd's SQLite store (books, loans, idempotency records).
+/* store.h: libraryd's store (books, loans, idempotency records): one interface, two
+ * implementations behind it (docs/DESIGN.md section 9).
  *
- * One SQLite file in WAL mode. Reads go through a pool of reader connections (WAL readers never
- * block the writer or each other); every write runs on the single writer connection under a
- * mutex, inside one BEGIN IMMEDIATE transaction that also holds the idempotency record, so a
- * crash can never keep the business effect without the record or the record without the effect.
- * A write is acknowledged only after COMMIT returned; with synchronous=FULL the WAL is fsynced at
- * every commit (durable across power loss), with NORMAL it is written to the OS at commit and
- * fsynced at checkpoints (durable across a process crash such as kill -9, not power loss).
+ * SQLite (the embedded default, lk_store_config.path): one file in WAL mode. Reads go through a
+ * pool of reader connections (WAL readers never block the writer or each other); every write
+ * runs on the single writer connection under a mutex, inside one BEGIN IMMEDIATE transaction.
+ * With synchronous=FULL the WAL is fsynced at every commit (durable across power loss), with
+ * NORMAL it is written to the OS at commit and fsynced at checkpoints (durable across a process
+ * crash such as kill -9, not power loss).
  *
- * Deadlines: every call takes an lk_deadline; a progress handler interrupts SQLite once it
- * passes (LK_EDEADLINE), and a write whose deadline passed before COMMIT is rolled back.
+ * PostgreSQL (lk_store_config.url, "postgres://..." or a libpq key=value string): a pool of
+ * libpq connections shared by reads and writes, so that many libraryd processes can serve one
+ * database (src/store/pg, docs/libraryd.md "Many instances on PostgreSQL").
+ *
+ * In both, a write transaction also holds the idempotency record, so a crash can never keep the
+ * business effect without the record or the record without the effect, and a write is
+ * acknowledged only after COMMIT returned.
+ *
+ * SQLite group commit (default on): writes that arrive while another is committing wait for it,
+ * then the first of them commits them all in one transaction, each inside its own SAVEPOINT,
+ * with one fsync. A write that fails rolls back to its savepoint only, so its neighbours still
+ * commit; every one is acknowledged (lk_store_write returns) only after the shared COMMIT
+ * returned, so the durability of each write is that of a write committed alone.
+ *
+ * Deadlines: every call takes an lk_deadline; a running statement is interrupted once it passes
+ * (LK_EDEADLINE), and a write whose deadline passed before COMMIT is rolled back. LK_EAGAIN
+ * means the database is unreachable or busy for now (the server answers 503 + Retry-After).
  *
  * Thread-safety: an lk_store is safe to use from many threads at once. An lk_store_tx belongs to
  * the callback it is passed to and is valid only during that call.
@@ -25,7 +40,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LK_STORE_SCHEMA_VERSION 2 /* user_version after all migrations */
+#define LK_STORE_SCHEMA_VERSION 3 /* SQLite: user_version after all migrations */
+#define LK_PG_SCHEMA_VERSION 1    /* PostgreSQL: schema_version after all migrations */
 #define LK_BOOK_TEXT_MAX 200      /* bytes of title / author */
 #define LK_BOOK_ISBN_MAX 32
 #define LK_LOAN_TEXT_MAX 255 /* bytes of borrower / request id / key / tenant */
@@ -33,11 +49,15 @@
 typedef enum lk_store_sync { LK_STORE_SYNC_NORMAL = 1, LK_STORE_SYNC_FULL = 2 } lk_store_sync;
 
 typedef struct lk_store_config {
-  const char *path;      /* database file (copied); created when missing */
+  const char *path;      /* SQLite database file (copied); created when missing */
+  const char *url;       /* PostgreSQL connection URL or conninfo; when set, path is unused */
+  unsigned pool_size;    /* PostgreSQL connections (default 16) */
   lk_store_sync sync;    /* default FULL */
   bool seed;             /* insert the sample books on first start (default true) */
   int busy_timeout_ms;   /* for other processes holding the file (default 5000) */
   const lk_clock *clock; /* for deadlines; default lk_clock_system() */
+  bool group_commit;     /* SQLite: commit concurrent writes together (default true); false: one
+                            transaction and one fsync per write */
 } lk_store_config;
 
 typedef struct lk_store lk_store;
@@ -74,19 +94,23 @@ typedef struct lk_idem_record {
   int64_t created_wall_ns;
 } lk_idem_record;
 
-/* Sets every field of `cfg` to its default (path "libraryd.db"). */
+/* Sets every field of `cfg` to its default (path "libraryd.db", no url: SQLite). */
 void lk_store_config_init_default(lk_store_config *cfg);
 
-/* Opens (creating and migrating when needed) the database. 0 or LK_ESYS (a missing or unwritable
- * directory, a read-only file, or SQLite cannot open it) / LK_EIO / LK_ENOMEM / LK_ESTATE (a
- * schema newer than this program). On failure *out is NULL and `errbuf` (may be NULL) names the
- * cause. */
+/* Opens (creating and migrating when needed) the database: PostgreSQL when cfg->url is set,
+ * else SQLite. 0 or LK_ESYS (a missing or unwritable directory, a read-only file, SQLite cannot
+ * open it, PostgreSQL refused the connection) / LK_EIO / LK_ENOMEM / LK_ESTATE (a schema newer
+ * than this program). On failure *out is NULL and `errbuf` (may be NULL) names the cause. */
 int lk_store_open(const lk_store_config *cfg, lk_store **out, char *errbuf, size_t errcap);
 /* Closes every connection (the last close checkpoints the WAL). NULL is a no-op. Callers must
  * have stopped using the store. */
 void lk_store_close(lk_store *s);
-/* Schema version found in the file when it was opened (0 for a new file). */
+/* Schema version found in the database when it was opened (0 for a new one). */
 int lk_store_opened_version(const lk_store *s);
+/* The schema version this program migrates to for this store's kind. */
+int lk_store_schema_version(const lk_store *s);
+/* "sqlite" or "postgres". */
+const char *lk_store_kind(const lk_store *s);
 
 /* --- reads (reader pool) --------------------------------------------------------------------- */
 /* 0, LK_ENOTFOUND, LK_EDEADLINE or LK_EIO. */
@@ -125,9 +149,24 @@ int lk_store_tenant_totals(lk_store *s, lk_store_tenant_cb cb, void *arg);
 /* --- writes (one transaction each) ---------------------------------------------------------- */
 /* Runs fn inside BEGIN IMMEDIATE on the writer connection. fn returns 0 to commit or a negative
  * lk_err to roll back (returned as is). Returns 0 once COMMIT succeeded, LK_EDEADLINE when the
- * deadline passed before COMMIT (rolled back, nothing applied), or LK_EIO. */
+ * deadline passed before COMMIT (rolled back, nothing applied), or LK_EIO. With SQLite's group
+ * commit the transaction may hold other writes too; fn then runs inside a savepoint, its failure
+ * rolls back only its own changes, and the deadline is checked once fn returned (a group's
+ * statements are not interrupted half-way, which would roll back the whole group). fn must not
+ * depend on running on the caller's thread. */
 typedef int (*lk_store_tx_fn)(lk_store_tx *tx, void *arg);
 int lk_store_write(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg);
+
+/* Write transactions so far: commits = COMMITs attempted (each one fsync with sync=full), writes
+ * = lk_store_write calls that reached the writer, largest = most writes in one commit. SQLite
+ * only (zeros for PostgreSQL, which commits each write in its own transaction). */
+typedef struct lk_store_commit_stats {
+  int64_t commits, writes, largest;
+} lk_store_commit_stats;
+void lk_store_commit_stats_get(lk_store *s, lk_store_commit_stats *out);
+/* SQLite: writes waiting for the next group (not counting a group being committed); 0 for
+ * PostgreSQL. */
+size_t lk_store_queued(lk_store *s);
 
 int lk_store_tx_book_get(lk_store_tx *tx, int64_t id, lk_book *out);
 /* Inserts `in` (its id is ignored); *id receives the new id. */
@@ -140,12 +179,34 @@ int lk_store_tx_book_delete(lk_store_tx *tx, int64_t id);
  * book), LK_ECONFLICT (stock is 0). */
 int lk_store_tx_loan_create(lk_store_tx *tx, lk_loan *loan);
 /* Stores the idempotency record for (tenant, key); an expired one (created before
- * min_created_wall_ns) is replaced. LK_ECONFLICT when a live record exists. */
+ * min_created_wall_ns) is replaced. LK_ECONFLICT when a live record exists: from this call
+ * (SQLite) or from lk_store_write, which then rolls back (PostgreSQL sends the record with COMMIT
+ * in one round trip and learns of the conflict there). At most one per transaction. */
 int lk_store_tx_idem_put(lk_store_tx *tx, const char *tenant, const char *key,
                          const lk_idem_record *rec, int64_t min_created_wall_ns);
 
 /* Deletes idempotency records created before `before_wall_ns`, in batches so writers are not
- * held up; *deleted (may be NULL) receives the count. */
+ * held up; *deleted (may be NULL) receives the count. Expired claims go too. */
 int lk_store_idem_purge(lk_store *s, int64_t before_wall_ns, int64_t *deleted);
+
+/* --- claims: a key executing somewhere ------------------------------------------------------ */
+/* Marks (tenant, key) as executing for `owner` (unique per request and process) for at most
+ * lease_ns, so that every process sharing the database answers 409 for it meanwhile. 0 when
+ * claimed, LK_ECONFLICT when another owner holds a live claim, LK_EAGAIN / LK_EIO /
+ * LK_EDEADLINE. A claim is not durable: it does not survive a database restart, and a holder
+ * that dies leaves it until its lease ends. lk_store_tx_idem_put ends the claim on the key in
+ * the same transaction; lk_store_idem_release ends it when the write did not commit.
+ * SQLite: only one process writes a file at a time and its own in-process table does this job,
+ * so both calls succeed at once and hold nothing. */
+int lk_store_idem_claim(lk_store *s, const char *tenant, const char *key, uint64_t owner,
+                        int64_t lease_ns, lk_deadline dl);
+int lk_store_idem_release(lk_store *s, const char *tenant, const char *key, uint64_t owner);
+/* lk_store_idem_get and, when no live record exists, lk_store_idem_claim, as one call (one
+ * round trip on PostgreSQL). 0 with *found true and *out filled (nothing claimed; free with
+ * lk_idem_record_clear); 0 with *found false: claimed for `owner`; LK_ECONFLICT: no record, and
+ * another owner holds the key; or an error. */
+int lk_store_idem_lookup_claim(lk_store *s, const char *tenant, const char *key,
+                               int64_t min_created_wall_ns, uint64_t owner, int64_t lease_ns,
+                               lk_idem_record *out, bool *found, lk_deadline dl);
 
 #endif

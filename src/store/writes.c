@@ -11,17 +11,25 @@ static int exec_simple(store_conn *c, const char *sql) {
   return rc == SQLITE_OK ? LK_OK : (store_err(rc) == LK_OK ? LK_EIO : store_err(rc));
 }
 
-int lk_store_write(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
+/* Steps a prepared statement without result rows (transaction control). */
+static int run_stmt(store_conn *c, st_id id) {
+  sqlite3_stmt *st = store_stmt(c, id);
+  if (!st)
+    return LK_EIO;
+  int r = sqlite3_step(st);
+  sqlite3_reset(st);
+  return r == SQLITE_DONE ? LK_OK : (store_err(r) == LK_OK ? LK_EIO : store_err(r));
+}
+
+/* One write in its own transaction: the path without group commit. Called with wmu held. */
+static int write_alone(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
   const lk_clock *clk = s->cfg.clock;
-  if (lk_deadline_expired(dl, clk->now(clk)))
-    return LK_EDEADLINE;
-  pthread_mutex_lock(&s->wmu);
   store_conn *c = s->writer;
   c->deadline = dl.at;
   int rc = exec_simple(c, "BEGIN IMMEDIATE");
   if (rc == LK_OK) {
-    lk_store_tx tx = {s, c};
-    rc = fn(&tx, arg);
+    sq_tx tx = {{&sq_ops}, s, c};
+    rc = fn(&tx.base, arg);
     /* The last check before the effect becomes visible: past the deadline the caller has
      * given up, so nothing may be applied on its behalf. */
     if (rc == LK_OK && lk_deadline_expired(dl, clk->now(clk)))
@@ -30,6 +38,7 @@ int lk_store_write(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
       /* COMMIT must not be interrupted half-way through by the progress handler. */
       c->deadline = LK_DEADLINE_NONE;
       rc = exec_simple(c, "COMMIT");
+      s->n_commits++;
     }
     if (rc != LK_OK && !sqlite3_get_autocommit(c->db)) {
       c->deadline = LK_DEADLINE_NONE;
@@ -37,11 +46,168 @@ int lk_store_write(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
     }
   }
   c->deadline = LK_DEADLINE_NONE;
-  pthread_mutex_unlock(&s->wmu);
+  s->n_writes++;
+  if (s->n_largest < 1)
+    s->n_largest = 1;
   return rc;
 }
 
-int lk_store_tx_book_get(lk_store_tx *tx, int64_t id, lk_book *out) {
+/* Runs the members of one group in one transaction, each in a savepoint, and commits once.
+ * Called with wmu held; sets every member's rc. */
+static void write_group(sq_store *s, gc_member *first) {
+  const lk_clock *clk = s->cfg.clock;
+  store_conn *c = s->writer;
+  sq_tx tx = {{&sq_ops}, s, c};
+  /* Never armed inside a group: an interrupted INSERT or UPDATE rolls back the whole
+   * transaction, neighbours included. A member touches a few rows by key, so it cannot run
+   * long; its deadline is checked before and after it instead. */
+  c->deadline = LK_DEADLINE_NONE;
+  gc_member *m = first;
+  int64_t members = 0;
+  while (m) {
+    gc_member *tx_first = m; /* members [tx_first, m) are in the open transaction */
+    int64_t applied = 0;
+    int rc = run_stmt(c, ST_BEGIN);
+    if (rc != LK_OK) {
+      /* Another process holds the file past busy_timeout: nobody in the group can write. */
+      for (; m; m = m->next, members++)
+        m->rc = rc;
+      break;
+    }
+    bool lost = false; /* SQLite rolled the transaction back on its own */
+    for (; m; m = m->next) {
+      members++;
+      if (lk_deadline_expired(m->dl, clk->now(clk))) {
+        m->rc = LK_EDEADLINE;
+        continue;
+      }
+      rc = run_stmt(c, ST_SAVEPOINT);
+      if (rc == LK_OK)
+        rc = m->fn(&tx.base, m->arg);
+      if (rc == LK_OK && lk_deadline_expired(m->dl, clk->now(clk)))
+        rc = LK_EDEADLINE;
+      if (sqlite3_get_autocommit(c->db)) {
+        /* An I/O error, a full disk or no memory can end the transaction itself: the members
+         * released before this one went with it and failed as well (nothing applied). */
+        for (gc_member *g = tx_first; g != m; g = g->next)
+          if (g->rc == LK_OK)
+            g->rc = rc == LK_OK ? LK_EIO : rc;
+        m->rc = rc == LK_OK ? LK_EIO : rc;
+        m = m->next;
+        lost = true;
+        break;
+      }
+      if (rc != LK_OK)
+        run_stmt(c, ST_ROLLBACK_TO);
+      /* RELEASE after ROLLBACK TO drops the savepoint; after success it keeps the changes. */
+      int rr = run_stmt(c, ST_RELEASE);
+      if (rc == LK_OK && rr != LK_OK)
+        rc = rr;
+      m->rc = rc;
+      if (rc == LK_OK)
+        applied++;
+    }
+    if (lost)
+      continue; /* the rest of the group gets a new transaction */
+    int crc = LK_OK;
+    if (applied > 0) {
+      crc = run_stmt(c, ST_COMMIT);
+      s->n_commits++;
+    } else {
+      run_stmt(c, ST_ROLLBACK); /* nothing to make durable */
+    }
+    if (crc != LK_OK) {
+      if (!sqlite3_get_autocommit(c->db))
+        run_stmt(c, ST_ROLLBACK);
+      for (gc_member *g = tx_first; g != m; g = g->next)
+        if (g->rc == LK_OK)
+          g->rc = crc;
+    }
+  }
+  s->n_writes += members;
+  if (members > s->n_largest)
+    s->n_largest = members;
+}
+
+#define GC_GROUP_MAX 256 /* members per transaction: bounds the time a group holds the writer */
+
+int sq_write(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
+  const lk_clock *clk = s->cfg.clock;
+  if (lk_deadline_expired(dl, clk->now(clk)))
+    return LK_EDEADLINE;
+  if (!s->cfg.group_commit) {
+    pthread_mutex_lock(&s->wmu);
+    int rc = write_alone(s, dl, fn, arg);
+    pthread_mutex_unlock(&s->wmu);
+    return rc;
+  }
+  /* Leader and followers: a write that finds no group running and is first in the queue runs
+   * the queue itself; the others wait, so the writes arriving during a COMMIT's fsync form the
+   * next group. No timer: a group is whatever queued up meanwhile, so a lone write is not
+   * delayed. Each waiter has its own condition variable and is woken only when it is done or
+   * is to lead, not by every group that finishes. */
+  gc_member me = {fn, arg, dl, LK_OK, false, PTHREAD_COND_INITIALIZER, NULL};
+  pthread_mutex_lock(&s->gmu);
+  if (s->gq_tail)
+    s->gq_tail->next = &me;
+  else
+    s->gq_head = &me;
+  s->gq_tail = &me;
+  while (!me.done) {
+    if (s->leading || s->gq_head != &me) {
+      pthread_cond_wait(&me.cv, &s->gmu);
+      continue;
+    }
+    s->leading = true;
+    gc_member *batch = s->gq_head, *last = batch;
+    for (int n = 1; n < GC_GROUP_MAX && last->next; n++)
+      last = last->next;
+    s->gq_head = last->next;
+    if (!s->gq_head)
+      s->gq_tail = NULL;
+    last->next = NULL;
+    pthread_mutex_unlock(&s->gmu);
+
+    pthread_mutex_lock(&s->wmu);
+    write_group(s, batch);
+    pthread_mutex_unlock(&s->wmu);
+
+    pthread_mutex_lock(&s->gmu);
+    /* A member returns (and its frame vanishes) once it sees done, which needs gmu, held here
+     * until the loop ends: read next before marking, signal after. */
+    for (gc_member *g = batch, *n; g; g = n) {
+      n = g->next;
+      g->done = true;
+      if (g != &me)
+        pthread_cond_signal(&g->cv);
+    }
+    s->leading = false;
+    if (s->gq_head)
+      pthread_cond_signal(&s->gq_head->cv); /* the next group's leader */
+  }
+  pthread_mutex_unlock(&s->gmu);
+  pthread_cond_destroy(&me.cv);
+  return me.rc;
+}
+
+size_t sq_queued(sq_store *s) {
+  pthread_mutex_lock(&s->gmu);
+  size_t n = 0;
+  for (const gc_member *m = s->gq_head; m; m = m->next)
+    n++;
+  pthread_mutex_unlock(&s->gmu);
+  return n;
+}
+
+void sq_commit_stats_get(sq_store *s, lk_store_commit_stats *out) {
+  pthread_mutex_lock(&s->wmu);
+  out->commits = s->n_commits;
+  out->writes = s->n_writes;
+  out->largest = s->n_largest;
+  pthread_mutex_unlock(&s->wmu);
+}
+
+int sq_tx_book_get(sq_tx *tx, int64_t id, lk_book *out) {
   sqlite3_stmt *st = store_stmt(tx->c, ST_BOOK_GET);
   if (!st)
     return LK_EIO;
@@ -84,7 +250,7 @@ static int step_done(sqlite3_stmt *st) {
   return r == SQLITE_DONE ? LK_OK : (store_err(r) == LK_OK ? LK_EIO : store_err(r));
 }
 
-int lk_store_tx_book_create(lk_store_tx *tx, const lk_book *in, int64_t *id) {
+int sq_tx_book_create(sq_tx *tx, const lk_book *in, int64_t *id) {
   sqlite3_stmt *st = store_stmt(tx->c, ST_BOOK_INSERT);
   if (!st)
     return LK_EIO;
@@ -96,7 +262,7 @@ int lk_store_tx_book_create(lk_store_tx *tx, const lk_book *in, int64_t *id) {
   return rc;
 }
 
-int lk_store_tx_book_update(lk_store_tx *tx, const lk_book *in) {
+int sq_tx_book_update(sq_tx *tx, const lk_book *in) {
   sqlite3_stmt *st = store_stmt(tx->c, ST_BOOK_UPDATE);
   if (!st)
     return LK_EIO;
@@ -109,7 +275,7 @@ int lk_store_tx_book_update(lk_store_tx *tx, const lk_book *in) {
   return rc;
 }
 
-int lk_store_tx_book_delete(lk_store_tx *tx, int64_t id) {
+int sq_tx_book_delete(sq_tx *tx, int64_t id) {
   sqlite3_stmt *st = store_stmt(tx->c, ST_BOOK_DELETE);
   if (!st)
     return LK_EIO;
@@ -127,7 +293,7 @@ static void bind_opt_text(sqlite3_stmt *st, int i, const char *v) {
     sqlite3_bind_null(st, i);
 }
 
-int lk_store_tx_loan_create(lk_store_tx *tx, lk_loan *loan) {
+int sq_tx_loan_create(sq_tx *tx, lk_loan *loan) {
   int64_t now = lk_wall_ns();
   sqlite3_stmt *st = store_stmt(tx->c, ST_STOCK_TAKE);
   if (!st)
@@ -144,7 +310,7 @@ int lk_store_tx_loan_create(lk_store_tx *tx, lk_loan *loan) {
   if (stock < 0) {
     /* No row changed: either the book is missing or it has no copy left. */
     lk_book b;
-    int rc = lk_store_tx_book_get(tx, loan->book_id, &b);
+    int rc = sq_tx_book_get(tx, loan->book_id, &b);
     return rc == LK_OK ? LK_ECONFLICT : rc;
   }
   st = store_stmt(tx->c, ST_LOAN_INSERT);
@@ -166,7 +332,7 @@ int lk_store_tx_loan_create(lk_store_tx *tx, lk_loan *loan) {
   return LK_OK;
 }
 
-int lk_store_tx_idem_put(lk_store_tx *tx, const char *tenant, const char *key,
+int sq_tx_idem_put(sq_tx *tx, const char *tenant, const char *key,
                          const lk_idem_record *rec, int64_t min_created_wall_ns) {
   sqlite3_stmt *st = store_stmt(tx->c, ST_IDEM_DELETE_EXPIRED);
   if (!st)
@@ -191,7 +357,7 @@ int lk_store_tx_idem_put(lk_store_tx *tx, const char *tenant, const char *key,
   return step_done(st); /* a live record violates the primary key: LK_ECONFLICT */
 }
 
-int lk_store_idem_purge(lk_store *s, int64_t before_wall_ns, int64_t *deleted) {
+int sq_idem_purge(sq_store *s, int64_t before_wall_ns, int64_t *deleted) {
   int64_t total = 0;
   int rc = LK_OK;
   for (;;) {

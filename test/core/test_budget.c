@@ -525,6 +525,81 @@ static void no_allocation_per_call(void **state) {
     lk_budget_free(bs[k]);
 }
 
+/* A backend: the five calls and the queries go to it; refusals are counted by the handle. */
+typedef struct fake_budget {
+  int acquires, requests, successes, failures, frees;
+  int64_t last_ticket;
+  int answer;
+} fake_budget;
+
+static int fk_acquire(void *arg, int64_t now, bool after_timeout, int64_t *charged) {
+  (void)now;
+  (void)after_timeout;
+  fake_budget *f = arg;
+  f->acquires++;
+  *charged = 42;
+  return f->answer;
+}
+static void fk_request(void *arg, int64_t now) {
+  (void)now;
+  ((fake_budget *)arg)->requests++;
+}
+static void fk_success(void *arg, int64_t now, int64_t cost) {
+  (void)now;
+  fake_budget *f = arg;
+  f->successes++;
+  f->last_ticket = cost;
+}
+static void fk_failure(void *arg, int64_t now) {
+  (void)now;
+  ((fake_budget *)arg)->failures++;
+}
+static int fk_stats(void *arg, int64_t now, lk_budget_stats *out) {
+  (void)arg;
+  (void)now;
+  out->remaining = 9;
+  out->consumption = 0.25;
+  return LK_OK;
+}
+static void fk_free(void *arg) { ((fake_budget *)arg)->frees++; }
+
+static void backend_gets_every_call(void **state) {
+  (void)state;
+  static const lk_budget_backend be = {fk_acquire, fk_request, fk_success,
+                                       fk_failure, fk_stats,   fk_free};
+  fake_budget f = {0};
+  lk_budget *b;
+  assert_int_equal(lk_budget_new_backend(LK_BUDGET_RATIO, &be, &f, &b), LK_OK);
+  assert_ptr_equal(lk_budget_backend_arg(b, &be), &f);
+  lk_budget_record_request(b, 1);
+  f.answer = LK_OK;
+  lk_budget_ticket t = {0};
+  assert_int_equal(lk_budget_acquire_retry_ticket(b, 1, false, &t), LK_OK);
+  assert_int_equal(t.cost, 42);
+  lk_budget_record_success_ticket(b, 1, &t);
+  assert_int_equal(f.last_ticket, 42);
+  assert_int_equal(t.cost, 0);
+  f.answer = LK_EBUDGET;
+  assert_int_equal(lk_budget_acquire_retry(b, 1, true), LK_EBUDGET);
+  lk_budget_record_failure(b, 1);
+  lk_budget_record_success(b, 1);
+  assert_int_equal(f.requests, 1);
+  assert_int_equal(f.acquires, 2);
+  assert_int_equal(f.successes, 2);
+  assert_int_equal(f.failures, 1);
+  lk_budget_stats st;
+  assert_int_equal(lk_budget_stats_get(b, 1, &st), LK_OK);
+  assert_int_equal(st.kind, LK_BUDGET_RATIO);
+  assert_int_equal(st.remaining, 9);
+  assert_int_equal(st.refused, 1);
+  assert_true(lk_budget_consumption(b, 1) == 0.25);
+  lk_budget_free(b);
+  assert_int_equal(f.frees, 1);
+  static const lk_budget_backend partial = {.acquire_retry = fk_acquire};
+  assert_int_equal(lk_budget_new_backend(LK_BUDGET_RATIO, &partial, &f, &b), LK_EINVAL);
+  assert_null(b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(defaults),
@@ -543,6 +618,7 @@ int main(void) {
       cmocka_unit_test(quota_refunds),
       cmocka_unit_test(tickets_other_forms),
       cmocka_unit_test(no_allocation_per_call),
+      cmocka_unit_test(backend_gets_every_call),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -286,6 +286,71 @@ static void no_allocation_per_call(void **state) {
   lk_limiter_free(l);
 }
 
+/* A backend: every call goes to it, and its answers come back as the limiter's contract says. */
+typedef struct fake_be {
+  int reserves, frees;
+  int64_t last_max_wait, answer;
+} fake_be;
+
+static int64_t fb_reserve(void *arg, int64_t now, int64_t max_wait) {
+  (void)now;
+  fake_be *f = arg;
+  f->reserves++;
+  f->last_max_wait = max_wait;
+  return f->answer;
+}
+static int64_t fb_available(void *arg, int64_t now) {
+  (void)arg;
+  (void)now;
+  return 7;
+}
+static void fb_free(void *arg) { ((fake_be *)arg)->frees++; }
+
+static void backend_gets_every_call(void **state) {
+  (void)state;
+  static const lk_limiter_backend be = {.reserve = fb_reserve, .available = fb_available,
+                                        .free = fb_free};
+  fake_be f = {0};
+  lk_limiter_config c = {.rate = 5, .burst = 2};
+  lk_limiter *l;
+  assert_int_equal(lk_limiter_new_backend(&c, &be, &f, &l, NULL), LK_OK);
+  assert_ptr_equal(lk_limiter_backend_arg(l, &be), &f);
+  f.answer = 0;
+  assert_int_equal(lk_limiter_try_acquire(l, 1), LK_OK);
+  assert_int_equal(f.last_max_wait, 0);
+  f.answer = LK_ERATE_LIMITED;
+  assert_int_equal(lk_limiter_try_acquire(l, 1), LK_ERATE_LIMITED);
+  f.answer = LK_MS(5);
+  assert_int_equal(lk_limiter_reserve(l, 1, LK_MS(10)), LK_MS(5));
+  assert_int_equal(f.last_max_wait, LK_MS(10));
+  /* A backend answering past max_wait is refused here: nobody waits past its deadline. */
+  assert_int_equal(lk_limiter_reserve(l, 1, LK_MS(1)), LK_ERATE_LIMITED);
+  assert_int_equal(lk_limiter_reserve_until(l, 100, lk_deadline_after(100, LK_MS(20))), LK_MS(5));
+  assert_int_equal(f.last_max_wait, LK_MS(20));
+  /* An expired deadline reaches the backend as a negative max_wait: answer at once. */
+  f.answer = 0;
+  assert_int_equal(lk_limiter_reserve_until(l, LK_MS(50), lk_deadline_after(0, LK_MS(10))), 0);
+  assert_true(f.last_max_wait < 0);
+  assert_int_equal(f.reserves, 6);
+  assert_int_equal(lk_limiter_available(l, 1), 7);
+  assert_int_equal(lk_limiter_wait_time(l, 1), 0); /* not provided */
+  lk_limiter_config got;
+  lk_limiter_get_config(l, &got);
+  assert_true(got.rate == 5 && got.burst == 2);
+  const char *why = NULL;
+  assert_int_equal(lk_limiter_set_config(l, &c, &why), LK_ECONFIG); /* no set_config */
+  assert_non_null(why);
+  lk_limiter *plain;
+  assert_int_equal(lk_limiter_new(&c, &plain, NULL), LK_OK);
+  assert_null(lk_limiter_backend_arg(plain, &be));
+  lk_limiter_free(plain);
+  lk_limiter_free(l);
+  assert_int_equal(f.frees, 1);
+  static const lk_limiter_backend broken = {.reserve = NULL};
+  assert_int_equal(lk_limiter_new_backend(&c, &broken, &f, &l, NULL), LK_EINVAL);
+  assert_null(l);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(bad_config_rejected),
@@ -298,6 +363,7 @@ int main(void) {
       cmocka_unit_test(saturates_at_the_extremes),
       cmocka_unit_test(never_more_than_rate_t_plus_burst),
       cmocka_unit_test(no_allocation_per_call),
+      cmocka_unit_test(backend_gets_every_call),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,8 +82,8 @@ static int spawn(lib_proc *p, const char *const *extra) {
                          "0",
                          "--admin-port-file",
                          admin_file,
-                         "--db",
-                         p->db,
+                         p->store[0] ? "--store" : "--db",
+                         p->store[0] ? p->store : p->db,
                          "--threads",
                          "2",
                          "--drain-timeout",
@@ -127,8 +127,10 @@ static int spawn(lib_proc *p, const char *const *extra) {
   return -1;
 }
 
-int lib_start(lib_proc *p, const char *const *extra) {
+static int start_in_new_dir(lib_proc *p, const char *url, const char *const *extra) {
   memset(p, 0, sizeof *p);
+  if (url)
+    snprintf(p->store, sizeof p->store, "%s", url);
   const char *tmp = getenv("TMPDIR");
   snprintf(p->dir, sizeof p->dir, "%s/libraryd-test-XXXXXX", tmp ? tmp : "/tmp");
   if (!mkdtemp(p->dir))
@@ -136,6 +138,12 @@ int lib_start(lib_proc *p, const char *const *extra) {
   snprintf(p->db, sizeof p->db, "%s/library.db", p->dir);
   snprintf(p->log, sizeof p->log, "%s/libraryd.log", p->dir);
   return spawn(p, extra);
+}
+
+int lib_start(lib_proc *p, const char *const *extra) { return start_in_new_dir(p, NULL, extra); }
+
+int lib_start_store(lib_proc *p, const char *url, const char *const *extra) {
+  return start_in_new_dir(p, url, extra);
 }
 
 int lib_restart(lib_proc *p, const char *const *extra) { return spawn(p, extra); }

@@ -17,12 +17,15 @@ typedef struct lib_proc {
   char dir[256]; /* temp directory holding db, port files and the log */
   char db[320];
   char log[320];
+  char store[256]; /* PostgreSQL URL given as --store instead of --db; "" = SQLite */
 } lib_proc;
 
 /* Creates a fresh temp dir and starts libraryd in it with --port 0 --admin-port 0 --db and the
  * extra args (NULL-terminated, may be NULL). 0 or -1 (daemon did not report its port within
  * 10 s; its log is printed). */
 int lib_start(lib_proc *p, const char *const *extra);
+/* Like lib_start, on the PostgreSQL database at `url` (--store) instead of an SQLite file. */
+int lib_start_store(lib_proc *p, const char *url, const char *const *extra);
 /* Starts again in the same dir (same database). */
 int lib_restart(lib_proc *p, const char *const *extra);
 /* Starts the binary with exactly these args (no defaults) and returns its exit status, or -1 if

@@ -2,7 +2,8 @@
 /* Crash safety: kill -9 libraryd in the middle of a stream of keyed loan requests, restart it on
  * the same file, retry every request with its key. Each key must be applied exactly once, the
  * stock must match, and every acknowledged write must be present (its replay returns the loan
- * the client was told about). */
+ * the client was told about). The group-commit case runs more client threads than one commit's
+ * fsync takes to serve, and checks that writes really shared commits before each kill. */
 #include "harness.h"
 
 #include <pthread.h>
@@ -17,7 +18,7 @@
 
 #include "testutil.h"
 
-#define THREADS 3
+#define THREADS_MAX 16
 #define MAX_PER_THREAD 4000
 #define INITIAL_STOCK 1000000
 
@@ -90,18 +91,20 @@ static int64_t stat_int(json_t *st, const char *a, const char *b) {
   return (int64_t)json_integer_value(v);
 }
 
-static void crash_cycles(const char *sync) {
+static void crash_cycles(const char *sync, const char *group, int threads) {
   rng_state = lk_test_seed();
   lib_proc p;
-  const char *args[] = {"--sync", sync, "--log", "off", "--threads", "3", NULL};
+  const char *args[] = {
+      "--sync",    sync, "--group-commit",     group,  "--log", "off", "--threads", "3",
+      "--workers", "16", "--queue-discipline", "fifo", NULL};
   assert_int_equal(lib_start(&p, args), 0);
   int64_t book = lib_create_book(p.port, INITIAL_STOCK);
   assert_true(book > 0);
-  static stream st[THREADS];
-  int64_t distinct = 0, acked_total = 0, unacked_applied = 0;
+  static stream st[THREADS_MAX];
+  int64_t distinct = 0, acked_total = 0, unacked_applied = 0, largest_group = 0;
   for (int cycle = 0; cycle < 3; cycle++) {
-    pthread_t th[THREADS];
-    for (int t = 0; t < THREADS; t++) {
+    pthread_t th[THREADS_MAX];
+    for (int t = 0; t < threads; t++) {
       memset(&st[t], 0, sizeof st[t]);
       st[t].port = p.port;
       st[t].book = book;
@@ -110,12 +113,33 @@ static void crash_cycles(const char *sync) {
       pthread_create(&th[t], NULL, stream_main, &st[t]);
     }
     sleep_ms(rand_between(150, 450));
+    if (cycle == 0 && !strcmp(group, "on")) {
+      /* /metrics carries the same counts: writes outnumber commits once groups form. */
+      http_res m;
+      assert_int_equal(http_get(p.port, "/metrics", &m), 0);
+      assert_int_equal(m.status, 200);
+      long long commits = -1, writes = -1;
+      const char *kc = "\nlibraryd_store_commits_total ", *kw = "\nlibraryd_store_writes_total ";
+      const char *c = strstr(m.body, kc), *w = strstr(m.body, kw);
+      assert_non_null(c);
+      assert_non_null(w);
+      sscanf(c + strlen(kc), "%lld", &commits);
+      sscanf(w + strlen(kw), "%lld", &writes);
+      assert_true(commits > 0 && writes > commits);
+      http_res_free(&m);
+    }
+    json_t *before = lib_stats(&p); /* how many writes shared a commit so far */
+    assert_non_null(before);
+    int64_t largest = stat_int(json_object_get(before, "server"), "store_commits", "largest_group");
+    json_decref(before);
+    if (largest > largest_group)
+      largest_group = largest;
     lib_kill9(&p); /* mid-stream: requests are in flight on every thread */
-    for (int t = 0; t < THREADS; t++)
+    for (int t = 0; t < threads; t++)
       pthread_join(th[t], NULL);
     assert_int_equal(lib_restart(&p, args), 0);
     /* Retry every request that was sent, with its key. */
-    for (int t = 0; t < THREADS; t++) {
+    for (int t = 0; t < threads; t++) {
       for (int i = 0; i < st[t].n; i++) {
         char key[64];
         key_name(cycle, t, i, key, sizeof key);
@@ -152,21 +176,33 @@ static void crash_cycles(const char *sync) {
     json_decref(s);
     assert_int_equal(lib_stock(p.port, book), INITIAL_STOCK - distinct);
   }
-  fprintf(stderr, "crash (%s): %lld keys, %lld acknowledged, %lld applied-but-unanswered\n", sync,
-          (long long)distinct, (long long)acked_total, (long long)unacked_applied);
+  fprintf(stderr,
+          "crash (sync %s, group commit %s, %d threads): %lld keys, %lld acknowledged, %lld "
+          "applied-but-unanswered, largest group %lld\n",
+          sync, group, threads, (long long)distinct, (long long)acked_total,
+          (long long)unacked_applied, (long long)largest_group);
   assert_true(acked_total > 0); /* the stream really ran before each kill */
+  if (!strcmp(group, "on"))
+    assert_true(largest_group > 1); /* the kills hit a daemon that was grouping commits */
+  else
+    assert_int_equal(largest_group, 1);
   assert_int_equal(lib_stop(&p), 0);
   lib_cleanup(&p);
 }
 
 static void test_kill9_sync_full(void **state) {
   (void)state;
-  crash_cycles("full");
+  crash_cycles("full", "off", 3);
 }
 
 static void test_kill9_sync_normal(void **state) {
   (void)state;
-  crash_cycles("normal");
+  crash_cycles("normal", "off", 3);
+}
+
+static void test_kill9_group_commit_sync_full(void **state) {
+  (void)state;
+  crash_cycles("full", "on", THREADS_MAX);
 }
 
 int main(void) {
@@ -174,6 +210,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_kill9_sync_full),
       cmocka_unit_test(test_kill9_sync_normal),
+      cmocka_unit_test(test_kill9_group_commit_sync_full),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   curl_global_cleanup();

@@ -63,6 +63,23 @@ static lk_store *open_store(const fixture *f, bool seed) {
 
 static lk_deadline none(void) { return lk_deadline_none(); }
 
+/* "version:applied" for every row of schema_version, applied as "0" (unknown) or "t" (a time). */
+static void versions(const fixture *f, char *out, size_t cap) {
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+  sqlite3_stmt *st;
+  assert_int_equal(sqlite3_prepare_v2(db,
+                                      "SELECT group_concat(version || ':' || "
+                                      "CASE applied_ns WHEN 0 THEN '0' ELSE 't' END, ' ') FROM "
+                                      "(SELECT * FROM schema_version ORDER BY version)",
+                                      -1, &st, NULL),
+                   SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  snprintf(out, cap, "%s", (const char *)sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
 static void test_new_file_is_migrated_and_seeded(void **state) {
   fixture *f = *state;
   lk_store *s = open_store(f, true);
@@ -83,6 +100,10 @@ static void test_new_file_is_migrated_and_seeded(void **state) {
   assert_int_equal(lk_store_counts_get(s, &c), LK_OK);
   assert_int_equal(c.books, 12);
   lk_store_close(s);
+  /* Every version, applied by this program: the version table records each with its time. */
+  char v[64];
+  versions(f, v, sizeof v);
+  assert_string_equal(v, "1:t 2:t 3:t");
 }
 
 static void test_migration_from_v1_keeps_data(void **state) {
@@ -118,6 +139,10 @@ static void test_migration_from_v1_keeps_data(void **state) {
   lk_idem_record rec;
   assert_int_equal(lk_store_idem_get(s, "anonymous", "k", 0, &rec, none()), LK_ENOTFOUND);
   lk_store_close(s);
+  /* Version 1 predates the table (time unknown); 2 and 3 were applied by this open. */
+  char v[64];
+  versions(f, v, sizeof v);
+  assert_string_equal(v, "1:0 2:t 3:t");
 }
 
 static void test_newer_schema_is_refused(void **state) {
