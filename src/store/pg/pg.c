@@ -163,7 +163,8 @@ static pg_conn *conn_get(pg_store *s, lk_deadline dl, int *rc) {
       s->open_n--;
       pthread_cond_signal(&s->cv);
       pthread_mutex_unlock(&s->mu);
-      *rc = LK_EAGAIN;
+      /* Out of time while connecting is the caller's deadline; anything else, unavailable. */
+      *rc = lk_deadline_expired(dl, now_ns(s)) ? LK_EDEADLINE : LK_EAGAIN;
       return NULL;
     }
     int64_t left = until - now_ns(s);
