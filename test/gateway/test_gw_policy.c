@@ -166,7 +166,7 @@ static void test_limiter_and_bulkhead(void **state) {
   /* limiter: the first call takes the one token; the second has none within its deadline */
   int a = gw_connect(G.port);
   gw_send_str(a, "GET /l HTTP/1.1\r\nHost: a\r\n\r\n");
-  gw_sleep_ms(20);
+  assert_int_equal(faultd_wait_requests(&F, 1, 2000), 1); /* it holds the token */
   gw_resp r;
   gw_request(G.port, "GET", "/l", NULL, NULL, &r);
   assert_int_equal(r.status, 503);
@@ -175,7 +175,7 @@ static void test_limiter_and_bulkhead(void **state) {
   /* bulkhead: one in flight, no queue: a concurrent call is refused at once */
   int b = gw_connect(G2.port);
   gw_send_str(b, "GET /b HTTP/1.1\r\nHost: a\r\n\r\n");
-  gw_sleep_ms(50);
+  assert_int_equal(faultd_wait_requests(&F, 2, 2000), 2); /* it holds the slot */
   int64_t t = gw_now_ms();
   gw_request(G2.port, "GET", "/b", NULL, NULL, &r);
   assert_int_equal(r.status, 503);
@@ -198,7 +198,7 @@ static void test_phase_timeouts(void **state) {
   int64_t took = gw_now_ms() - t;
   assert_int_equal(r.status, 504);
   assert_non_null(strstr(r.body, "Gateway Timeout"));
-  assert_true(took >= 90 && took < 600);
+  assert_true(took >= 90 && took < 1000);
   gw_resp_free(&r);
   faultd_stop(&F);
   gw_stop(&G, 5000);
@@ -208,7 +208,7 @@ static void test_phase_timeouts(void **state) {
   gw_request(G.port, "GET", "/t", NULL, NULL, &r);
   took = gw_now_ms() - t;
   assert_int_equal(r.status, 504);
-  assert_true(took >= 90 && took < 600);
+  assert_true(took >= 90 && took < 1000);
   gw_resp_free(&r);
 }
 

@@ -130,29 +130,31 @@ static void test_ejection_and_return(void **state) {
   endpoint_line(ep, sizeof ep, &F1);
   endpoint_line(e2, sizeof e2, &F2);
   strcat(ep, e2);
-  strcat(ep, "eject-5xx = 2\neject-base-time = 400ms\neject-max-percent = 50\n");
+  strcat(ep, "eject-5xx = 2\neject-base-time = 1s\neject-max-percent = 50\n");
   start_gw(ep, NULL, NULL);
-  int64_t t0 = gw_now_ms();
+  int64_t ejected_after = 0; /* the ejection happened during the last call of this loop */
   int n = 0;
   while (faultd_request_count(&F1) < 2 && n < 200) {
     gw_resp r;
+    ejected_after = gw_now_ms();
     gw_request(G.port, "GET", "/x", NULL, NULL, &r);
     assert_int_equal(r.status, 200);
     gw_resp_free(&r);
     n++;
   }
+  int64_t ejected_before = gw_now_ms();
   assert_int_equal(faultd_request_count(&F1), 2);
-  /* ejected: 20 more calls, none reaches it (well within 400 ms) */
+  /* ejected: 20 more calls, none reaches it (well within the 1 s) */
   for (int i = 0; i < 20; i++) {
     gw_resp r;
     gw_request(G.port, "GET", "/x", NULL, NULL, &r);
     assert_int_equal(r.status, 200);
     gw_resp_free(&r);
   }
-  assert_true(gw_now_ms() - t0 < 400);
+  assert_true(gw_now_ms() - ejected_after < 1000);
   assert_int_equal(faultd_request_count(&F1), 2);
   assert_non_null(strstr(gw_stderr(&G), "ejected"));
-  gw_sleep_ms(450);
+  gw_sleep_ms((int)(1050 - (gw_now_ms() - ejected_before)));
   /* back: it is picked again */
   for (int i = 0; i < 60 && faultd_request_count(&F1) == 2; i++) {
     gw_resp r;
@@ -186,7 +188,7 @@ static void test_deadline_in_and_out(void **state) {
   gw_request(G.port, "GET", "/x", "Linkd-Deadline: 5000\r\n", NULL, &r);
   int64_t took = gw_now_ms() - t;
   assert_int_equal(r.status, 504);
-  assert_true(took >= 280 && took < 600);
+  assert_true(took >= 280 && took < 1000);
   char v[32];
   assert_non_null(gw_header(&r, "Linkd-Retried", v, sizeof v));
   gw_resp_free(&r);
@@ -199,7 +201,7 @@ static void test_deadline_in_and_out(void **state) {
   gw_request(G.port, "GET", "/x", "Linkd-Deadline: 150\r\n", NULL, &r);
   took = gw_now_ms() - t;
   assert_int_equal(r.status, 504);
-  assert_true(took >= 130 && took < 400);
+  assert_true(took >= 130 && took < 800);
   gw_resp_free(&r);
   /* malformed: 400 */
   gw_request(G.port, "GET", "/x", "Linkd-Deadline: soon\r\n", NULL, &r);
