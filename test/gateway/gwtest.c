@@ -136,7 +136,7 @@ int gw_access_lines(const gw_proc *g) {
 }
 
 int gw_stop(gw_proc *g, int wait_ms) {
-  int code = -1;
+  int code = g->pid > 0 ? -1 : 0;
   bool ran = g->pid > 0;
   if (ran) {
     kill(g->pid, SIGTERM);

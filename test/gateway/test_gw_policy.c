@@ -93,11 +93,11 @@ static void echo_stop(void) {
 
 static int teardown(void **state) {
   (void)state;
-  gw_stop(&G, 5000);
-  gw_stop(&G2, 5000);
+  int rc = gw_stop(&G, 5000);
+  rc |= gw_stop(&G2, 5000);
   faultd_stop(&F);
   echo_stop();
-  return 0;
+  return rc == 0 ? 0 : -1;
 }
 
 /* One route `r` over one endpoint with the given keys. */
@@ -257,7 +257,7 @@ static void chain(const char *a_keys, int want) {
 static void test_chain_honours_retried(void **state) {
   (void)state;
   chain("", 3);
-  teardown(NULL);
+  assert_int_equal(teardown(NULL), 0);
   memset(&F, 0, sizeof F);
   chain("honor-retried = false\n", 9);
 }
