@@ -766,6 +766,10 @@ static int builder_finish(pol_builder *b, lk_gw_policy *p, int line, const char 
   if (cli_settings_to_policy(&b->s, &p->http, &pe) != 0)
     return bad(e, line, NULL, "%s: %s", what, pe.msg);
   p->http.default_protection = false; /* the route's own objects, or none: never the client's */
+  /* The default connect timeout under a shorter attempt timeout is cut to it by the driver; say
+   * so in the policy, so that its canonical text (which spells every value out) loads again. */
+  if (p->http.connect_timeout > p->http.attempt_timeout)
+    p->http.connect_timeout = p->http.attempt_timeout;
   p->http.idem_mode = b->idem == LK_GW_IDEM_INJECT ? LK_IDEM_AUTO : LK_IDEM_NONE;
   p->http.idem_key = NULL;
   p->http.deadline_reserve = b->reserve;
