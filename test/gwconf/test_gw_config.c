@@ -71,6 +71,7 @@ static void test_minimal_defaults(void **state) {
   assert_true(p->budget.enabled);
   assert_int_equal(p->budget.kind, LK_BUDGET_RATIO);
   assert_true(p->budget.ratio.percent == 20);
+  assert_int_equal(p->budget.ratio.min_retries_per_sec, 1);
   assert_true(p->breaker_on);
   assert_int_equal(p->breaker.window_size, 50);
   assert_false(p->limiter_on);
