@@ -4,9 +4,10 @@
  * descriptors and timer are uv_poll / uv_timer handles on the same loop).
  *
  * A downstream connection serves one request at a time (pipelined requests are answered in
- * order): once a request is complete the connection stops reading, and it reads again only when
- * the response has been written out. That is also the back-pressure rule: a client whose
- * responses are not being written (it does not read) is not read from. An idle keep-alive
+ * order): once a request is complete, bytes that arrive after it are kept (up to 64 KiB, then
+ * the connection stops reading) and parsed only when its response has been written out. That is
+ * also the back-pressure rule: a client whose responses are not being written (it does not
+ * read) gets no further request served, and past 64 KiB is not read from. An idle keep-alive
  * connection holds only its gwp_conn (no buffers): reads land in one loop-wide buffer and a
  * request's head and body buffers exist while the request does. */
 #ifndef LINKD_GWP_H
@@ -90,6 +91,8 @@ struct gwp_conn {
   gwp_state state;
   bool admin;
   bool close_after;   /* close once the current response is written */
+  bool reading;       /* uv_read_start is in effect */
+  bool peer_eof;      /* the client shut down its side while a request was served */
   int handles_open;   /* tcp + timer, for the close callbacks */
   gwp_req *req;
   int64_t last_io;    /* monotonic ns: accepted, last read, last response written */
@@ -112,7 +115,7 @@ struct gwp_server {
   lk_rand_fast rng;
   lk_http_client *client;
   uv_timer_t curl_timer;
-  uv_poll_t **polls; /* by descriptor */
+  struct gwp_poll **polls; /* upstream watchers by descriptor */
   size_t npolls;
   uv_signal_t sig_hup, sig_term, sig_int;
   uv_timer_t drain_timer; /* the drain deadline */

@@ -65,6 +65,13 @@ void gwp_conn_close(gwp_conn *c) {
   uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
 }
 
+static void read_stop(gwp_conn *c) {
+  if (c->reading) {
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = false;
+  }
+}
+
 /* --- timers ---------------------------------------------------------------------------------- */
 
 static void on_timer(uv_timer_t *t) {
@@ -72,7 +79,7 @@ static void on_timer(uv_timer_t *t) {
   if (c->state == GWP_READING && c->req) {
     /* slow headers (or a body that stopped): 408, then close */
     gwp_log(c->srv, LK_GW_LOG_DEBUG, "request timeout on a connection: closing");
-    uv_read_stop((uv_stream_t *)&c->tcp);
+    read_stop(c);
     c->state = GWP_BUSY;
     c->srv->nbusy++;
     gwp_respond_error(c->req, 408, true, NULL);
@@ -303,6 +310,20 @@ static int status_for_parse_error(enum http_errno e) {
   }
 }
 
+/* Bytes a connection may hold beyond the request being served (pipelined requests); past it, it
+ * stops reading until its response is out. */
+#define GWP_PENDING_MAX (64 * 1024)
+
+static bool pending_add(gwp_conn *c, const char *data, size_t len) {
+  char *n = realloc(c->pending, c->pending_len + len);
+  if (!n)
+    return false;
+  memcpy(n + c->pending_len, data, len);
+  c->pending = n;
+  c->pending_len += len;
+  return true;
+}
+
 /* Parses `len` bytes; keeps what follows a complete request in c->pending. */
 static void feed(gwp_conn *c, const char *data, size_t len) {
   http_parser *p = &c->parser;
@@ -311,24 +332,18 @@ static void feed(gwp_conn *c, const char *data, size_t len) {
   if (e == HPE_PAUSED) {
     http_parser_pause(p, 0);
     size_t rest = len - done;
-    if (rest > 0) {
-      char *keep = malloc(rest);
-      if (!keep) {
-        c->close_after = true;
-      } else {
-        memcpy(keep, data + done, rest);
-        free(c->pending);
-        c->pending = keep;
-        c->pending_len = rest;
-      }
-    }
-    uv_read_stop((uv_stream_t *)&c->tcp);
+    if (rest > 0 && !pending_add(c, data + done, rest))
+      c->close_after = true;
+    /* The socket stays watched while the request is served (no epoll change per request); what
+     * arrives meanwhile waits in `pending`, up to GWP_PENDING_MAX (on_read). */
+    if (c->pending_len >= GWP_PENDING_MAX)
+      read_stop(c);
     dispatch(c);
     return;
   }
   if (e != HPE_OK) {
     /* a hostile or broken request: answer what is wrong (if a request started) and close */
-    uv_read_stop((uv_stream_t *)&c->tcp);
+    read_stop(c);
     if (!c->req && on_message_begin(p) != 0) {
       gwp_conn_close(c);
       return;
@@ -344,13 +359,30 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
   gwp_conn *c = st->data;
   if (n == 0)
     return;
+  bool serving = c->state == GWP_BUSY || c->state == GWP_WRITING;
   if (n < 0) {
-    /* EOF or error: a request half-read is dropped; nothing is in flight (we read only while
-     * no request is being served) */
+    if (n == UV_EOF && serving) {
+      /* a client may shut down its side once it has sent its request: it still gets the
+       * answer, then the connection closes */
+      read_stop(c);
+      c->peer_eof = true;
+      return;
+    }
+    /* EOF between requests, or an error: a request half-read is dropped */
     gwp_conn_close(c);
     return;
   }
   c->last_io = gwp_now();
+  if (serving) {
+    /* pipelined bytes: parsed once the current response is out */
+    if (!pending_add(c, b->base, (size_t)n)) {
+      gwp_conn_close(c);
+      return;
+    }
+    if (c->pending_len >= GWP_PENDING_MAX)
+      read_stop(c);
+    return;
+  }
   if (c->state == GWP_IDLE && !c->srv->draining)
     arm(c, limits(c)->header_timeout);
   feed(c, b->base, (size_t)n);
@@ -360,7 +392,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
 static void next_request(gwp_conn *c) {
   c->state = GWP_IDLE;
   c->last_io = gwp_now();
-  if (c->srv->draining && !c->pending) {
+  if ((c->srv->draining || c->peer_eof) && !c->pending) {
     gwp_conn_close(c);
     return;
   }
@@ -376,7 +408,14 @@ static void next_request(gwp_conn *c) {
     if (c->state == GWP_BUSY || c->state == GWP_WRITING || c->state == GWP_CLOSING)
       return;
   }
-  uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+  if (!c->reading) {
+    if (c->peer_eof) { /* the peer has shut down its side: nothing more will come */
+      gwp_conn_close(c);
+      return;
+    }
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    c->reading = true;
+  }
 }
 
 /* --- writing ----------------------------------------------------------------------------------- */
@@ -518,6 +557,7 @@ void gwp_conn_accept(gwp_server *s, uv_stream_t *listener, bool admin) {
   c->last_io = gwp_now();
   arm(c, s->cfg->listen.header_timeout);
   uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+  c->reading = true;
 }
 
 void gwp_close_idle(gwp_server *s, int64_t quiet) {

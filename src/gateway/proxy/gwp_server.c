@@ -16,6 +16,16 @@
 
 /* --- lk_http on the loop ---------------------------------------------------------------------- */
 
+/* One watcher per upstream descriptor, kept across libcurl's REMOVE / re-add of the same
+ * descriptor (a pooled connection is unwatched between its transfers): stopping a uv_poll drops
+ * its epoll registration at once (so a number that libcurl closes and reuses starts clean), and
+ * keeping the handle saves a close and an init per request. */
+typedef struct gwp_poll {
+  uv_poll_t h;
+  int fd;
+  int events; /* what is being watched (UV_READABLE | UV_WRITABLE), 0 stopped */
+} gwp_poll;
+
 static void on_poll(uv_poll_t *h, int status, int events) {
   gwp_server *s = h->loop->data;
   int ev = 0;
@@ -25,8 +35,7 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     ev |= LK_HTTP_POLL_IN;
   if (events & UV_WRITABLE)
     ev |= LK_HTTP_POLL_OUT;
-  int fd = (int)(intptr_t)h->data;
-  lk_http_client_socket_action(s->client, fd, ev);
+  lk_http_client_socket_action(s->client, ((gwp_poll *)h)->fd, ev);
 }
 
 static void on_poll_closed(uv_handle_t *h) { free(h); }
@@ -41,39 +50,45 @@ static void socket_fn(void *ud, int fd, int events) {
     size_t n = s->npolls ? s->npolls : 64;
     while (n <= (size_t)fd)
       n *= 2;
-    uv_poll_t **p = realloc(s->polls, n * sizeof *p);
+    gwp_poll **p = realloc(s->polls, n * sizeof *p);
     if (!p)
       return;
     memset(p + s->npolls, 0, (n - s->npolls) * sizeof *p);
     s->polls = p;
     s->npolls = n;
   }
-  uv_poll_t *h = s->polls[fd];
-  if (events == 0) {
-    /* libcurl may close the descriptor right after this and reuse its number: the handle goes
-     * now (uv_close stops the watcher at once) and a new one is made for the next socket */
-    if (h) {
-      s->polls[fd] = NULL;
-      uv_close((uv_handle_t *)h, on_poll_closed);
-    }
-    return;
-  }
-  if (!h) {
-    h = calloc(1, sizeof *h);
-    if (!h || uv_poll_init_socket(s->loop, h, fd) != 0) {
-      free(h);
+  gwp_poll *w = s->polls[fd];
+  int uv_ev = (events & LK_HTTP_POLL_IN ? UV_READABLE : 0) |
+              (events & LK_HTTP_POLL_OUT ? UV_WRITABLE : 0);
+  if (!w) {
+    if (uv_ev == 0)
+      return;
+    w = calloc(1, sizeof *w);
+    if (!w || uv_poll_init_socket(s->loop, &w->h, fd) != 0) {
+      free(w);
       gwp_log(s, LK_GW_LOG_ERROR, "cannot watch an upstream socket");
       return;
     }
-    h->data = (void *)(intptr_t)fd;
-    s->polls[fd] = h;
+    w->fd = fd;
+    s->polls[fd] = w;
   }
-  int uv_ev = 0;
-  if (events & LK_HTTP_POLL_IN)
-    uv_ev |= UV_READABLE;
-  if (events & LK_HTTP_POLL_OUT)
-    uv_ev |= UV_WRITABLE;
-  uv_poll_start(h, uv_ev, on_poll);
+  if (uv_ev == w->events)
+    return;
+  w->events = uv_ev;
+  if (uv_ev == 0)
+    uv_poll_stop(&w->h);
+  else
+    uv_poll_start(&w->h, uv_ev, on_poll);
+}
+
+/* At shutdown: every watcher goes. */
+static void polls_free(gwp_server *s) {
+  for (size_t i = 0; i < s->npolls; i++)
+    if (s->polls[i])
+      uv_close((uv_handle_t *)&s->polls[i]->h, on_poll_closed);
+  free(s->polls);
+  s->polls = NULL;
+  s->npolls = 0;
 }
 
 static void on_curl_timer(uv_timer_t *t) {
@@ -387,10 +402,10 @@ out_loop:
   /* in-flight calls are cancelled; their callbacks run now and free their requests */
   lk_http_client_free(s->client);
   s->client = NULL;
+  polls_free(s);
   uv_walk(s->loop, close_walk, NULL);
   uv_run(s->loop, UV_RUN_DEFAULT);
   uv_loop_close(s->loop);
-  free(s->polls);
 out_cfg:
   if (s->access && s->access_owned)
     fclose(s->access);
