@@ -160,6 +160,13 @@ int gw_stop(gw_proc *g, int wait_ms) {
   }
   if (ran && code != 0)
     fprintf(stderr, "linkd serve stderr:\n%s\n", gw_stderr(g));
+  if (g->dir[0]) {
+    const char *files[] = {g->cfg_path, g->port_path, g->access_path, g->err_path};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+      unlink(files[i]);
+    rmdir(g->dir);
+    g->dir[0] = '\0';
+  }
   return code;
 }
 

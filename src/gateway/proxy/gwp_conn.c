@@ -60,6 +60,7 @@ void gwp_conn_close(gwp_conn *c) {
   if (c->next)
     c->next->prev = c->prev;
   s->nconns--;
+  atomic_fetch_sub(&s->sh->conns_total, 1);
   uv_timer_stop(&c->timer);
   uv_close((uv_handle_t *)&c->timer, on_handle_closed);
   uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
@@ -383,7 +384,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
       read_stop(c);
     return;
   }
-  if (c->state == GWP_IDLE && !c->srv->draining)
+  if (c->state == GWP_IDLE && !gwp_draining(c->srv))
     arm(c, limits(c)->header_timeout);
   feed(c, b->base, (size_t)n);
 }
@@ -392,7 +393,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
 static void next_request(gwp_conn *c) {
   c->state = GWP_IDLE;
   c->last_io = gwp_now();
-  if ((c->srv->draining || c->peer_eof) && !c->pending) {
+  if ((gwp_draining(c->srv) || c->peer_eof) && !c->pending) {
     gwp_conn_close(c);
     return;
   }
@@ -471,7 +472,7 @@ void gwp_respond(gwp_req *r, int status, const char *reason, const char *extra, 
   r->status = status;
   if (!reason || !*reason)
     reason = reason_of(status);
-  bool close = c->close_after || !r->keep_alive || c->srv->draining;
+  bool close = c->close_after || !r->keep_alive || gwp_draining(c->srv);
   c->close_after = close;
   const char *extra_s = extra ? extra : "";
   size_t cap = 128 + strlen(reason) + strlen(extra_s);
@@ -544,7 +545,7 @@ void gwp_conn_accept(gwp_server *s, uv_stream_t *listener, bool admin) {
     s->conns->prev = c;
   s->conns = c;
   s->nconns++;
-  if (!admin && s->nconns > s->cfg->listen.max_connections) {
+  if (atomic_fetch_add(&s->sh->conns_total, 1) + 1 > s->cfg->listen.max_connections && !admin) {
     gwp_log(s, LK_GW_LOG_WARN, "max-connections (%d) reached: closing a new connection",
             s->cfg->listen.max_connections);
     gwp_conn_close(c);
