@@ -104,7 +104,8 @@ static int teardown(void **state) {
 static void gw_over(gw_proc *g, int port, const char *route_keys) {
   char cfg[2048];
   snprintf(cfg, sizeof cfg,
-           "[listen]\naddress = 127.0.0.1:0\n\n[cluster c]\nendpoint = 127.0.0.1:%d\n\n"
+           "[listen]\naddress = 127.0.0.1:0\n\n[admin]\naddress = 127.0.0.1:0\n\n"
+           "[cluster c]\nendpoint = 127.0.0.1:%d\n\n"
            "[route r]\ncluster = c\nbase = 5ms\nmax-delay = 10ms\njitter = none\n%s\n",
            port, route_keys);
   gw_start(g, cfg);
@@ -185,6 +186,12 @@ static void test_limiter_and_bulkhead(void **state) {
   assert_int_equal(r.status, 200);
   gw_resp_free(&r);
   close(b);
+  /* both calls of the bulkhead route waited (or were refused) at the queue: observed */
+  gw_request(G2.admin_port, "GET", "/metrics", NULL, NULL, &r);
+  const char *q = strstr(r.body, "linkd_gw_queue_wait_seconds_count{route=\"r\"");
+  assert_non_null(q);
+  assert_true(atoi(strchr(q, '}') + 1) >= 1);
+  gw_resp_free(&r);
 }
 
 static void test_phase_timeouts(void **state) {

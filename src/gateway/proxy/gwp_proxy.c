@@ -164,7 +164,7 @@ static void finish(gwp_req *r, lk_http_result *res) {
   int err = lk_http_result_err(res);
   const lk_http_response *resp = lk_http_result_response(res);
   size_t natt = 0;
-  lk_http_result_attempts(res, &natt);
+  const lk_http_attempt_info *att = lk_http_result_attempts(res, &natt);
   r->final = lk_http_result_failure(res);
   r->stop = lk_http_result_stop(res);
   int64_t now = gwp_now();
@@ -211,7 +211,8 @@ static void finish(gwp_req *r, lk_http_result *res) {
       .failure = r->final,
       .attempts = (int)natt,
       .duration = lk_sat_sub(now, r->t_start),
-      .queue_wait = -1,
+      /* the first attempt starts once the bulkhead slot and the limiter token are there */
+      .queue_wait = (r->pol->bulkhead_on || r->pol->limiter_on) && natt > 0 ? att[0].start : -1,
       .deadline_exceeded = err == LK_EDEADLINE || (!resp && status == 504),
       .streamed = r->streamed,
       .streamed_not_retried = r->retry_wanted,
