@@ -69,7 +69,9 @@ void gw_write_config(gw_proc *g, const char *cfg) {
   assert_int_equal(rename(tmp, g->cfg_path), 0); /* a reload never reads half a file */
 }
 
-void gw_start(gw_proc *g, const char *cfg) {
+void gw_start(gw_proc *g, const char *cfg) { gw_start_threads(g, cfg, 2); }
+
+void gw_start_threads(gw_proc *g, const char *cfg, int threads) {
   memset(g, 0, sizeof *g);
   gw_write_config(g, cfg);
   const char *bin = getenv("LINKD_PATH");
@@ -78,8 +80,10 @@ void gw_start(gw_proc *g, const char *cfg) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 2, g->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  char *argv[] = {(char *)bin,  "serve",        "-c", g->cfg_path, "--port-file",
-                  g->port_path, NULL};
+  char nthreads[16];
+  snprintf(nthreads, sizeof nthreads, "%d", threads);
+  char *argv[] = {(char *)bin,  "serve",     "-c",     g->cfg_path, "--port-file",
+                  g->port_path, "--threads", nthreads, NULL};
   int rc = posix_spawn(&g->pid, bin, &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   assert_int_equal(rc, 0);

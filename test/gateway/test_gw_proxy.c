@@ -41,6 +41,8 @@ static void start_gw(const char *endpoints, const char *route_extra, const char 
   start_gw_attempts(endpoints, route_extra, listen_extra, 3);
 }
 
+static int threads = 2;
+
 static void start_gw_attempts(const char *endpoints, const char *route_extra,
                               const char *listen_extra, int attempts) {
   char cfg[4096];
@@ -52,15 +54,16 @@ static void start_gw_attempts(const char *endpoints, const char *route_extra,
            "[route all]\ncluster = up\nprefix = /\nmax-attempts = %d\nbase = 5ms\n"
            "max-delay = 20ms\njitter = none\nattempt-timeout = 500ms\ndeadline = 2s\n%s\n",
            listen_extra ? listen_extra : "", endpoints, attempts, route_extra ? route_extra : "");
-  gw_start(&G, cfg);
+  gw_start_threads(&G, cfg, threads);
 }
 
 static void endpoint_line(char *buf, size_t cap, const faultd_proc *f) {
   snprintf(buf, cap, "endpoint = 127.0.0.1:%d\n", faultd_port(f));
 }
 
+/* With one loop thread (a one-CPU machine's default: no SO_REUSEPORT group) as with two. */
 static void test_proxies_and_logs(void **state) {
-  (void)state;
+  threads = *(int *)*state;
   const char *args[] = {"--body", "hello", NULL};
   start_faultd(&F1, "ok", args);
   char ep[128];
@@ -456,9 +459,13 @@ static void test_command_line(void **state) {
   snprintf(cmd, sizeof cmd, "%s serve > /dev/null 2>&1", LINKD_PATH);
   rc = system(cmd);
   assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 64);
-  snprintf(cmd, sizeof cmd, "%s serve -c %s --bogus > /dev/null 2>&1", LINKD_PATH, G.cfg_path);
-  rc = system(cmd);
-  assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 64);
+  const char *bad[] = {"--bogus", "--threads 0", "--threads 65", "--threads 2x", "--threads"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(cmd, sizeof cmd, "%s serve -c %s %s > /dev/null 2>&1", LINKD_PATH, G.cfg_path,
+             bad[i]);
+    rc = system(cmd);
+    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 64);
+  }
   unlink(path);
   unlink(G.cfg_path);
   rmdir(G.dir);
@@ -466,8 +473,10 @@ static void test_command_line(void **state) {
 }
 
 int main(void) {
+  static int one = 1, two = 2;
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_teardown(test_proxies_and_logs, teardown),
+      cmocka_unit_test_prestate_setup_teardown(test_proxies_and_logs, NULL, teardown, &one),
+      cmocka_unit_test_prestate_setup_teardown(test_proxies_and_logs, NULL, teardown, &two),
       cmocka_unit_test_teardown(test_retry_goes_to_another_endpoint, teardown),
       cmocka_unit_test_teardown(test_ejection_and_return, teardown),
       cmocka_unit_test_teardown(test_deadline_in_and_out, teardown),
