@@ -53,6 +53,8 @@ void gw_send_str(int fd, const char *s);
 /* Reads one response within timeout_ms. 0, or -1 when the connection closed first (or the time
  * ran out: then *timed_out). */
 int gw_read(int fd, gw_resp *r, int timeout_ms, bool *timed_out);
+/* The same for the answer to a HEAD (no body follows, whatever Content-Length says). */
+int gw_read_head(int fd, gw_resp *r, int timeout_ms);
 /* A header's value in r->head (case-insensitive name) copied into buf, or NULL. */
 const char *gw_header(const gw_resp *r, const char *name, char *buf, size_t cap);
 void gw_resp_free(gw_resp *r);

@@ -96,6 +96,18 @@ static void test_proxies_and_logs(void **state) {
   assert_non_null(strstr(log, want));
   assert_non_null(strstr(log, "\"final\":\"NONE\""));
   assert_non_null(strstr(log, "\"deadline_left_ms\":"));
+  /* HEAD: the length GET would have, no body; the connection stays usable */
+  int fd = gw_connect(G.port);
+  gw_send_str(fd, "HEAD /books/1 HTTP/1.1\r\nHost: a\r\n\r\n");
+  assert_int_equal(gw_read_head(fd, &r, 3000), 0);
+  assert_int_equal(r.status, 200);
+  assert_string_equal(gw_header(&r, "Content-Length", v, sizeof v), "5");
+  gw_resp_free(&r);
+  gw_send_str(fd, "GET /books/2 HTTP/1.1\r\nHost: a\r\n\r\n");
+  assert_int_equal(gw_read(fd, &r, 3000, NULL), 0);
+  assert_string_equal(r.body, "hello");
+  gw_resp_free(&r);
+  close(fd);
   /* unknown route: a host-specific route only, other hosts get 404 */
 }
 

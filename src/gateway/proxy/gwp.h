@@ -82,6 +82,7 @@ struct gwp_req {
   lk_failure final;
   const char *stop;
   lk_http_result *res;  /* kept until the response is written (its body is written from it) */
+  const char *head_length; /* HEAD: the upstream's Content-Length (in res), sent as is */
   /* response */
   char *out; /* the response head (and a small body) */
   uv_write_t wr;

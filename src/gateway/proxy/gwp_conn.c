@@ -475,7 +475,8 @@ void gwp_respond(gwp_req *r, int status, const char *reason, const char *extra, 
   bool close = c->close_after || !r->keep_alive || gwp_draining(c->srv);
   c->close_after = close;
   const char *extra_s = extra ? extra : "";
-  size_t cap = 128 + strlen(reason) + strlen(extra_s);
+  size_t cap = 128 + strlen(reason) + strlen(extra_s) +
+               (r->head_length ? strlen(r->head_length) : 0);
   bool copy_body = !res && body_len > 0;
   if (copy_body)
     cap += body_len;
@@ -487,7 +488,10 @@ void gwp_respond(gwp_req *r, int status, const char *reason, const char *extra, 
   }
   bool nobody = bodiless(r, status);
   int n = snprintf(r->out, cap, "HTTP/1.1 %d %s\r\n%s", status, reason, extra_s);
-  if (!(status == 204 || status == 304 || (status >= 100 && status < 200)))
+  if (r->method == HTTP_HEAD && r->head_length)
+    /* the length a GET would have had (RFC 9110 9.3.2), not that of the empty body here */
+    n += snprintf(r->out + n, cap - (size_t)n, "Content-Length: %s\r\n", r->head_length);
+  else if (!(status == 204 || status == 304 || (status >= 100 && status < 200)))
     n += snprintf(r->out + n, cap - (size_t)n, "Content-Length: %zu\r\n", body_len);
   n += snprintf(r->out + n, cap - (size_t)n, "%s\r\n", close ? "Connection: close\r\n" : "");
   size_t head_len = (size_t)n;

@@ -182,6 +182,12 @@ static void finish(gwp_req *r, lk_http_result *res) {
         sb_hdr(&h, resp->headers[i].name, resp->headers[i].value);
     body = resp->body;
     body_len = resp->body_len;
+    if (r->method == HTTP_HEAD) {
+      const char *cl = lk_http_response_header(resp, "Content-Length");
+      /* digits only: the value goes into our head as is */
+      if (cl && *cl && strspn(cl, "0123456789") == strlen(cl) && strlen(cl) <= 19)
+        r->head_length = cl;
+    }
   } else {
     status = status_without_response(err, r->final);
     sb_hdr(&h, "Content-Type", "text/plain");
