@@ -604,7 +604,7 @@ out:
     worker_fini(ws[i]);
     free(ws[i]);
   }
-  if (ran && cfg->log.level >= LK_GW_LOG_INFO)
+  if (ran && sh->cfg->log.level >= LK_GW_LOG_INFO) /* `cfg` may be gone: reloaded */
     fprintf(stderr, "linkd serve: info: stopped\n");
   if (sh->access && sh->access_owned)
     fclose(sh->access);
