@@ -388,9 +388,27 @@ static void test_admin(void **state) {
   gw_request(G.admin_port, "GET", "/nope", NULL, NULL, &r);
   assert_int_equal(r.status, 404);
   gw_resp_free(&r);
+  /* the absolute form routes by its authority */
+  int fd = gw_connect(G.port);
+  gw_send_str(fd, "GET http://gw.test/abs HTTP/1.1\r\nHost: gw.test\r\n\r\n");
+  assert_int_equal(gw_read(fd, &r, 3000, NULL), 0);
+  assert_int_equal(r.status, 200);
+  gw_resp_free(&r);
+  close(fd);
+  faultd_req q[4];
+  assert_int_equal(faultd_requests(&F1, q, 4), 2);
+  assert_string_equal(q[1].path, "/abs");
+  /* a request refused before routing is counted too */
+  fd = gw_connect(G.port);
+  gw_send_str(fd, "BAD\r\n\r\n");
+  assert_int_equal(gw_read(fd, &r, 3000, NULL), 0);
+  assert_int_equal(r.status, 400);
+  gw_resp_free(&r);
+  close(fd);
   gw_request(G.admin_port, "GET", "/metrics", NULL, NULL, &r);
   assert_int_equal(r.status, 200);
   assert_non_null(strstr(r.body, "linkd_gw_requests_total"));
+  assert_non_null(strstr(r.body, "linkd_gw_unrouted_total{code=\"4xx\"} 1"));
   /* promtool accepts the exposition */
   char path[400];
   snprintf(path, sizeof path, "%s/metrics.txt", G.dir);

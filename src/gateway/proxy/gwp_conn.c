@@ -83,6 +83,8 @@ static void on_timer(uv_timer_t *t) {
     read_stop(c);
     c->state = GWP_BUSY;
     c->srv->nbusy++;
+    if (!c->admin)
+      lk_gw_runtime_observe_unrouted(c->srv->rt, 408);
     gwp_respond_error(c->req, 408, true, NULL);
     return;
   }
@@ -352,6 +354,8 @@ static void feed(gwp_conn *c, const char *data, size_t len) {
     int st = c->req->status ? c->req->status : status_for_parse_error(e);
     c->state = GWP_BUSY;
     c->srv->nbusy++;
+    if (!c->admin)
+      lk_gw_runtime_observe_unrouted(c->srv->rt, st); /* refused before routing: counted */
     gwp_respond_error(c->req, st, true, NULL);
   }
 }
