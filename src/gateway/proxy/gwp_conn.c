@@ -92,9 +92,7 @@ static void on_timer(uv_timer_t *t) {
     gwp_conn_close(c);
 }
 
-static void arm(gwp_conn *c, int64_t ns) {
-  uv_timer_start(&c->timer, on_timer, ms_of(ns), 0);
-}
+static void arm(gwp_conn *c, int64_t ns) { uv_timer_start(&c->timer, on_timer, ms_of(ns), 0); }
 
 /* --- parser callbacks ------------------------------------------------------------------------ */
 
@@ -284,7 +282,8 @@ static const http_parser_settings SETTINGS = {
     .on_message_complete = on_message_complete,
 };
 
-/* --- reading ----------------------------------------------------------------------------------- */
+/* --- reading -----------------------------------------------------------------------------------
+ */
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b) {
   (void)hint;
@@ -306,10 +305,8 @@ static void dispatch(gwp_conn *c) {
 
 static int status_for_parse_error(enum http_errno e) {
   switch (e) {
-  case HPE_HEADER_OVERFLOW:
-    return 431;
-  default:
-    return 400;
+  case HPE_HEADER_OVERFLOW: return 431;
+  default: return 400;
   }
 }
 
@@ -423,7 +420,8 @@ static void next_request(gwp_conn *c) {
   }
 }
 
-/* --- writing ----------------------------------------------------------------------------------- */
+/* --- writing -----------------------------------------------------------------------------------
+ */
 
 static void on_written(uv_write_t *w, int status) {
   gwp_req *r = w->data;
@@ -461,7 +459,8 @@ static const char *reason_of(int status) {
 }
 
 static bool bodiless(const gwp_req *r, int status) {
-  return r->method == HTTP_HEAD || status == 204 || status == 304 || (status >= 100 && status < 200);
+  return r->method == HTTP_HEAD || status == 204 || status == 304 ||
+         (status >= 100 && status < 200);
 }
 
 void gwp_respond(gwp_req *r, int status, const char *reason, const char *extra, const char *body,
@@ -479,8 +478,8 @@ void gwp_respond(gwp_req *r, int status, const char *reason, const char *extra, 
   bool close = c->close_after || !r->keep_alive || gwp_draining(c->srv);
   c->close_after = close;
   const char *extra_s = extra ? extra : "";
-  size_t cap = 128 + strlen(reason) + strlen(extra_s) +
-               (r->head_length ? strlen(r->head_length) : 0);
+  size_t cap =
+      128 + strlen(reason) + strlen(extra_s) + (r->head_length ? strlen(r->head_length) : 0);
   bool copy_body = !res && body_len > 0;
   if (copy_body)
     cap += body_len;
@@ -530,7 +529,8 @@ void gwp_respond_error(gwp_req *r, int status, bool close, const char *extra) {
   gwp_respond(r, status, NULL, hdr, body, (size_t)n, NULL);
 }
 
-/* --- accepting --------------------------------------------------------------------------------- */
+/* --- accepting ---------------------------------------------------------------------------------
+ */
 
 void gwp_conn_accept(gwp_server *s, uv_stream_t *listener, bool admin) {
   gwp_conn *c = calloc(1, sizeof *c);
