@@ -40,8 +40,8 @@ typedef struct gwp_req gwp_req;
 typedef enum gwp_state {
   GWP_IDLE,    /* between requests (keep-alive), nothing buffered but maybe pipelined bytes */
   GWP_READING, /* a request's head or body is arriving */
-  GWP_BUSY,    /* the request is complete and being served; not reading */
-  GWP_WRITING, /* its response is being written; not reading */
+  GWP_BUSY,    /* the request is complete and being served; later bytes wait in `pending` */
+  GWP_WRITING, /* its response is being written; likewise */
   GWP_CLOSING  /* handles are being closed */
 } gwp_state;
 
@@ -60,8 +60,7 @@ struct gwp_req {
   unsigned method; /* enum http_method */
   unsigned short major, minor;
   bool keep_alive;
-  bool expect_continue;
-  bool continue_sent;
+  bool continue_sent; /* "100 Continue" went out (Expect: 100-continue) */
   /* proxying */
   lk_gw_config *cfg; /* the configuration the request started under (a reference) */
   const lk_gw_route *route;
@@ -185,7 +184,6 @@ int64_t gwp_now(void);
 
 /* gwp_proxy.c */
 void gwp_proxy_dispatch(gwp_req *r);
-/* The URL of the lk_http request itself (an endpoint base + path) */
 
 /* gwp_admin.c */
 void gwp_admin_dispatch(gwp_req *r);

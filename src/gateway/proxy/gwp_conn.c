@@ -227,7 +227,6 @@ static int on_headers_complete(http_parser *p) {
     if (strcasecmp(ex, "100-continue") != 0)
       return fail(c, 417);
     if (r->major == 1 && r->minor >= 1) {
-      r->expect_continue = true;
       /* the client waits for this before it sends the body */
       static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
       uv_write_t *w = malloc(sizeof *w);
