@@ -136,8 +136,9 @@ int gw_access_lines(const gw_proc *g) {
 }
 
 int gw_stop(gw_proc *g, int wait_ms) {
-  int code = -1;
-  if (g->pid > 0) {
+  int code = g->pid > 0 ? -1 : 0;
+  bool ran = g->pid > 0;
+  if (ran) {
     kill(g->pid, SIGTERM);
     int64_t end = gw_now_ms() + wait_ms;
     int st;
@@ -157,8 +158,15 @@ int gw_stop(gw_proc *g, int wait_ms) {
     }
     g->pid = 0;
   }
-  if (code != 0)
+  if (ran && code != 0)
     fprintf(stderr, "linkd serve stderr:\n%s\n", gw_stderr(g));
+  if (g->dir[0]) {
+    const char *files[] = {g->cfg_path, g->port_path, g->access_path, g->err_path};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+      unlink(files[i]);
+    rmdir(g->dir);
+    g->dir[0] = '\0';
+  }
   return code;
 }
 

@@ -60,9 +60,17 @@ void gwp_conn_close(gwp_conn *c) {
   if (c->next)
     c->next->prev = c->prev;
   s->nconns--;
+  atomic_fetch_sub(&s->sh->conns_total, 1);
   uv_timer_stop(&c->timer);
   uv_close((uv_handle_t *)&c->timer, on_handle_closed);
   uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+}
+
+static void read_stop(gwp_conn *c) {
+  if (c->reading) {
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = false;
+  }
 }
 
 /* --- timers ---------------------------------------------------------------------------------- */
@@ -72,7 +80,7 @@ static void on_timer(uv_timer_t *t) {
   if (c->state == GWP_READING && c->req) {
     /* slow headers (or a body that stopped): 408, then close */
     gwp_log(c->srv, LK_GW_LOG_DEBUG, "request timeout on a connection: closing");
-    uv_read_stop((uv_stream_t *)&c->tcp);
+    read_stop(c);
     c->state = GWP_BUSY;
     c->srv->nbusy++;
     gwp_respond_error(c->req, 408, true, NULL);
@@ -303,6 +311,20 @@ static int status_for_parse_error(enum http_errno e) {
   }
 }
 
+/* Bytes a connection may hold beyond the request being served (pipelined requests); past it, it
+ * stops reading until its response is out. */
+#define GWP_PENDING_MAX (64 * 1024)
+
+static bool pending_add(gwp_conn *c, const char *data, size_t len) {
+  char *n = realloc(c->pending, c->pending_len + len);
+  if (!n)
+    return false;
+  memcpy(n + c->pending_len, data, len);
+  c->pending = n;
+  c->pending_len += len;
+  return true;
+}
+
 /* Parses `len` bytes; keeps what follows a complete request in c->pending. */
 static void feed(gwp_conn *c, const char *data, size_t len) {
   http_parser *p = &c->parser;
@@ -311,24 +333,18 @@ static void feed(gwp_conn *c, const char *data, size_t len) {
   if (e == HPE_PAUSED) {
     http_parser_pause(p, 0);
     size_t rest = len - done;
-    if (rest > 0) {
-      char *keep = malloc(rest);
-      if (!keep) {
-        c->close_after = true;
-      } else {
-        memcpy(keep, data + done, rest);
-        free(c->pending);
-        c->pending = keep;
-        c->pending_len = rest;
-      }
-    }
-    uv_read_stop((uv_stream_t *)&c->tcp);
+    if (rest > 0 && !pending_add(c, data + done, rest))
+      c->close_after = true;
+    /* The socket stays watched while the request is served (no epoll change per request); what
+     * arrives meanwhile waits in `pending`, up to GWP_PENDING_MAX (on_read). */
+    if (c->pending_len >= GWP_PENDING_MAX)
+      read_stop(c);
     dispatch(c);
     return;
   }
   if (e != HPE_OK) {
     /* a hostile or broken request: answer what is wrong (if a request started) and close */
-    uv_read_stop((uv_stream_t *)&c->tcp);
+    read_stop(c);
     if (!c->req && on_message_begin(p) != 0) {
       gwp_conn_close(c);
       return;
@@ -344,13 +360,31 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
   gwp_conn *c = st->data;
   if (n == 0)
     return;
+  bool serving = c->state == GWP_BUSY || c->state == GWP_WRITING;
   if (n < 0) {
-    /* EOF or error: a request half-read is dropped; nothing is in flight (we read only while
-     * no request is being served) */
+    if (n == UV_EOF && serving) {
+      /* a client may shut down its side once it has sent its request: it still gets the
+       * answer, then the connection closes */
+      read_stop(c);
+      c->peer_eof = true;
+      return;
+    }
+    /* EOF between requests, or an error: a request half-read is dropped */
     gwp_conn_close(c);
     return;
   }
-  if (c->state == GWP_IDLE && !c->srv->draining)
+  c->last_io = gwp_now();
+  if (serving) {
+    /* pipelined bytes: parsed once the current response is out */
+    if (!pending_add(c, b->base, (size_t)n)) {
+      gwp_conn_close(c);
+      return;
+    }
+    if (c->pending_len >= GWP_PENDING_MAX)
+      read_stop(c);
+    return;
+  }
+  if (c->state == GWP_IDLE && !gwp_draining(c->srv))
     arm(c, limits(c)->header_timeout);
   feed(c, b->base, (size_t)n);
 }
@@ -358,7 +392,8 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
 /* After a response: the next request, from the pipelined bytes first, then from the socket. */
 static void next_request(gwp_conn *c) {
   c->state = GWP_IDLE;
-  if (c->srv->draining && !c->pending) {
+  c->last_io = gwp_now();
+  if ((gwp_draining(c->srv) || c->peer_eof) && !c->pending) {
     gwp_conn_close(c);
     return;
   }
@@ -374,7 +409,14 @@ static void next_request(gwp_conn *c) {
     if (c->state == GWP_BUSY || c->state == GWP_WRITING || c->state == GWP_CLOSING)
       return;
   }
-  uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+  if (!c->reading) {
+    if (c->peer_eof) { /* the peer has shut down its side: nothing more will come */
+      gwp_conn_close(c);
+      return;
+    }
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    c->reading = true;
+  }
 }
 
 /* --- writing ----------------------------------------------------------------------------------- */
@@ -430,7 +472,7 @@ void gwp_respond(gwp_req *r, int status, const char *reason, const char *extra, 
   r->status = status;
   if (!reason || !*reason)
     reason = reason_of(status);
-  bool close = c->close_after || !r->keep_alive || c->srv->draining;
+  bool close = c->close_after || !r->keep_alive || gwp_draining(c->srv);
   c->close_after = close;
   const char *extra_s = extra ? extra : "";
   size_t cap = 128 + strlen(reason) + strlen(extra_s);
@@ -503,7 +545,7 @@ void gwp_conn_accept(gwp_server *s, uv_stream_t *listener, bool admin) {
     s->conns->prev = c;
   s->conns = c;
   s->nconns++;
-  if (!admin && s->nconns > s->cfg->listen.max_connections) {
+  if (atomic_fetch_add(&s->sh->conns_total, 1) + 1 > s->cfg->listen.max_connections && !admin) {
     gwp_log(s, LK_GW_LOG_WARN, "max-connections (%d) reached: closing a new connection",
             s->cfg->listen.max_connections);
     gwp_conn_close(c);
@@ -513,15 +555,18 @@ void gwp_conn_accept(gwp_server *s, uv_stream_t *listener, bool admin) {
   http_parser_init(&c->parser, HTTP_REQUEST);
   c->parser.data = c;
   c->state = GWP_IDLE;
+  c->last_io = gwp_now();
   arm(c, s->cfg->listen.header_timeout);
   uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+  c->reading = true;
 }
 
-void gwp_close_idle(gwp_server *s) {
+void gwp_close_idle(gwp_server *s, int64_t quiet) {
+  int64_t now = gwp_now();
   gwp_conn *c = s->conns;
   while (c) {
     gwp_conn *next = c->next;
-    if (c->state == GWP_IDLE)
+    if (c->state == GWP_IDLE && lk_sat_sub(now, c->last_io) >= quiet)
       gwp_conn_close(c);
     c = next;
   }

@@ -20,6 +20,25 @@ static bool hop_by_hop(const char *name) {
   return false;
 }
 
+/* Whether `name` is one of the comma-separated tokens of a Connection header value: those
+ * headers belong to the hop too (RFC 9110 7.6.1). */
+static bool named_by_connection(const char *conn, const char *name) {
+  if (!conn)
+    return false;
+  size_t n = strlen(name);
+  for (const char *p = conn; *p;) {
+    while (*p == ' ' || *p == '\t' || *p == ',')
+      p++;
+    const char *e = p;
+    while (*e && *e != ',' && *e != ' ' && *e != '\t')
+      e++;
+    if ((size_t)(e - p) == n && strncasecmp(p, name, n) == 0)
+      return true;
+    p = e;
+  }
+  return false;
+}
+
 static bool method_idempotent(unsigned m) {
   return m == HTTP_GET || m == HTTP_HEAD || m == HTTP_OPTIONS || m == HTTP_PUT ||
          m == HTTP_DELETE || m == HTTP_TRACE;
@@ -145,7 +164,7 @@ static void finish(gwp_req *r, lk_http_result *res) {
   int err = lk_http_result_err(res);
   const lk_http_response *resp = lk_http_result_response(res);
   size_t natt = 0;
-  lk_http_result_attempts(res, &natt);
+  const lk_http_attempt_info *att = lk_http_result_attempts(res, &natt);
   r->final = lk_http_result_failure(res);
   r->stop = lk_http_result_stop(res);
   int64_t now = gwp_now();
@@ -156,8 +175,10 @@ static void finish(gwp_req *r, lk_http_result *res) {
   size_t body_len = 0;
   if (resp) {
     status = resp->status;
+    const char *conn_hdr = lk_http_response_header(resp, "Connection");
     for (size_t i = 0; i < resp->header_count; i++)
-      if (!hop_by_hop(resp->headers[i].name))
+      if (!hop_by_hop(resp->headers[i].name) &&
+          !named_by_connection(conn_hdr, resp->headers[i].name))
         sb_hdr(&h, resp->headers[i].name, resp->headers[i].value);
     body = resp->body;
     body_len = resp->body_len;
@@ -190,7 +211,8 @@ static void finish(gwp_req *r, lk_http_result *res) {
       .failure = r->final,
       .attempts = (int)natt,
       .duration = lk_sat_sub(now, r->t_start),
-      .queue_wait = -1,
+      /* the first attempt starts once the bulkhead slot and the limiter token are there */
+      .queue_wait = (r->pol->bulkhead_on || r->pol->limiter_on) && natt > 0 ? att[0].start : -1,
       .deadline_exceeded = err == LK_EDEADLINE || (!resp && status == 504),
       .streamed = r->streamed,
       .streamed_not_retried = r->retry_wanted,
@@ -315,9 +337,10 @@ void gwp_proxy_dispatch(gwp_req *r) {
     return;
   }
   bool has_key = false;
+  const char *conn_hdr = gwp_req_header(r, "Connection");
   for (size_t i = 0; i + 1 < r->nh; i += 2) {
     const char *name = r->head + r->hoff[i], *value = r->head + r->hoff[i + 1];
-    if (hop_by_hop(name))
+    if (hop_by_hop(name) || named_by_connection(conn_hdr, name))
       continue;
     bool removed = false;
     for (size_t k = 0; k < pol->n_headers; k++)
