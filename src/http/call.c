@@ -344,6 +344,10 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
     k->easy_added = false;
   }
   k->state = LK_CALL_WAIT;
+  if (k->req->stream) { /* the handle goes back to the pool: body_ready must not touch it */
+    k->req->stream_easy = NULL;
+    k->req->stream_paused = false;
+  }
 
   lk_evidence ev;
   evidence(k, code, timer, cancelled, &ev);

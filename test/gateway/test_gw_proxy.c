@@ -304,10 +304,67 @@ static void test_large_body_not_retried(void **state) {
   free(body);
   gw_request(G.admin_port, "GET", "/metrics", NULL, NULL, &r);
   assert_int_equal(r.status, 200);
-  assert_true(strstr(r.body, "linkd_gw_streamed_not_retried_total") != NULL);
+  const char *m = strstr(r.body, "linkd_gw_streamed_not_retried_total{route=\"all\"");
+  assert_non_null(m);
+  assert_int_equal(atoi(strchr(m, '}') + 1), 1);
   gw_resp_free(&r);
   const char *log = gw_access(&G);
   assert_non_null(strstr(log, "\"streamed\":true"));
+}
+
+/* A body over body-buffer goes upstream as it arrives: the upstream connection is open while
+ * the client is still sending, and every byte arrives; a client that leaves mid-body does not
+ * stop the gateway. */
+static void test_body_streamed_as_it_arrives(void **state) {
+  (void)state;
+  start_faultd(&F1, "ok", NULL);
+  char ep[128];
+  endpoint_line(ep, sizeof ep, &F1);
+  start_gw(ep, NULL, "body-buffer = 1024\n");
+  enum { LEN = 300000, PIECE = 100000 };
+  char *piece = malloc(PIECE);
+  memset(piece, 'p', PIECE);
+  int fd = gw_connect(G.port);
+  char head[128];
+  snprintf(head, sizeof head, "PUT /up HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n", LEN);
+  gw_send_str(fd, head);
+  gw_send(fd, piece, PIECE);
+  int64_t end = gw_now_ms() + 2000;
+  while (faultd_connections(&F1) < 1 && gw_now_ms() < end)
+    gw_sleep_ms(5);
+  assert_int_equal(faultd_connections(&F1), 1); /* upstream while 2/3 of the body are unsent */
+  gw_sleep_ms(50);
+  gw_send(fd, piece, PIECE);
+  gw_sleep_ms(50);
+  gw_send(fd, piece, PIECE);
+  gw_resp r;
+  assert_int_equal(gw_read(fd, &r, 3000, NULL), 0);
+  assert_int_equal(r.status, 200);
+  gw_resp_free(&r);
+  close(fd);
+  faultd_req q[4];
+  assert_int_equal(faultd_requests(&F1, q, 4), 1);
+  assert_int_equal(q[0].body_bytes, LEN);
+  assert_true(q[0].complete);
+  /* a client that leaves after a third of its body */
+  fd = gw_connect(G.port);
+  gw_send_str(fd, head);
+  gw_send(fd, piece, PIECE);
+  end = gw_now_ms() + 2000;
+  while (faultd_connections(&F1) < 2 && gw_now_ms() < end)
+    gw_sleep_ms(5);
+  assert_int_equal(faultd_connections(&F1), 2);
+  close(fd);
+  free(piece);
+  /* the attempt is abandoned: upstream logs a request whose body never completed */
+  assert_int_equal(faultd_wait_requests(&F1, 2, 3000), 2);
+  assert_int_equal(faultd_requests(&F1, q, 4), 2);
+  assert_string_equal(q[1].path, "/up");
+  assert_false(q[1].complete);
+  assert_true(q[1].body_bytes < LEN);
+  gw_request(G.port, "GET", "/after", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  gw_resp_free(&r);
 }
 
 /* Two requests in one write: both answered, in order, the second only after the first. */
@@ -513,6 +570,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_retried_header, teardown),
       cmocka_unit_test_teardown(test_key_injection, teardown),
       cmocka_unit_test_teardown(test_large_body_not_retried, teardown),
+      cmocka_unit_test_teardown(test_body_streamed_as_it_arrives, teardown),
       cmocka_unit_test_teardown(test_pipelining_in_order, teardown),
       cmocka_unit_test_teardown(test_chunked_and_continue, teardown),
       cmocka_unit_test_teardown(test_admin, teardown),

@@ -40,6 +40,7 @@ typedef struct gwp_req gwp_req;
 typedef enum gwp_state {
   GWP_IDLE,    /* between requests (keep-alive), nothing buffered but maybe pipelined bytes */
   GWP_READING, /* a request's head or body is arriving */
+  GWP_STREAMING, /* being served while its body still arrives (a body over body-buffer) */
   GWP_BUSY,    /* the request is complete and being served; later bytes wait in `pending` */
   GWP_WRITING, /* its response is being written; likewise */
   GWP_CLOSING  /* handles are being closed */
@@ -55,8 +56,12 @@ struct gwp_req {
   uint32_t *hoff;                        /* offsets of names (even) and values (odd) in head */
   size_t nh, hcap;
   int last_cb; /* 0 none, 1 url, 2 field, 3 value */
-  char *body;
-  size_t body_len, body_cap;
+  char *body; /* the body, or for a streamed one the bytes not yet taken: [body_off, body_len) */
+  size_t body_len, body_cap, body_off;
+  uint64_t content_length; /* declared; ULLONG_MAX for chunked */
+  bool streaming;          /* the body goes upstream as it arrives */
+  bool body_done;          /* the whole body has arrived */
+  lk_http_request *hr;     /* streaming: the upstream request (pulls from `body`) */
   unsigned method; /* enum http_method */
   unsigned short major, minor;
   bool keep_alive;
@@ -180,6 +185,8 @@ const char *gwp_req_header(const gwp_req *r, const char *name);
  * just accepted may have its first request on the wire. */
 void gwp_close_idle(gwp_server *s, int64_t quiet);
 void gwp_conn_close(gwp_conn *c);
+/* A streamed body's buffer has room again: read from the client if reading had stopped. */
+void gwp_conn_resume_body(gwp_conn *c);
 int64_t gwp_now(void);
 
 /* gwp_proxy.c */

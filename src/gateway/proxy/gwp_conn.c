@@ -8,6 +8,12 @@
 #include <strings.h>
 #include <time.h>
 
+/* Bytes a connection may hold beyond the request being served (pipelined requests); past it, it
+ * stops reading until its response is out. */
+#define GWP_PENDING_MAX (64 * 1024)
+/* A streamed body's bytes held at once, received but not yet taken upstream. */
+#define GWP_STREAM_MAX (64 * 1024)
+
 int64_t gwp_now(void) { return lk_now_ns(); }
 
 static const lk_gw_listen *limits(const gwp_conn *c) { return &c->srv->cfg->listen; }
@@ -35,6 +41,7 @@ static void req_free(gwp_req *r) {
   free(r->url);
   free(r->out);
   lk_http_result_free(r->res);
+  lk_http_request_free(r->hr);
   lk_gw_config_unref(r->cfg);
   free(r);
 }
@@ -43,7 +50,7 @@ void gwp_conn_close(gwp_conn *c) {
   if (c->state == GWP_CLOSING)
     return;
   gwp_server *s = c->srv;
-  if (c->state == GWP_BUSY) {
+  if (c->state == GWP_BUSY || c->state == GWP_STREAMING) {
     /* the upstream call still refers to the request: it frees it when it completes */
     c->req->conn = NULL;
     c->req = NULL;
@@ -190,6 +197,9 @@ const char *gwp_req_header(const gwp_req *r, const char *name) {
   return NULL;
 }
 
+static void dispatch(gwp_conn *c);
+static void read_start(gwp_conn *c);
+
 static void on_continue_written(uv_write_t *w, int status) {
   (void)status;
   free(w);
@@ -222,6 +232,7 @@ static int on_headers_complete(http_parser *p) {
   const lk_gw_listen *l = limits(c);
   if (l->max_body > 0 && p->content_length != ULLONG_MAX && p->content_length > l->max_body)
     return fail(c, 413);
+  r->content_length = p->content_length;
   const char *ex = gwp_req_header(r, "Expect");
   if (ex) {
     if (strcasecmp(ex, "100-continue") != 0)
@@ -240,6 +251,15 @@ static int on_headers_complete(http_parser *p) {
       r->continue_sent = true;
     }
   }
+  /* A declared body larger than the replay buffer goes upstream as it arrives: the call starts
+   * now and pulls the body from the request's buffer (gwp_proxy.c) */
+  if (!c->admin && r->content_length != ULLONG_MAX && r->content_length > l->body_buffer) {
+    r->streaming = true;
+    c->state = GWP_STREAMING;
+    dispatch(c);
+    if (c->state == GWP_CLOSING)
+      return -1;
+  }
   return 0;
 }
 
@@ -247,8 +267,17 @@ static int on_body(http_parser *p, const char *at, size_t len) {
   gwp_conn *c = p->data;
   gwp_req *r = req_of(p);
   const lk_gw_listen *l = limits(c);
-  if (l->max_body > 0 && r->body_len + len > l->max_body)
+  if (r->streaming) {
+    if (c->state != GWP_STREAMING)
+      return 0; /* answered already: the rest of the body is read and dropped */
+    if (r->body_off > 0) { /* what upstream took makes room at the front */
+      memmove(r->body, r->body + r->body_off, r->body_len - r->body_off);
+      r->body_len -= r->body_off;
+      r->body_off = 0;
+    }
+  } else if (l->max_body > 0 && r->body_len + len > l->max_body) {
     return fail(c, 413);
+  }
   if (r->body_len + len > r->body_cap) {
     size_t cap = r->body_cap ? r->body_cap : 1024;
     while (cap < r->body_len + len)
@@ -261,11 +290,25 @@ static int on_body(http_parser *p, const char *at, size_t len) {
   }
   memcpy(r->body + r->body_len, at, len);
   r->body_len += len;
+  if (r->streaming) {
+    /* a bounded buffer: past it the client waits until upstream has taken some */
+    if (r->body_len - r->body_off >= GWP_STREAM_MAX)
+      read_stop(c);
+    lk_http_request_body_ready(r->hr);
+  }
   return 0;
 }
 
 static int on_message_complete(http_parser *p) {
   gwp_conn *c = p->data;
+  gwp_req *r = req_of(p);
+  if (r->streaming) {
+    r->body_done = true;
+    if (c->state == GWP_STREAMING)
+      c->state = GWP_BUSY;
+    http_parser_pause(p, 1);
+    return 0;
+  }
   c->state = GWP_BUSY;
   http_parser_pause(p, 1); /* the rest of the buffer waits for this request's answer */
   return 0;
@@ -309,9 +352,18 @@ static int status_for_parse_error(enum http_errno e) {
   }
 }
 
-/* Bytes a connection may hold beyond the request being served (pipelined requests); past it, it
- * stops reading until its response is out. */
-#define GWP_PENDING_MAX (64 * 1024)
+
+static void read_start(gwp_conn *c) {
+  if (!c->reading) {
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    c->reading = true;
+  }
+}
+
+void gwp_conn_resume_body(gwp_conn *c) {
+  if (c->state == GWP_STREAMING)
+    read_start(c);
+}
 
 static bool pending_add(gwp_conn *c, const char *data, size_t len) {
   char *n = realloc(c->pending, c->pending_len + len);
@@ -337,10 +389,13 @@ static void feed(gwp_conn *c, const char *data, size_t len) {
      * arrives meanwhile waits in `pending`, up to GWP_PENDING_MAX (on_read). */
     if (c->pending_len >= GWP_PENDING_MAX)
       read_stop(c);
-    dispatch(c);
+    if (!c->req->streaming) /* a streamed request was dispatched at its head */
+      dispatch(c);
     return;
   }
   if (e != HPE_OK) {
+    if (c->state == GWP_CLOSING)
+      return;
     /* a hostile or broken request: answer what is wrong (if a request started) and close */
     read_stop(c);
     if (!c->req && on_message_begin(p) != 0) {
@@ -474,7 +529,9 @@ void gwp_respond(gwp_req *r, int status, const char *reason, const char *extra, 
   r->status = status;
   if (!reason || !*reason)
     reason = reason_of(status);
-  bool close = c->close_after || !r->keep_alive || gwp_draining(c->srv);
+  /* a streamed body not yet all read leaves bytes in the way of the next request */
+  bool close = c->close_after || !r->keep_alive || gwp_draining(c->srv) ||
+               (r->streaming && !r->body_done);
   c->close_after = close;
   const char *extra_s = extra ? extra : "";
   size_t cap =

@@ -90,6 +90,25 @@ static const char *attempt_url(void *ctx, int attempt) {
   return r->url;
 }
 
+/* A streamed body, pulled by the HTTP layer as it writes: what has arrived, else wait (and read
+ * from the client again if its buffer was full). */
+static long body_pull(void *ctx, char *buf, size_t cap) {
+  gwp_req *r = ctx;
+  size_t avail = r->body_len - r->body_off;
+  if (avail == 0) {
+    if (!r->conn || r->body_done)
+      return LK_HTTP_BODY_ABORT; /* the client went away before its whole body */
+    gwp_conn_resume_body(r->conn);
+    return LK_HTTP_BODY_WAIT;
+  }
+  size_t n = avail < cap ? avail : cap;
+  memcpy(buf, r->body + r->body_off, n);
+  r->body_off += n;
+  if (r->conn)
+    gwp_conn_resume_body(r->conn);
+  return (long)n;
+}
+
 static void on_attempt(void *ctx, const lk_http_attempt_info *a) {
   gwp_req *r = ctx;
   if (a->phase == LK_PHASE_QUEUED || a->number < 1 || a->number > GWP_MAX_TRACKED ||
@@ -101,8 +120,10 @@ static void on_attempt(void *ctx, const lk_http_attempt_info *a) {
   if (lk_gw_cluster_report(cl, idx, gwp_now(), a->duration, o))
     gwp_log(r->srv, LK_GW_LOG_WARN, "cluster %s: endpoint %s ejected after %s", cl->name,
             cl->endpoints[idx].key, lk_failure_name(a->failure));
-  if (a->failure != LK_F_NONE && r->streamed && a->decision.reason == LK_REASON_ATTEMPTS &&
-      a->request_sent)
+  /* a retry the policy wanted but the body could not be sent again */
+  if (a->failure != LK_F_NONE && r->streamed &&
+      (strcmp(a->reason, "streamed body not replayable") == 0 ||
+       (!r->streaming && a->decision.reason == LK_REASON_ATTEMPTS && a->request_sent)))
     r->retry_wanted = true;
 }
 
@@ -371,7 +392,9 @@ void gwp_proxy_dispatch(gwp_req *r) {
   for (size_t k = 0; k < pol->n_headers; k++)
     if (pol->headers[k].value)
       lk_http_request_add_header(hr, pol->headers[k].name, pol->headers[k].value);
-  if (r->body_len > 0 || (r->method != HTTP_GET && r->method != HTTP_HEAD && r->body))
+  if (r->streaming)
+    lk_http_request_set_body_stream(hr, (size_t)r->content_length, body_pull, r);
+  else if (r->body_len > 0 || (r->method != HTTP_GET && r->method != HTTP_HEAD && r->body))
     lk_http_request_set_body_ref(hr, r->body ? r->body : "", r->body_len);
 
   lk_http_policy p = pol->http;
@@ -389,15 +412,22 @@ void gwp_proxy_dispatch(gwp_req *r) {
   } else if (p.idem_mode != LK_IDEM_KEY) {
     p.idem_mode = LK_IDEM_NONE;
   }
-  if (r->body_len > s->cfg->listen.body_buffer) {
-    /* larger than the replay buffer: one attempt only (counted, never silently) */
+  if (r->streaming) {
+    /* sent as it arrives: the HTTP layer retries it only if none of it was taken */
+    r->streamed = true;
+  } else if (r->body_len > s->cfg->listen.body_buffer) {
+    /* a chunked body that outgrew the replay buffer: it was read whole (bounded by max-body),
+     * and goes in one attempt only (counted, never silently) */
     r->streamed = true;
     lk_retry_config rc = p.retry.cfg;
     rc.max_attempts = 1;
     lk_retry_policy_init(&p.retry, &rc, NULL);
   }
   int rc = lk_http_submit(s->client, hr, &p, NULL, on_done, r);
-  lk_http_request_free(hr);
+  if (r->streaming)
+    r->hr = hr; /* on_body tells it when more of the body is there; freed with r */
+  else
+    lk_http_request_free(hr);
   if (rc != LK_OK) {
     gwp_log(s, LK_GW_LOG_ERROR, "route %s: the call could not start: %s", r->route->name,
             lk_strerror(rc));
