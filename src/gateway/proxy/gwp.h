@@ -127,6 +127,7 @@ typedef struct gwp_shared {
   lk_gw_runtime *rt;
   FILE *access; /* NULL: no access log */
   bool access_owned;
+  _Atomic bool access_on; /* access != NULL, readable without the lock */
   _Atomic bool draining;
   _Atomic int conns_total; /* downstream connections over all workers (max-connections) */
   _Atomic int workers_done;

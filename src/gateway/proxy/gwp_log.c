@@ -42,6 +42,8 @@ static void put_str(FILE *f, const char *s) {
 }
 
 void gwp_access_log(gwp_server *s, const gwp_req *r, const lk_http_result *res) {
+  if (!atomic_load_explicit(&s->sh->access_on, memory_order_relaxed))
+    return; /* no log: no lock taken on the request path */
   pthread_mutex_lock(&s->sh->mu); /* whole lines, one thread at a time */
   FILE *f = s->sh->access;
   if (!f) {
@@ -111,6 +113,7 @@ int gwp_access_open(gwp_shared *s, const lk_gw_config *c) {
     fclose(s->access);
   s->access = f;
   s->access_owned = owned;
+  atomic_store(&s->access_on, f != NULL);
   pthread_mutex_unlock(&s->mu);
   return LK_OK;
 }
