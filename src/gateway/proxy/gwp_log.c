@@ -90,7 +90,7 @@ void gwp_access_log(gwp_server *s, const gwp_req *r, const lk_http_result *res) 
     fputs(",\"deadline_ms\":null,\"deadline_left_ms\":null", f);
   fprintf(f, ",\"duration_ms\":%.3f,\"streamed\":%s,\"key_injected\":%s}\n",
           (double)lk_sat_sub(now, r->t_start) / 1e6, r->streamed ? "true" : "false",
-          r->key_injected ? "true" : "false");
+          r->key_injected && res && lk_http_result_idempotency_key(res) ? "true" : "false");
   pthread_mutex_unlock(&s->sh->mu);
 }
 

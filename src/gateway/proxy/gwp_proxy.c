@@ -406,12 +406,11 @@ void gwp_proxy_dispatch(gwp_req *r) {
   p.on_attempt_ctx = r;
   p.rng = &s->rng.base;
   p.clock = NULL;
-  if (pol->idem == LK_GW_IDEM_INJECT && !has_key && !method_idempotent(r->method)) {
+  /* a caller's key is the call's key (it is forwarded as a header); otherwise inject, or what
+   * the route's idempotency-key setting says; a key the gateway made is always said */
+  if (pol->idem == LK_GW_IDEM_INJECT && !has_key && !method_idempotent(r->method))
     p.idem_mode = LK_IDEM_AUTO;
-    r->key_injected = true;
-  } else if (p.idem_mode != LK_IDEM_KEY) {
-    p.idem_mode = LK_IDEM_NONE;
-  }
+  r->key_injected = !has_key && p.idem_mode != LK_IDEM_NONE;
   if (r->streaming) {
     /* sent as it arrives: the HTTP layer retries it only if none of it was taken */
     r->streamed = true;
