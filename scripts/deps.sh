@@ -18,7 +18,7 @@ PKGS=(
   libhiredis-dev redis-server                                  # fleet-wide limits; tests start one
   libuv1-dev libhttp-parser-dev                                # linkd serve: event loop, HTTP/1 parser
 )
-OPTIONAL=(wrk nginx haproxy hyperfine)                         # benchmarks only
+OPTIONAL=(wrk nginx haproxy hyperfine libevent-dev libh2o-evloop-dev) # benchmarks only (the last two: bench_gw_loop)
 
 want=("${PKGS[@]}")
 [ "${LINKD_BENCH_DEPS:-0}" = 1 ] && want+=("${OPTIONAL[@]}")

@@ -6,10 +6,11 @@
 #include "gw_proxy.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char usage[] =
-    "usage: linkd serve -c FILE [--check] [--port-file FILE]\n"
+    "usage: linkd serve -c FILE [--check] [--port-file FILE] [--threads N]\n"
     "\n"
     "Runs the gateway described by the configuration FILE: an HTTP/1.1 reverse proxy whose\n"
     "routes call their upstream clusters under linkd's policies (deadline, retries on another\n"
@@ -19,6 +20,8 @@ static const char usage[] =
     "  -c, --config FILE   the configuration (INI; docs/gateway.md)\n"
     "      --check         validate FILE, print it with every default spelled out, exit\n"
     "      --port-file F   once listening, write \"PORT ADMIN_PORT\" to F (for port = 0)\n"
+    "      --threads N     loop threads, each with its own listener on the port (1-64;\n"
+    "                      default: one per CPU)\n"
     "  -h, --help          this text\n";
 
 int linkd_serve_main(int argc, char **argv) {
@@ -35,15 +38,26 @@ int linkd_serve_main(int argc, char **argv) {
     }
     bool cfg = !strcmp(a, "-c") || !strcmp(a, "--config");
     bool pf = !strcmp(a, "--port-file");
-    if ((cfg || pf) && i + 1 < argc) {
-      if (cfg)
-        o.config_path = argv[++i];
-      else
-        o.port_file = argv[++i];
+    bool th = !strcmp(a, "--threads");
+    if ((cfg || pf || th) && i + 1 < argc) {
+      const char *v = argv[++i];
+      if (cfg) {
+        o.config_path = v;
+      } else if (pf) {
+        o.port_file = v;
+      } else {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (*v < '0' || *v > '9' || *end || n < 1 || n > 64) {
+          fprintf(stderr, "linkd serve: --threads %s: a number from 1 to 64\n", v);
+          return CLI_EXIT_USAGE;
+        }
+        o.threads = (int)n;
+      }
       continue;
     }
     fprintf(stderr, "linkd serve: %s: %s\n", a,
-            cfg || pf ? "needs an argument" : "unknown option");
+            cfg || pf || th ? "needs an argument" : "unknown option");
     fputs(usage, stderr);
     return CLI_EXIT_USAGE;
   }

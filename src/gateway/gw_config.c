@@ -766,6 +766,10 @@ static int builder_finish(pol_builder *b, lk_gw_policy *p, int line, const char 
   if (cli_settings_to_policy(&b->s, &p->http, &pe) != 0)
     return bad(e, line, NULL, "%s: %s", what, pe.msg);
   p->http.default_protection = false; /* the route's own objects, or none: never the client's */
+  /* The default connect timeout under a shorter attempt timeout is cut to it by the driver; say
+   * so in the policy, so that its canonical text (which spells every value out) loads again. */
+  if (p->http.connect_timeout > p->http.attempt_timeout)
+    p->http.connect_timeout = p->http.attempt_timeout;
   p->http.idem_mode = b->idem == LK_GW_IDEM_INJECT ? LK_IDEM_AUTO : LK_IDEM_NONE;
   p->http.idem_key = NULL;
   p->http.deadline_reserve = b->reserve;
@@ -784,7 +788,13 @@ static int builder_finish(pol_builder *b, lk_gw_policy *p, int line, const char 
     lk_budget_ratio_config_init_default(&p->budget.ratio);
     lk_budget_token_config_init_default(&p->budget.token);
     lk_budget_quota_config_init_default(&p->budget.quota);
+    /* The HTTP layer's per-origin budget (Finagle's: 20 % of requests over 10 s) with a floor
+     * of 1 retry a second instead of 10. A floor suits a client making few calls; a route of a
+     * gateway carries many callers, and behind a chain of gateways the floors add up: measured
+     * in bench/serve/chain.sh, the 10/s floor let a failing libraryd receive 1.55 requests per
+     * logical call, 1/s 1.07 (docs/BENCHMARKS.md). */
     lk_http_origin_budget_default(&p->budget.ratio);
+    p->budget.ratio.min_retries_per_sec = 1;
     p->budget.enabled = true;
     p->budget.kind = LK_BUDGET_RATIO;
   }

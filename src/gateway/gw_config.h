@@ -188,8 +188,8 @@ typedef struct lk_gw_policy {
    * bulkhead point at the runtime's objects once attached (NULL = none configured). The proxy
    * sets deadline / deadline_at from the request, clock, rng and hooks per call. */
   lk_http_policy http;
-  cli_budget_spec budget;    /* budget = ; default ratio:20%:min=10:ttl=10s (the HTTP layer's
-                                per-origin default); none = no budget */
+  cli_budget_spec budget;    /* budget = ; default ratio:20%:min=1:ttl=10s (the HTTP layer's
+                                per-origin default with a floor of 1 retry/s, not 10); none */
   bool breaker_on;           /* breaker = ; default: lk_http_origin_breaker_default(); none */
   lk_breaker_config breaker; /* (rng and on_transition are the runtime's) */
   bool limiter_on;           /* limiter = RATE/s[:burst=N]; default none */

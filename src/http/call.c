@@ -127,6 +127,10 @@ static void try_detach(lk_try *t) {
   curl_multi_remove_handle(k->cl->multi, t->easy);
   t->live = false;
   k->live--;
+  if (k->req->stream) { /* the handle goes back to the pool: body_ready must not touch it */
+    k->req->stream_easy = NULL;
+    k->req->stream_paused = false;
+  }
   if (t->hedge && t->ex) {
     lk__client_easy_put(k->cl, t->ex);
     t->ex = NULL;
@@ -826,6 +830,13 @@ static lk_next attempt_decide(lk_try *t, lk_outcome *o, int *err) {
     d->delay = 0;
     d->reason = LK_REASON_NOT_RETRYABLE;
   }
+  /* a streamed body that has started cannot be sent again */
+  bool stream_spent = d->retry && k->req->stream && k->req->stream_read > 0;
+  if (stream_spent) {
+    d->retry = false;
+    d->delay = 0;
+    d->reason = LK_REASON_NOT_RETRYABLE;
+  }
   if (others && !(d->reason == LK_REASON_NOT_RETRYABLE && o->ev.status != 0)) {
     /* Another attempt is still in flight: its answer decides (a definitive HTTP answer, such as
      * a 404, would end the call now, as a success does). */
@@ -844,6 +855,8 @@ static lk_next attempt_decide(lk_try *t, lk_outcome *o, int *err) {
   }
   if (retried_below)
     snprintf(info->reason, sizeof info->reason, "upstream already retried");
+  else if (stream_spent)
+    snprintf(info->reason, sizeof info->reason, "streamed body not replayable");
   else
     lk_decision_format(d, info->reason, sizeof info->reason);
   if (d->retry)

@@ -292,7 +292,8 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   /* the key is computed; the policy's strings are not kept */
   k->pol.idem_key = k->pol.idem_tenant = NULL;
   k->unsafe = !req->idempotent && !k->res->has_key && !pol->assume_idempotent;
-  k->hedging = pol->hedge.max_hedges > 0 && !k->unsafe; /* a hedge is a second send */
+  /* a hedge is a second send: never for an unsafe request, nor for a streamed body (read once) */
+  k->hedging = pol->hedge.max_hedges > 0 && !k->unsafe && !req->stream;
   if (rc == LK_OK) {
     k->ex = t->ex = lk__client_easy_get(c);
     if (k->ex) {

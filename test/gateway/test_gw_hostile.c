@@ -208,6 +208,27 @@ static void test_client_that_never_reads(void **state) {
   still_serving();
 }
 
+/* A client that shuts down its side right after its (pipelined) requests still gets every
+ * answer, in order, then the close. */
+static void test_half_close(void **state) {
+  (void)state;
+  int fd = gw_connect(G.port);
+  gw_send_str(fd, "GET /a HTTP/1.1\r\nHost: a\r\n\r\nGET /b HTTP/1.1\r\nHost: a\r\n\r\n");
+  shutdown(fd, SHUT_WR);
+  gw_resp r;
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(gw_read(fd, &r, 3000, NULL), 0);
+    assert_int_equal(r.status, 200);
+    gw_resp_free(&r);
+  }
+  assert_true(gw_closed(fd, 2000));
+  close(fd);
+  faultd_req q[4];
+  assert_int_equal(faultd_requests(&F, q, 4), 2);
+  assert_string_equal(q[0].path, "/a");
+  assert_string_equal(q[1].path, "/b");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_slow_headers, setup, teardown),
@@ -215,6 +236,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_bodies, setup, teardown),
       cmocka_unit_test_setup_teardown(test_garbage, setup, teardown),
       cmocka_unit_test_setup_teardown(test_client_that_never_reads, setup_big, teardown),
+      cmocka_unit_test_setup_teardown(test_half_close, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

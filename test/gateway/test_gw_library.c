@@ -22,10 +22,10 @@ static gw_proc G;
 
 static int teardown(void **state) {
   (void)state;
-  gw_stop(&G, 5000);
+  int rc = gw_stop(&G, 5000);
   lib_stop(&L);
   lib_cleanup(&L);
-  return 0;
+  return rc == 0 ? 0 : -1;
 }
 
 static void start(const char *idem, int64_t *book) {

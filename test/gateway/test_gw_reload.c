@@ -26,10 +26,10 @@ static gw_proc G;
 
 static int teardown(void **state) {
   (void)state;
-  gw_stop(&G, 5000);
+  int rc = gw_stop(&G, 5000);
   faultd_stop(&F1);
   faultd_stop(&F2);
-  return 0;
+  return rc == 0 ? 0 : -1;
 }
 
 /* Two clusters; the route `all` goes to cluster `target`. */

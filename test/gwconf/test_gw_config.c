@@ -71,6 +71,7 @@ static void test_minimal_defaults(void **state) {
   assert_true(p->budget.enabled);
   assert_int_equal(p->budget.kind, LK_BUDGET_RATIO);
   assert_true(p->budget.ratio.percent == 20);
+  assert_int_equal(p->budget.ratio.min_retries_per_sec, 1);
   assert_true(p->breaker_on);
   assert_int_equal(p->breaker.window_size, 50);
   assert_false(p->limiter_on);
@@ -391,8 +392,10 @@ static void test_match(void **state) {
  * same policy versions. */
 static void test_dump_round_trip(void **state) {
   (void)state;
-  const char *texts[] = {minimal, full};
-  for (size_t i = 0; i < 2; i++) {
+  /* The third: a default connect timeout (500ms) above the attempt timeout, found by the fuzz
+   * target: the dump must not spell out a combination the loader refuses. */
+  const char *texts[] = {minimal, full, CL RT "attempt-timeout = 150ms\n"};
+  for (size_t i = 0; i < 3; i++) {
     char err[512];
     lk_gw_config *a = load(texts[i], err, sizeof err);
     assert_non_null(a);

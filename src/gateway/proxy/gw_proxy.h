@@ -11,6 +11,7 @@ typedef struct lk_gw_serve_opts {
                               there (ADMIN_PORT 0 without an admin listener); for scripts and
                               tests that use port 0. NULL: none */
   bool check_only;         /* --check: validate the configuration, print it, exit */
+  int threads;             /* --threads N: loop threads; 0 = one per CPU the process may use */
 } lk_gw_serve_opts;
 
 /* Loads the configuration, binds, serves until SIGTERM/SIGINT (drained) and returns the process

@@ -9,35 +9,43 @@
 #include <string.h>
 
 int gwp_reload(gwp_server *s, const char *text, size_t len, char *err, size_t cap) {
-  lk_gw_config *next = text ? lk_gw_config_load_mem(text, len, s->config_path, err, cap)
-                            : lk_gw_config_load(s->config_path, err, cap);
+  gwp_shared *sh = s->sh;
+  lk_gw_config *next = text ? lk_gw_config_load_mem(text, len, sh->config_path, err, cap)
+                            : lk_gw_config_load(sh->config_path, err, cap);
   if (!next) {
-    s->reloads_failed++;
+    sh->reloads_failed++;
     lk_gw_runtime_record_reload(s->rt, s->cfg, false);
     return LK_ECONFIG;
   }
   int rc = lk_gw_runtime_attach(s->rt, next, gwp_now(), err, cap);
   if (rc != LK_OK) {
     lk_gw_config_unref(next);
-    s->reloads_failed++;
+    sh->reloads_failed++;
     lk_gw_runtime_record_reload(s->rt, s->cfg, false);
     return rc;
   }
-  if (gwp_access_open(s, next) != LK_OK) {
-    snprintf(err, cap, "%s: log access: cannot open %s", s->config_path, next->log.access);
+  if (gwp_access_open(sh, next) != LK_OK) {
+    snprintf(err, cap, "%s: log access: cannot open %s", sh->config_path, next->log.access);
     lk_gw_config_unref(next);
-    s->reloads_failed++;
+    sh->reloads_failed++;
     lk_gw_runtime_record_reload(s->rt, s->cfg, false);
     return LK_ESYS;
   }
-  /* the swap: requests in flight hold their own reference to the old configuration */
-  lk_gw_config *old = s->cfg;
-  s->cfg = next;
+  /* the swap: requests in flight hold their own reference to the old configuration; each
+   * worker drops its reference when it takes the new one */
+  pthread_mutex_lock(&sh->mu);
+  lk_gw_config *old = sh->cfg;
+  sh->cfg = next;
+  pthread_mutex_unlock(&sh->mu);
   lk_gw_config_unref(old);
-  s->reloads_ok++;
+  lk_gw_config *mine = s->cfg;
+  s->cfg = lk_gw_config_ref(next);
+  lk_gw_config_unref(mine);
+  gwp_publish_config(s);
+  sh->reloads_ok++;
   lk_gw_runtime_record_reload(s->rt, s->cfg, true);
   gwp_log(s, LK_GW_LOG_INFO, "configuration generation %llu loaded from %s",
-          (unsigned long long)next->generation, s->config_path);
+          (unsigned long long)next->generation, sh->config_path);
   return LK_OK;
 }
 
@@ -54,7 +62,7 @@ void gwp_admin_dispatch(gwp_req *r) {
     return;
   }
   if (is(r, HTTP_GET, "/ready")) {
-    if (s->draining)
+    if (gwp_draining(s))
       gwp_respond(r, 503, NULL, "Content-Type: text/plain\r\n", "draining\n", 9, NULL);
     else
       gwp_respond(r, 200, NULL, "Content-Type: text/plain\r\n", "ready\n", 6, NULL);

@@ -8,6 +8,12 @@
 #include <strings.h>
 #include <time.h>
 
+/* Bytes a connection may hold beyond the request being served (pipelined requests); past it, it
+ * stops reading until its response is out. */
+#define GWP_PENDING_MAX (64 * 1024)
+/* A streamed body's bytes held at once, received but not yet taken upstream. */
+#define GWP_STREAM_MAX (64 * 1024)
+
 int64_t gwp_now(void) { return lk_now_ns(); }
 
 static const lk_gw_listen *limits(const gwp_conn *c) { return &c->srv->cfg->listen; }
@@ -35,6 +41,7 @@ static void req_free(gwp_req *r) {
   free(r->url);
   free(r->out);
   lk_http_result_free(r->res);
+  lk_http_request_free(r->hr);
   lk_gw_config_unref(r->cfg);
   free(r);
 }
@@ -43,7 +50,7 @@ void gwp_conn_close(gwp_conn *c) {
   if (c->state == GWP_CLOSING)
     return;
   gwp_server *s = c->srv;
-  if (c->state == GWP_BUSY) {
+  if (c->state == GWP_BUSY || c->state == GWP_STREAMING) {
     /* the upstream call still refers to the request: it frees it when it completes */
     c->req->conn = NULL;
     c->req = NULL;
@@ -60,9 +67,17 @@ void gwp_conn_close(gwp_conn *c) {
   if (c->next)
     c->next->prev = c->prev;
   s->nconns--;
+  atomic_fetch_sub(&s->sh->conns_total, 1);
   uv_timer_stop(&c->timer);
   uv_close((uv_handle_t *)&c->timer, on_handle_closed);
   uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+}
+
+static void read_stop(gwp_conn *c) {
+  if (c->reading) {
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = false;
+  }
 }
 
 /* --- timers ---------------------------------------------------------------------------------- */
@@ -72,9 +87,11 @@ static void on_timer(uv_timer_t *t) {
   if (c->state == GWP_READING && c->req) {
     /* slow headers (or a body that stopped): 408, then close */
     gwp_log(c->srv, LK_GW_LOG_DEBUG, "request timeout on a connection: closing");
-    uv_read_stop((uv_stream_t *)&c->tcp);
+    read_stop(c);
     c->state = GWP_BUSY;
     c->srv->nbusy++;
+    if (!c->admin)
+      lk_gw_runtime_observe_unrouted(c->srv->rt, 408);
     gwp_respond_error(c->req, 408, true, NULL);
     return;
   }
@@ -82,9 +99,7 @@ static void on_timer(uv_timer_t *t) {
     gwp_conn_close(c);
 }
 
-static void arm(gwp_conn *c, int64_t ns) {
-  uv_timer_start(&c->timer, on_timer, ms_of(ns), 0);
-}
+static void arm(gwp_conn *c, int64_t ns) { uv_timer_start(&c->timer, on_timer, ms_of(ns), 0); }
 
 /* --- parser callbacks ------------------------------------------------------------------------ */
 
@@ -182,6 +197,9 @@ const char *gwp_req_header(const gwp_req *r, const char *name) {
   return NULL;
 }
 
+static void dispatch(gwp_conn *c);
+static void read_start(gwp_conn *c);
+
 static void on_continue_written(uv_write_t *w, int status) {
   (void)status;
   free(w);
@@ -214,12 +232,12 @@ static int on_headers_complete(http_parser *p) {
   const lk_gw_listen *l = limits(c);
   if (l->max_body > 0 && p->content_length != ULLONG_MAX && p->content_length > l->max_body)
     return fail(c, 413);
+  r->content_length = p->content_length;
   const char *ex = gwp_req_header(r, "Expect");
   if (ex) {
     if (strcasecmp(ex, "100-continue") != 0)
       return fail(c, 417);
     if (r->major == 1 && r->minor >= 1) {
-      r->expect_continue = true;
       /* the client waits for this before it sends the body */
       static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
       uv_write_t *w = malloc(sizeof *w);
@@ -233,6 +251,15 @@ static int on_headers_complete(http_parser *p) {
       r->continue_sent = true;
     }
   }
+  /* A declared body larger than the replay buffer goes upstream as it arrives: the call starts
+   * now and pulls the body from the request's buffer (gwp_proxy.c) */
+  if (!c->admin && r->content_length != ULLONG_MAX && r->content_length > l->body_buffer) {
+    r->streaming = true;
+    c->state = GWP_STREAMING;
+    dispatch(c);
+    if (c->state == GWP_CLOSING)
+      return -1;
+  }
   return 0;
 }
 
@@ -240,8 +267,17 @@ static int on_body(http_parser *p, const char *at, size_t len) {
   gwp_conn *c = p->data;
   gwp_req *r = req_of(p);
   const lk_gw_listen *l = limits(c);
-  if (l->max_body > 0 && r->body_len + len > l->max_body)
+  if (r->streaming) {
+    if (c->state != GWP_STREAMING)
+      return 0; /* answered already: the rest of the body is read and dropped */
+    if (r->body_off > 0) { /* what upstream took makes room at the front */
+      memmove(r->body, r->body + r->body_off, r->body_len - r->body_off);
+      r->body_len -= r->body_off;
+      r->body_off = 0;
+    }
+  } else if (l->max_body > 0 && r->body_len + len > l->max_body) {
     return fail(c, 413);
+  }
   if (r->body_len + len > r->body_cap) {
     size_t cap = r->body_cap ? r->body_cap : 1024;
     while (cap < r->body_len + len)
@@ -254,11 +290,25 @@ static int on_body(http_parser *p, const char *at, size_t len) {
   }
   memcpy(r->body + r->body_len, at, len);
   r->body_len += len;
+  if (r->streaming) {
+    /* a bounded buffer: past it the client waits until upstream has taken some */
+    if (r->body_len - r->body_off >= GWP_STREAM_MAX)
+      read_stop(c);
+    lk_http_request_body_ready(r->hr);
+  }
   return 0;
 }
 
 static int on_message_complete(http_parser *p) {
   gwp_conn *c = p->data;
+  gwp_req *r = req_of(p);
+  if (r->streaming) {
+    r->body_done = true;
+    if (c->state == GWP_STREAMING)
+      c->state = GWP_BUSY;
+    http_parser_pause(p, 1);
+    return 0;
+  }
   c->state = GWP_BUSY;
   http_parser_pause(p, 1); /* the rest of the buffer waits for this request's answer */
   return 0;
@@ -274,7 +324,8 @@ static const http_parser_settings SETTINGS = {
     .on_message_complete = on_message_complete,
 };
 
-/* --- reading ----------------------------------------------------------------------------------- */
+/* --- reading -----------------------------------------------------------------------------------
+ */
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b) {
   (void)hint;
@@ -296,11 +347,32 @@ static void dispatch(gwp_conn *c) {
 
 static int status_for_parse_error(enum http_errno e) {
   switch (e) {
-  case HPE_HEADER_OVERFLOW:
-    return 431;
-  default:
-    return 400;
+  case HPE_HEADER_OVERFLOW: return 431;
+  default: return 400;
   }
+}
+
+
+static void read_start(gwp_conn *c) {
+  if (!c->reading) {
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    c->reading = true;
+  }
+}
+
+void gwp_conn_resume_body(gwp_conn *c) {
+  if (c->state == GWP_STREAMING)
+    read_start(c);
+}
+
+static bool pending_add(gwp_conn *c, const char *data, size_t len) {
+  char *n = realloc(c->pending, c->pending_len + len);
+  if (!n)
+    return false;
+  memcpy(n + c->pending_len, data, len);
+  c->pending = n;
+  c->pending_len += len;
+  return true;
 }
 
 /* Parses `len` bytes; keeps what follows a complete request in c->pending. */
@@ -311,24 +383,21 @@ static void feed(gwp_conn *c, const char *data, size_t len) {
   if (e == HPE_PAUSED) {
     http_parser_pause(p, 0);
     size_t rest = len - done;
-    if (rest > 0) {
-      char *keep = malloc(rest);
-      if (!keep) {
-        c->close_after = true;
-      } else {
-        memcpy(keep, data + done, rest);
-        free(c->pending);
-        c->pending = keep;
-        c->pending_len = rest;
-      }
-    }
-    uv_read_stop((uv_stream_t *)&c->tcp);
-    dispatch(c);
+    if (rest > 0 && !pending_add(c, data + done, rest))
+      c->close_after = true;
+    /* The socket stays watched while the request is served (no epoll change per request); what
+     * arrives meanwhile waits in `pending`, up to GWP_PENDING_MAX (on_read). */
+    if (c->pending_len >= GWP_PENDING_MAX)
+      read_stop(c);
+    if (!c->req->streaming) /* a streamed request was dispatched at its head */
+      dispatch(c);
     return;
   }
   if (e != HPE_OK) {
+    if (c->state == GWP_CLOSING)
+      return;
     /* a hostile or broken request: answer what is wrong (if a request started) and close */
-    uv_read_stop((uv_stream_t *)&c->tcp);
+    read_stop(c);
     if (!c->req && on_message_begin(p) != 0) {
       gwp_conn_close(c);
       return;
@@ -336,6 +405,8 @@ static void feed(gwp_conn *c, const char *data, size_t len) {
     int st = c->req->status ? c->req->status : status_for_parse_error(e);
     c->state = GWP_BUSY;
     c->srv->nbusy++;
+    if (!c->admin)
+      lk_gw_runtime_observe_unrouted(c->srv->rt, st); /* refused before routing: counted */
     gwp_respond_error(c->req, st, true, NULL);
   }
 }
@@ -344,14 +415,31 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
   gwp_conn *c = st->data;
   if (n == 0)
     return;
+  bool serving = c->state == GWP_BUSY || c->state == GWP_WRITING;
   if (n < 0) {
-    /* EOF or error: a request half-read is dropped; nothing is in flight (we read only while
-     * no request is being served) */
+    if (n == UV_EOF && serving) {
+      /* a client may shut down its side once it has sent its request: it still gets the
+       * answer, then the connection closes */
+      read_stop(c);
+      c->peer_eof = true;
+      return;
+    }
+    /* EOF between requests, or an error: a request half-read is dropped */
     gwp_conn_close(c);
     return;
   }
   c->last_io = gwp_now();
-  if (c->state == GWP_IDLE && !c->srv->draining)
+  if (serving) {
+    /* pipelined bytes: parsed once the current response is out */
+    if (!pending_add(c, b->base, (size_t)n)) {
+      gwp_conn_close(c);
+      return;
+    }
+    if (c->pending_len >= GWP_PENDING_MAX)
+      read_stop(c);
+    return;
+  }
+  if (c->state == GWP_IDLE && !gwp_draining(c->srv))
     arm(c, limits(c)->header_timeout);
   feed(c, b->base, (size_t)n);
 }
@@ -360,7 +448,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
 static void next_request(gwp_conn *c) {
   c->state = GWP_IDLE;
   c->last_io = gwp_now();
-  if (c->srv->draining && !c->pending) {
+  if ((gwp_draining(c->srv) || c->peer_eof) && !c->pending) {
     gwp_conn_close(c);
     return;
   }
@@ -376,10 +464,18 @@ static void next_request(gwp_conn *c) {
     if (c->state == GWP_BUSY || c->state == GWP_WRITING || c->state == GWP_CLOSING)
       return;
   }
-  uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+  if (!c->reading) {
+    if (c->peer_eof) { /* the peer has shut down its side: nothing more will come */
+      gwp_conn_close(c);
+      return;
+    }
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    c->reading = true;
+  }
 }
 
-/* --- writing ----------------------------------------------------------------------------------- */
+/* --- writing -----------------------------------------------------------------------------------
+ */
 
 static void on_written(uv_write_t *w, int status) {
   gwp_req *r = w->data;
@@ -417,7 +513,8 @@ static const char *reason_of(int status) {
 }
 
 static bool bodiless(const gwp_req *r, int status) {
-  return r->method == HTTP_HEAD || status == 204 || status == 304 || (status >= 100 && status < 200);
+  return r->method == HTTP_HEAD || status == 204 || status == 304 ||
+         (status >= 100 && status < 200);
 }
 
 void gwp_respond(gwp_req *r, int status, const char *reason, const char *extra, const char *body,
@@ -432,10 +529,13 @@ void gwp_respond(gwp_req *r, int status, const char *reason, const char *extra, 
   r->status = status;
   if (!reason || !*reason)
     reason = reason_of(status);
-  bool close = c->close_after || !r->keep_alive || c->srv->draining;
+  /* a streamed body not yet all read leaves bytes in the way of the next request */
+  bool close = c->close_after || !r->keep_alive || gwp_draining(c->srv) ||
+               (r->streaming && !r->body_done);
   c->close_after = close;
   const char *extra_s = extra ? extra : "";
-  size_t cap = 128 + strlen(reason) + strlen(extra_s);
+  size_t cap =
+      128 + strlen(reason) + strlen(extra_s) + (r->head_length ? strlen(r->head_length) : 0);
   bool copy_body = !res && body_len > 0;
   if (copy_body)
     cap += body_len;
@@ -447,7 +547,10 @@ void gwp_respond(gwp_req *r, int status, const char *reason, const char *extra, 
   }
   bool nobody = bodiless(r, status);
   int n = snprintf(r->out, cap, "HTTP/1.1 %d %s\r\n%s", status, reason, extra_s);
-  if (!(status == 204 || status == 304 || (status >= 100 && status < 200)))
+  if (r->method == HTTP_HEAD && r->head_length)
+    /* the length a GET would have had (RFC 9110 9.3.2), not that of the empty body here */
+    n += snprintf(r->out + n, cap - (size_t)n, "Content-Length: %s\r\n", r->head_length);
+  else if (!(status == 204 || status == 304 || (status >= 100 && status < 200)))
     n += snprintf(r->out + n, cap - (size_t)n, "Content-Length: %zu\r\n", body_len);
   n += snprintf(r->out + n, cap - (size_t)n, "%s\r\n", close ? "Connection: close\r\n" : "");
   size_t head_len = (size_t)n;
@@ -482,7 +585,8 @@ void gwp_respond_error(gwp_req *r, int status, bool close, const char *extra) {
   gwp_respond(r, status, NULL, hdr, body, (size_t)n, NULL);
 }
 
-/* --- accepting --------------------------------------------------------------------------------- */
+/* --- accepting ---------------------------------------------------------------------------------
+ */
 
 void gwp_conn_accept(gwp_server *s, uv_stream_t *listener, bool admin) {
   gwp_conn *c = calloc(1, sizeof *c);
@@ -505,7 +609,7 @@ void gwp_conn_accept(gwp_server *s, uv_stream_t *listener, bool admin) {
     s->conns->prev = c;
   s->conns = c;
   s->nconns++;
-  if (!admin && s->nconns > s->cfg->listen.max_connections) {
+  if (atomic_fetch_add(&s->sh->conns_total, 1) + 1 > s->cfg->listen.max_connections && !admin) {
     gwp_log(s, LK_GW_LOG_WARN, "max-connections (%d) reached: closing a new connection",
             s->cfg->listen.max_connections);
     gwp_conn_close(c);
@@ -518,6 +622,7 @@ void gwp_conn_accept(gwp_server *s, uv_stream_t *listener, bool admin) {
   c->last_io = gwp_now();
   arm(c, s->cfg->listen.header_timeout);
   uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+  c->reading = true;
 }
 
 void gwp_close_idle(gwp_server *s, int64_t quiet) {

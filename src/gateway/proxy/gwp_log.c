@@ -42,9 +42,14 @@ static void put_str(FILE *f, const char *s) {
 }
 
 void gwp_access_log(gwp_server *s, const gwp_req *r, const lk_http_result *res) {
-  FILE *f = s->access;
-  if (!f)
+  if (!atomic_load_explicit(&s->sh->access_on, memory_order_relaxed))
+    return; /* no log: no lock taken on the request path */
+  pthread_mutex_lock(&s->sh->mu); /* whole lines, one thread at a time */
+  FILE *f = s->sh->access;
+  if (!f) {
+    pthread_mutex_unlock(&s->sh->mu);
     return;
+  }
   int64_t now = gwp_now();
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -85,10 +90,11 @@ void gwp_access_log(gwp_server *s, const gwp_req *r, const lk_http_result *res) 
     fputs(",\"deadline_ms\":null,\"deadline_left_ms\":null", f);
   fprintf(f, ",\"duration_ms\":%.3f,\"streamed\":%s,\"key_injected\":%s}\n",
           (double)lk_sat_sub(now, r->t_start) / 1e6, r->streamed ? "true" : "false",
-          r->key_injected ? "true" : "false");
+          r->key_injected && res && lk_http_result_idempotency_key(res) ? "true" : "false");
+  pthread_mutex_unlock(&s->sh->mu);
 }
 
-int gwp_access_open(gwp_server *s, const lk_gw_config *c) {
+int gwp_access_open(gwp_shared *s, const lk_gw_config *c) {
   FILE *f = NULL;
   bool owned = false;
   if (c->log.access) {
@@ -102,9 +108,12 @@ int gwp_access_open(gwp_server *s, const lk_gw_config *c) {
     }
     setvbuf(f, NULL, _IOLBF, 0); /* whole lines, at once: tail -f and tests read them */
   }
+  pthread_mutex_lock(&s->mu);
   if (s->access && s->access_owned)
     fclose(s->access);
   s->access = f;
   s->access_owned = owned;
+  atomic_store(&s->access_on, f != NULL);
+  pthread_mutex_unlock(&s->mu);
   return LK_OK;
 }

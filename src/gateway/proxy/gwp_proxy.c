@@ -10,10 +10,20 @@
 /* Headers that are about one connection, not the request (RFC 9110 7.6.1), or that the HTTP
  * layer sets itself per attempt; never forwarded as the caller sent them. */
 static bool hop_by_hop(const char *name) {
-  static const char *const names[] = {
-      "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "TE", "Trailer",
-      "Upgrade", "Content-Length", "Expect", "Proxy-Authorization", "Linkd-Deadline",
-      "grpc-timeout", "Linkd-Attempt", LK_HTTP_RETRIED_HEADER};
+  static const char *const names[] = {"Connection",
+                                      "Keep-Alive",
+                                      "Proxy-Connection",
+                                      "Transfer-Encoding",
+                                      "TE",
+                                      "Trailer",
+                                      "Upgrade",
+                                      "Content-Length",
+                                      "Expect",
+                                      "Proxy-Authorization",
+                                      "Linkd-Deadline",
+                                      "grpc-timeout",
+                                      "Linkd-Attempt",
+                                      LK_HTTP_RETRIED_HEADER};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strcasecmp(name, names[i]) == 0)
       return true;
@@ -80,6 +90,25 @@ static const char *attempt_url(void *ctx, int attempt) {
   return r->url;
 }
 
+/* A streamed body, pulled by the HTTP layer as it writes: what has arrived, else wait (and read
+ * from the client again if its buffer was full). */
+static long body_pull(void *ctx, char *buf, size_t cap) {
+  gwp_req *r = ctx;
+  size_t avail = r->body_len - r->body_off;
+  if (avail == 0) {
+    if (!r->conn || r->body_done)
+      return LK_HTTP_BODY_ABORT; /* the client went away before its whole body */
+    gwp_conn_resume_body(r->conn);
+    return LK_HTTP_BODY_WAIT;
+  }
+  size_t n = avail < cap ? avail : cap;
+  memcpy(buf, r->body + r->body_off, n);
+  r->body_off += n;
+  if (r->conn)
+    gwp_conn_resume_body(r->conn);
+  return (long)n;
+}
+
 static void on_attempt(void *ctx, const lk_http_attempt_info *a) {
   gwp_req *r = ctx;
   if (a->phase == LK_PHASE_QUEUED || a->number < 1 || a->number > GWP_MAX_TRACKED ||
@@ -91,23 +120,22 @@ static void on_attempt(void *ctx, const lk_http_attempt_info *a) {
   if (lk_gw_cluster_report(cl, idx, gwp_now(), a->duration, o))
     gwp_log(r->srv, LK_GW_LOG_WARN, "cluster %s: endpoint %s ejected after %s", cl->name,
             cl->endpoints[idx].key, lk_failure_name(a->failure));
-  if (a->failure != LK_F_NONE && r->streamed && a->decision.reason == LK_REASON_ATTEMPTS &&
-      a->request_sent)
+  /* a retry the policy wanted but the body could not be sent again */
+  if (a->failure != LK_F_NONE && r->streamed &&
+      (strcmp(a->reason, "streamed body not replayable") == 0 ||
+       (!r->streaming && a->decision.reason == LK_REASON_ATTEMPTS && a->request_sent)))
     r->retry_wanted = true;
 }
 
 /* What the gateway answers when no attempt got a response. */
 static int status_without_response(int err, lk_failure kind) {
   switch (err) {
-  case LK_EDEADLINE:
-    return 504;
+  case LK_EDEADLINE: return 504;
   case LK_EBREAKER_OPEN:
   case LK_ERATE_LIMITED:
   case LK_EBULKHEAD_FULL:
-  case LK_EBUDGET:
-    return 503;
-  default:
-    break;
+  case LK_EBUDGET: return 503;
+  default: break;
   }
   switch (kind) {
   case LK_F_CONNECT_TIMEOUT:
@@ -118,10 +146,8 @@ static int status_without_response(int err, lk_failure kind) {
   case LK_F_DNS_TIMEOUT:
   case LK_F_TLS_TIMEOUT:
   case LK_F_POOL_TIMEOUT:
-  case LK_F_DEADLINE_EXCEEDED:
-    return 504;
-  default:
-    return 502;
+  case LK_F_DEADLINE_EXCEEDED: return 504;
+  default: return 502;
   }
 }
 
@@ -164,7 +190,7 @@ static void finish(gwp_req *r, lk_http_result *res) {
   int err = lk_http_result_err(res);
   const lk_http_response *resp = lk_http_result_response(res);
   size_t natt = 0;
-  lk_http_result_attempts(res, &natt);
+  const lk_http_attempt_info *att = lk_http_result_attempts(res, &natt);
   r->final = lk_http_result_failure(res);
   r->stop = lk_http_result_stop(res);
   int64_t now = gwp_now();
@@ -182,6 +208,12 @@ static void finish(gwp_req *r, lk_http_result *res) {
         sb_hdr(&h, resp->headers[i].name, resp->headers[i].value);
     body = resp->body;
     body_len = resp->body_len;
+    if (r->method == HTTP_HEAD) {
+      const char *cl = lk_http_response_header(resp, "Content-Length");
+      /* digits only: the value goes into our head as is */
+      if (cl && *cl && strspn(cl, "0123456789") == strlen(cl) && strlen(cl) <= 19)
+        r->head_length = cl;
+    }
   } else {
     status = status_without_response(err, r->final);
     sb_hdr(&h, "Content-Type", "text/plain");
@@ -211,7 +243,8 @@ static void finish(gwp_req *r, lk_http_result *res) {
       .failure = r->final,
       .attempts = (int)natt,
       .duration = lk_sat_sub(now, r->t_start),
-      .queue_wait = -1,
+      /* the first attempt starts once the bulkhead slot and the limiter token are there */
+      .queue_wait = (r->pol->bulkhead_on || r->pol->limiter_on) && natt > 0 ? att[0].start : -1,
       .deadline_exceeded = err == LK_EDEADLINE || (!resp && status == 504),
       .streamed = r->streamed,
       .streamed_not_retried = r->retry_wanted,
@@ -233,8 +266,9 @@ static void finish(gwp_req *r, lk_http_result *res) {
   } else {
     char msg[160];
     int n = snprintf(msg, sizeof msg, "%d %s: %s\n", status,
-                     status == 504 ? "Gateway Timeout" : status == 503 ? "Service Unavailable"
-                                                                        : "Bad Gateway",
+                     status == 504   ? "Gateway Timeout"
+                     : status == 503 ? "Service Unavailable"
+                                     : "Bad Gateway",
                      r->stop ? r->stop : "");
     lk_http_result_free(res);
     gwp_respond(r, status, NULL, h.p, msg, (size_t)n, NULL);
@@ -358,7 +392,9 @@ void gwp_proxy_dispatch(gwp_req *r) {
   for (size_t k = 0; k < pol->n_headers; k++)
     if (pol->headers[k].value)
       lk_http_request_add_header(hr, pol->headers[k].name, pol->headers[k].value);
-  if (r->body_len > 0 || (r->method != HTTP_GET && r->method != HTTP_HEAD && r->body))
+  if (r->streaming)
+    lk_http_request_set_body_stream(hr, (size_t)r->content_length, body_pull, r);
+  else if (r->body_len > 0 || (r->method != HTTP_GET && r->method != HTTP_HEAD && r->body))
     lk_http_request_set_body_ref(hr, r->body ? r->body : "", r->body_len);
 
   lk_http_policy p = pol->http;
@@ -370,21 +406,27 @@ void gwp_proxy_dispatch(gwp_req *r) {
   p.on_attempt_ctx = r;
   p.rng = &s->rng.base;
   p.clock = NULL;
-  if (pol->idem == LK_GW_IDEM_INJECT && !has_key && !method_idempotent(r->method)) {
+  /* a caller's key is the call's key (it is forwarded as a header); otherwise inject, or what
+   * the route's idempotency-key setting says; a key the gateway made is always said */
+  if (pol->idem == LK_GW_IDEM_INJECT && !has_key && !method_idempotent(r->method))
     p.idem_mode = LK_IDEM_AUTO;
-    r->key_injected = true;
-  } else if (p.idem_mode != LK_IDEM_KEY) {
-    p.idem_mode = LK_IDEM_NONE;
-  }
-  if (r->body_len > s->cfg->listen.body_buffer) {
-    /* larger than the replay buffer: one attempt only (counted, never silently) */
+  r->key_injected = !has_key && p.idem_mode != LK_IDEM_NONE;
+  if (r->streaming) {
+    /* sent as it arrives: the HTTP layer retries it only if none of it was taken */
+    r->streamed = true;
+  } else if (r->body_len > s->cfg->listen.body_buffer) {
+    /* a chunked body that outgrew the replay buffer: it was read whole (bounded by max-body),
+     * and goes in one attempt only (counted, never silently) */
     r->streamed = true;
     lk_retry_config rc = p.retry.cfg;
     rc.max_attempts = 1;
     lk_retry_policy_init(&p.retry, &rc, NULL);
   }
   int rc = lk_http_submit(s->client, hr, &p, NULL, on_done, r);
-  lk_http_request_free(hr);
+  if (r->streaming)
+    r->hr = hr; /* on_body tells it when more of the body is there; freed with r */
+  else
+    lk_http_request_free(hr);
   if (rc != LK_OK) {
     gwp_log(s, LK_GW_LOG_ERROR, "route %s: the call could not start: %s", r->route->name,
             lk_strerror(rc));

@@ -5,9 +5,13 @@
 #include "gwp.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 /* While draining, a connection with nothing in flight is closed once it has been quiet this
  * long: one that served a request is closed as its response goes out (next_request), but one
@@ -15,6 +19,16 @@
 #define GWP_DRAIN_QUIET LK_MS(100)
 
 /* --- lk_http on the loop ---------------------------------------------------------------------- */
+
+/* One watcher per upstream descriptor, kept across libcurl's REMOVE / re-add of the same
+ * descriptor (a pooled connection is unwatched between its transfers): stopping a uv_poll drops
+ * its epoll registration at once (so a number that libcurl closes and reuses starts clean), and
+ * keeping the handle saves a close and an init per request. */
+typedef struct gwp_poll {
+  uv_poll_t h;
+  int fd;
+  int events; /* what is being watched (UV_READABLE | UV_WRITABLE), 0 stopped */
+} gwp_poll;
 
 static void on_poll(uv_poll_t *h, int status, int events) {
   gwp_server *s = h->loop->data;
@@ -25,8 +39,7 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     ev |= LK_HTTP_POLL_IN;
   if (events & UV_WRITABLE)
     ev |= LK_HTTP_POLL_OUT;
-  int fd = (int)(intptr_t)h->data;
-  lk_http_client_socket_action(s->client, fd, ev);
+  lk_http_client_socket_action(s->client, ((gwp_poll *)h)->fd, ev);
 }
 
 static void on_poll_closed(uv_handle_t *h) { free(h); }
@@ -41,39 +54,45 @@ static void socket_fn(void *ud, int fd, int events) {
     size_t n = s->npolls ? s->npolls : 64;
     while (n <= (size_t)fd)
       n *= 2;
-    uv_poll_t **p = realloc(s->polls, n * sizeof *p);
+    gwp_poll **p = realloc(s->polls, n * sizeof *p);
     if (!p)
       return;
     memset(p + s->npolls, 0, (n - s->npolls) * sizeof *p);
     s->polls = p;
     s->npolls = n;
   }
-  uv_poll_t *h = s->polls[fd];
-  if (events == 0) {
-    /* libcurl may close the descriptor right after this and reuse its number: the handle goes
-     * now (uv_close stops the watcher at once) and a new one is made for the next socket */
-    if (h) {
-      s->polls[fd] = NULL;
-      uv_close((uv_handle_t *)h, on_poll_closed);
-    }
-    return;
-  }
-  if (!h) {
-    h = calloc(1, sizeof *h);
-    if (!h || uv_poll_init_socket(s->loop, h, fd) != 0) {
-      free(h);
+  gwp_poll *w = s->polls[fd];
+  int uv_ev =
+      (events & LK_HTTP_POLL_IN ? UV_READABLE : 0) | (events & LK_HTTP_POLL_OUT ? UV_WRITABLE : 0);
+  if (!w) {
+    if (uv_ev == 0)
+      return;
+    w = calloc(1, sizeof *w);
+    if (!w || uv_poll_init_socket(s->loop, &w->h, fd) != 0) {
+      free(w);
       gwp_log(s, LK_GW_LOG_ERROR, "cannot watch an upstream socket");
       return;
     }
-    h->data = (void *)(intptr_t)fd;
-    s->polls[fd] = h;
+    w->fd = fd;
+    s->polls[fd] = w;
   }
-  int uv_ev = 0;
-  if (events & LK_HTTP_POLL_IN)
-    uv_ev |= UV_READABLE;
-  if (events & LK_HTTP_POLL_OUT)
-    uv_ev |= UV_WRITABLE;
-  uv_poll_start(h, uv_ev, on_poll);
+  if (uv_ev == w->events)
+    return;
+  w->events = uv_ev;
+  if (uv_ev == 0)
+    uv_poll_stop(&w->h);
+  else
+    uv_poll_start(&w->h, uv_ev, on_poll);
+}
+
+/* At shutdown: every watcher goes. */
+static void polls_free(gwp_server *s) {
+  for (size_t i = 0; i < s->npolls; i++)
+    if (s->polls[i])
+      uv_close((uv_handle_t *)&s->polls[i]->h, on_poll_closed);
+  free(s->polls);
+  s->polls = NULL;
+  s->npolls = 0;
 }
 
 static void on_curl_timer(uv_timer_t *t) {
@@ -91,7 +110,8 @@ static void timer_fn(void *ud, int64_t delay) {
   uv_timer_start(&s->curl_timer, on_curl_timer, ms, 0);
 }
 
-/* --- active health checks ---------------------------------------------------------------------- */
+/* --- active health checks ----------------------------------------------------------------------
+ */
 
 typedef struct probe {
   gwp_server *srv;
@@ -163,7 +183,7 @@ static void on_health_timer(uv_timer_t *t) {
 }
 
 static void arm_health(gwp_server *s) {
-  if (s->draining)
+  if (gwp_draining(s))
     return;
   int64_t next = INT64_MAX;
   for (size_t i = 0; i < s->cfg->n_clusters; i++) {
@@ -181,7 +201,8 @@ static void arm_health(gwp_server *s) {
                  0);
 }
 
-/* --- listeners, signals, drain ----------------------------------------------------------------- */
+/* --- listeners ----------------------------------------------------------------------------------
+ */
 
 static void on_connection(uv_stream_t *l, int status) {
   gwp_listener *li = l->data;
@@ -190,24 +211,39 @@ static void on_connection(uv_stream_t *l, int status) {
   gwp_conn_accept(li->srv, l, li->admin);
 }
 
-static int listen_on(gwp_server *s, gwp_listener *li, const lk_gw_addr *a, int backlog,
-                     int *port) {
+/* Binds `a` (its port, or `port_override` when > 0) with SO_REUSEPORT, so every worker has a
+ * listener of its own on the same port and the kernel spreads connections over them. */
+static int listen_on(gwp_server *s, gwp_listener *li, const lk_gw_addr *a, int port_override,
+                     int backlog, bool reuseport, int *port) {
   struct sockaddr_storage ss;
-  if (uv_ip4_addr(a->host, a->port, (struct sockaddr_in *)&ss) != 0 &&
-      uv_ip6_addr(a->host, a->port, (struct sockaddr_in6 *)&ss) != 0) {
-    gwp_log(s, LK_GW_LOG_ERROR, "%s: not an IP address (listen addresses are literals)",
-            a->host);
+  int p = port_override > 0 ? port_override : a->port;
+  memset(&ss, 0, sizeof ss);
+  if (uv_ip4_addr(a->host, p, (struct sockaddr_in *)&ss) != 0 &&
+      uv_ip6_addr(a->host, p, (struct sockaddr_in6 *)&ss) != 0) {
+    gwp_log(s, LK_GW_LOG_ERROR, "%s: not an IP address (listen addresses are literals)", a->host);
+    return -1;
+  }
+  int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1;
+  if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+      (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) ||
+      bind(fd, (struct sockaddr *)&ss,
+           ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in)) !=
+          0) {
+    gwp_log(s, LK_GW_LOG_ERROR, "%s:%d: %s", a->host, p, strerror(errno));
+    if (fd >= 0)
+      close(fd);
     return -1;
   }
   uv_tcp_init(s->loop, &li->tcp);
   li->tcp.data = li;
   li->srv = s;
   li->open = true;
-  int rc = uv_tcp_bind(&li->tcp, (struct sockaddr *)&ss, 0);
+  int rc = uv_tcp_open(&li->tcp, fd);
   if (rc == 0)
     rc = uv_listen((uv_stream_t *)&li->tcp, backlog, on_connection);
   if (rc != 0) {
-    gwp_log(s, LK_GW_LOG_ERROR, "%s:%d: %s", a->host, a->port, uv_strerror(rc));
+    gwp_log(s, LK_GW_LOG_ERROR, "%s:%d: %s", a->host, p, uv_strerror(rc));
     return -1;
   }
   struct sockaddr_storage bound;
@@ -225,6 +261,46 @@ static void close_listener(gwp_listener *li) {
   }
 }
 
+/* --- commands between workers, drain ---------------------------------------------------------- */
+
+static void send_cmd(gwp_server *w, int cmd) {
+  atomic_fetch_or(&w->cmd, cmd);
+  uv_async_send(&w->async);
+}
+
+void gwp_publish_config(gwp_server *s) {
+  gwp_shared *sh = s->sh;
+  if (sh->nworkers < 2)
+    return;
+  pthread_mutex_lock(&sh->mu);
+  sh->acks = 0;
+  pthread_mutex_unlock(&sh->mu);
+  for (int i = 1; i < sh->nworkers; i++)
+    send_cmd(sh->workers[i], GWP_CMD_CONFIG);
+  /* each worker only swaps a reference: a wait beyond a second means one is stuck, and then
+   * serving with the old configuration there a little longer beats stalling worker 0 */
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 1;
+  pthread_mutex_lock(&sh->mu);
+  while (sh->acks < sh->nworkers - 1)
+    if (pthread_cond_timedwait(&sh->acked, &sh->mu, &until) != 0)
+      break;
+  pthread_mutex_unlock(&sh->mu);
+}
+
+static void take_config(gwp_server *w) {
+  gwp_shared *sh = w->sh;
+  pthread_mutex_lock(&sh->mu);
+  lk_gw_config *next = lk_gw_config_ref(sh->cfg);
+  sh->acks++;
+  pthread_cond_broadcast(&sh->acked);
+  pthread_mutex_unlock(&sh->mu);
+  lk_gw_config *old = w->cfg;
+  w->cfg = next;
+  lk_gw_config_unref(old);
+}
+
 static void stop_everything(gwp_server *s) {
   gwp_conn *c = s->conns;
   while (c) {
@@ -232,44 +308,102 @@ static void stop_everything(gwp_server *s) {
     gwp_conn_close(c);
     c = n;
   }
+  close_listener(&s->listener);
   close_listener(&s->admin);
+  uv_timer_stop(&s->drain_poll);
   uv_stop(s->loop);
 }
 
-/* The drain deadline: whatever is left is closed. */
+static int busy_total(const gwp_shared *sh) {
+  int n = 0;
+  for (int i = 0; i < sh->nworkers; i++)
+    n += atomic_load(&sh->workers[i]->nbusy);
+  return n;
+}
+
+static int conns_total(const gwp_shared *sh) {
+  int n = 0;
+  for (int i = 0; i < sh->nworkers; i++)
+    n += atomic_load(&sh->workers[i]->nconns);
+  return n;
+}
+
+/* The drain deadline (worker 0): whatever is left, everywhere, is closed. */
 static void on_drain_timer(uv_timer_t *t) {
   gwp_server *s = t->data;
+  gwp_shared *sh = s->sh;
+  int busy = busy_total(sh);
   gwp_log(s, LK_GW_LOG_WARN, "drain deadline: closing %d connections (%d requests in flight)",
-          s->nconns, s->nbusy);
-  s->exit_code = s->nbusy > 0 ? 1 : 0;
-  uv_timer_stop(&s->drain_poll);
+          conns_total(sh), busy);
+  sh->exit_code = busy > 0 ? 1 : 0;
+  for (int i = 1; i < sh->nworkers; i++)
+    send_cmd(sh->workers[i], GWP_CMD_STOP);
+  uv_timer_stop(&s->drain_timer);
   stop_everything(s);
 }
 
-static void on_drain_poll(uv_timer_t *t) {
-  gwp_server *s = t->data;
-  gwp_close_idle(s, GWP_DRAIN_QUIET);
-  if (s->nbusy == 0 && s->nconns == 0) {
-    uv_timer_stop(t);
+/* Worker 0 stops once every worker is done and its own connections are gone. */
+static void check_all_done(gwp_server *s) {
+  gwp_shared *sh = s->sh;
+  if (s->done && atomic_load(&sh->workers_done) == sh->nworkers) {
     uv_timer_stop(&s->drain_timer);
     stop_everything(s);
   }
 }
 
-static void start_drain(gwp_server *s) {
-  if (s->draining)
-    return;
-  s->draining = true;
-  gwp_log(s, LK_GW_LOG_INFO, "draining: %d connections, %d requests in flight (up to %lld ms)",
-          s->nconns, s->nbusy, (long long)(s->cfg->listen.drain_timeout / LK_NS_PER_MS));
+static void on_drain_poll(uv_timer_t *t) {
+  gwp_server *s = t->data;
+  gwp_close_idle(s, GWP_DRAIN_QUIET);
+  if (!s->done && s->nbusy == 0 && s->nconns == 0) {
+    s->done = true;
+    uv_timer_stop(t);
+    atomic_fetch_add(&s->sh->workers_done, 1);
+    if (s->id == 0) {
+      check_all_done(s);
+    } else {
+      send_cmd(s->sh->workers[0], GWP_CMD_CHECK);
+      stop_everything(s);
+    }
+  }
+}
+
+/* Every worker: stop accepting, close what is idle, answer what is in flight. */
+static void drain_worker(gwp_server *s) {
   close_listener(&s->listener);
   uv_timer_stop(&s->health_timer);
   gwp_close_idle(s, GWP_DRAIN_QUIET);
-  uv_timer_start(&s->drain_timer, on_drain_timer,
-                 (uint64_t)(s->cfg->listen.drain_timeout / LK_NS_PER_MS), 0);
   /* connections that become idle are closed as their responses go out (next_request); this
    * also catches a connection idle between two checks */
   uv_timer_start(&s->drain_poll, on_drain_poll, 0, 10);
+}
+
+static void start_drain(gwp_server *s) {
+  gwp_shared *sh = s->sh;
+  if (atomic_exchange(&sh->draining, true))
+    return;
+  gwp_log(s, LK_GW_LOG_INFO, "draining: %d connections, %d requests in flight (up to %lld ms)",
+          conns_total(sh), busy_total(sh),
+          (long long)(s->cfg->listen.drain_timeout / LK_NS_PER_MS));
+  uv_timer_start(&s->drain_timer, on_drain_timer,
+                 (uint64_t)(s->cfg->listen.drain_timeout / LK_NS_PER_MS), 0);
+  for (int i = 1; i < sh->nworkers; i++)
+    send_cmd(sh->workers[i], GWP_CMD_DRAIN);
+  drain_worker(s);
+}
+
+static void on_async(uv_async_t *a) {
+  gwp_server *w = a->data;
+  int cmd = atomic_exchange(&w->cmd, 0);
+  if (cmd & GWP_CMD_CONFIG)
+    take_config(w);
+  if (cmd & GWP_CMD_STOP) {
+    stop_everything(w);
+    return;
+  }
+  if (cmd & GWP_CMD_DRAIN)
+    drain_worker(w);
+  if (cmd & GWP_CMD_CHECK)
+    check_all_done(w);
 }
 
 static void on_signal(uv_signal_t *h, int sig) {
@@ -283,12 +417,79 @@ static void on_signal(uv_signal_t *h, int sig) {
   start_drain(s);
 }
 
-/* --- start and stop ---------------------------------------------------------------------------- */
+/* --- workers: start, run, stop ---------------------------------------------------------------- */
 
 static void close_walk(uv_handle_t *h, void *arg) {
   (void)arg;
   if (!uv_is_closing(h))
     uv_close(h, NULL);
+}
+
+/* Sets up worker `w` on `loop` (its own, or the main thread's default loop for worker 0),
+ * listening on the shared port (`port` 0 for the first: it takes the configured one). */
+static int worker_init(gwp_server *w, gwp_shared *sh, int id, uv_loop_t *loop, int port) {
+  w->sh = sh;
+  w->id = id;
+  w->loop = loop;
+  loop->data = w;
+  w->rt = sh->rt;
+  w->cfg = lk_gw_config_ref(sh->cfg);
+  lk_rand_fast_init(&w->rng);
+  uv_async_init(loop, &w->async, on_async);
+  w->async.data = w;
+  uv_timer_init(loop, &w->curl_timer);
+  w->curl_timer.data = w;
+  uv_timer_init(loop, &w->drain_timer);
+  w->drain_timer.data = w;
+  uv_timer_init(loop, &w->drain_poll);
+  w->drain_poll.data = w;
+  uv_timer_init(loop, &w->health_timer);
+  w->health_timer.data = w;
+  lk_http_client_config cc;
+  lk_http_client_config_init_default(&cc);
+  cc.socket_fn = socket_fn;
+  cc.timer_fn = timer_fn;
+  cc.loop_ud = w;
+  w->client = lk_http_client_new(&cc);
+  if (!w->client) {
+    gwp_log(w, LK_GW_LOG_ERROR, "cannot create the HTTP client");
+    return -1;
+  }
+  const lk_gw_listen *l = &w->cfg->listen;
+  return listen_on(w, &w->listener, &l->addr, port, l->backlog, sh->nworkers > 1, &w->port);
+}
+
+/* After its loop ended (and its thread was joined): in-flight calls are cancelled (their
+ * callbacks run now and free their requests), then every handle is closed. */
+static void worker_fini(gwp_server *w) {
+  if (!w->loop)
+    return;
+  lk_http_client_free(w->client);
+  w->client = NULL;
+  polls_free(w);
+  uv_walk(w->loop, close_walk, NULL);
+  uv_run(w->loop, UV_RUN_DEFAULT);
+  uv_loop_close(w->loop);
+  lk_gw_config_unref(w->cfg);
+  w->cfg = NULL;
+}
+
+/* A worker thread only runs its loop: worker 0 tears it down after joining the thread, so a
+ * command sent late (uv_async_send) never meets a closed loop. */
+static void *worker_main(void *arg) {
+  gwp_server *w = arg;
+  uv_run(w->loop, UV_RUN_DEFAULT);
+  return NULL;
+}
+
+/* Loop threads: --threads, else one per CPU this process may run on (HAProxy's nbthread
+ * default), at most 64. */
+static int default_threads(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0)
+    return 1;
+  int n = CPU_COUNT(&set);
+  return n < 1 ? 1 : n > 64 ? 64 : n;
 }
 
 int lk_gw_serve(const lk_gw_serve_opts *o) {
@@ -307,50 +508,58 @@ int lk_gw_serve(const lk_gw_serve_opts *o) {
     lk_gw_config_unref(cfg);
     return 0;
   }
-  gwp_server *s = calloc(1, sizeof *s);
-  if (!s) {
+  signal(SIGPIPE, SIG_IGN);
+  gwp_shared *sh = calloc(1, sizeof *sh);
+  int nw = o->threads > 0 ? o->threads : default_threads();
+  gwp_server **ws = calloc((size_t)nw, sizeof *ws);
+  lk_rand_fast seed;
+  lk_rand_fast_init(&seed);
+  if (!sh || !ws) {
+    fprintf(stderr, "linkd serve: out of memory\n");
     lk_gw_config_unref(cfg);
+    free(sh);
+    free(ws);
     return 1;
   }
-  signal(SIGPIPE, SIG_IGN);
-  lk_rand_fast_init(&s->rng);
-  s->config_path = strdup(o->config_path);
-  s->rt = lk_gw_runtime_new(&s->rng.base);
-  int code = 1;
-  if (!s->config_path || !s->rt ||
-      lk_gw_runtime_attach(s->rt, cfg, gwp_now(), err, sizeof err) != LK_OK) {
-    fprintf(stderr, "linkd serve: %s\n", s->rt ? err : "out of memory");
+  pthread_mutex_init(&sh->mu, NULL);
+  pthread_cond_init(&sh->acked, NULL);
+  sh->nworkers = nw;
+  sh->workers = ws;
+  sh->config_path = strdup(o->config_path);
+  sh->rt = lk_gw_runtime_new(&seed.base);
+  if (!sh->config_path || !sh->rt ||
+      lk_gw_runtime_attach(sh->rt, cfg, gwp_now(), err, sizeof err) != LK_OK) {
+    fprintf(stderr, "linkd serve: %s\n", sh->rt ? err : "out of memory");
     lk_gw_config_unref(cfg);
-    lk_gw_runtime_free(s->rt);
-    free(s->config_path);
-    free(s);
+    lk_gw_runtime_free(sh->rt);
+    free(sh->config_path);
+    free(sh);
+    free(ws);
     return 2;
   }
-  s->cfg = cfg;
-  if (gwp_access_open(s, cfg) != LK_OK) {
+  sh->cfg = cfg;
+  int code = 1;
+  int started = 0; /* worker threads running */
+  bool ran = false;
+  if (gwp_access_open(sh, cfg) != LK_OK) {
     fprintf(stderr, "linkd serve: %s: log access: cannot open %s: %s\n", o->config_path,
             cfg->log.access, strerror(errno));
-    goto out_cfg;
+    goto out;
   }
-  s->loop = uv_default_loop();
-  s->loop->data = s;
-  lk_http_client_config cc;
-  lk_http_client_config_init_default(&cc);
-  cc.socket_fn = socket_fn;
-  cc.timer_fn = timer_fn;
-  cc.loop_ud = s;
-  uv_timer_init(s->loop, &s->curl_timer);
-  s->curl_timer.data = s;
-  s->client = lk_http_client_new(&cc);
-  if (!s->client) {
-    fprintf(stderr, "linkd serve: cannot create the HTTP client\n");
-    goto out_cfg;
+  for (int i = 0; i < nw; i++) {
+    ws[i] = calloc(1, sizeof *ws[i]);
+    if (!ws[i])
+      goto out;
+    uv_loop_t *loop = i == 0 ? uv_default_loop() : &ws[i]->own_loop;
+    if (i > 0 && uv_loop_init(loop) != 0)
+      goto out;
+    if (worker_init(ws[i], sh, i, loop, i == 0 ? 0 : ws[0]->port) != 0)
+      goto out;
   }
-  if (listen_on(s, &s->listener, &cfg->listen.addr, cfg->listen.backlog, &s->port) != 0)
-    goto out_loop;
+  gwp_server *s = ws[0];
   if (cfg->admin.enabled &&
-      listen_on(s, &s->admin, &cfg->admin.addr, 64, &s->admin_port) != 0)
-    goto out_loop;
+      listen_on(s, &s->admin, &cfg->admin.addr, 0, 64, false, &s->admin_port) != 0)
+    goto out;
   s->admin.admin = true;
   uv_signal_init(s->loop, &s->sig_hup);
   uv_signal_init(s->loop, &s->sig_term);
@@ -359,13 +568,14 @@ int lk_gw_serve(const lk_gw_serve_opts *o) {
   uv_signal_start(&s->sig_hup, on_signal, SIGHUP);
   uv_signal_start(&s->sig_term, on_signal, SIGTERM);
   uv_signal_start(&s->sig_int, on_signal, SIGINT);
-  uv_timer_init(s->loop, &s->drain_timer);
-  s->drain_timer.data = s;
-  uv_timer_init(s->loop, &s->drain_poll);
-  s->drain_poll.data = s;
-  uv_timer_init(s->loop, &s->health_timer);
-  s->health_timer.data = s;
   arm_health(s);
+  for (int i = 1; i < nw; i++) {
+    if (pthread_create(&ws[i]->thread, NULL, worker_main, ws[i]) != 0) {
+      fprintf(stderr, "linkd serve: cannot start loop thread %d\n", i);
+      goto out;
+    }
+    started = i;
+  }
   if (o->port_file) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", o->port_file);
@@ -373,32 +583,41 @@ int lk_gw_serve(const lk_gw_serve_opts *o) {
     if (!f || fprintf(f, "%d %d\n", s->port, s->admin_port) < 0 || fclose(f) != 0 ||
         rename(tmp, o->port_file) != 0) {
       fprintf(stderr, "linkd serve: --port-file %s: %s\n", o->port_file, strerror(errno));
-      goto out_loop;
+      goto out;
     }
   }
-  gwp_log(s, LK_GW_LOG_INFO, "listening on %s:%d%s, configuration generation %llu",
-          cfg->listen.addr.host, s->port, cfg->admin.enabled ? " (admin listener on too)" : "",
+  gwp_log(s, LK_GW_LOG_INFO,
+          "listening on %s:%d (%d loop threads)%s, configuration generation %llu",
+          cfg->listen.addr.host, s->port, nw, cfg->admin.enabled ? ", admin listener on" : "",
           (unsigned long long)cfg->generation);
-  s->exit_code = 0;
+  sh->exit_code = 0;
   uv_run(s->loop, UV_RUN_DEFAULT);
-  code = s->exit_code;
-  gwp_log(s, LK_GW_LOG_INFO, "stopped");
-out_loop:
-  /* in-flight calls are cancelled; their callbacks run now and free their requests */
-  lk_http_client_free(s->client);
-  s->client = NULL;
-  uv_walk(s->loop, close_walk, NULL);
-  uv_run(s->loop, UV_RUN_DEFAULT);
-  uv_loop_close(s->loop);
-  free(s->polls);
-out_cfg:
-  if (s->access && s->access_owned)
-    fclose(s->access);
-  else if (s->access)
-    fflush(s->access);
-  lk_gw_config_unref(s->cfg);
-  lk_gw_runtime_free(s->rt);
-  free(s->config_path);
-  free(s);
+  code = sh->exit_code;
+  ran = true;
+out:
+  /* threads still running (a failed start) are told to stop; all are joined */
+  for (int i = 1; i <= started; i++)
+    send_cmd(ws[i], GWP_CMD_STOP);
+  for (int i = 1; i <= started; i++)
+    pthread_join(ws[i]->thread, NULL);
+  for (int i = 0; i < nw; i++) {
+    if (!ws[i])
+      continue;
+    worker_fini(ws[i]);
+    free(ws[i]);
+  }
+  if (ran && sh->cfg->log.level >= LK_GW_LOG_INFO) /* `cfg` may be gone: reloaded */
+    fprintf(stderr, "linkd serve: info: stopped\n");
+  if (sh->access && sh->access_owned)
+    fclose(sh->access);
+  else if (sh->access)
+    fflush(sh->access);
+  lk_gw_config_unref(sh->cfg);
+  lk_gw_runtime_free(sh->rt);
+  free(sh->config_path);
+  pthread_mutex_destroy(&sh->mu);
+  pthread_cond_destroy(&sh->acked);
+  free(ws);
+  free(sh);
   return code;
 }
