@@ -1193,7 +1193,7 @@ def help_and_docs(ctx):
                 "seed-example", "version", "help"):
         check(re.search(r"^\.B[IR]? %s\b" % cmd, commands, re.M),
               "docs/linkd.1 COMMANDS lists %s" % cmd)
-    check(not re.search(r"^\.B[IR]? serve\b", commands, re.M), "there is no serve command")
+    check(re.search(r"^\.B[IR]? serve\b", commands, re.M), "docs/linkd.1 COMMANDS lists serve")
     man_opts = set(long_options(man.replace("\\-", "-")))
     md_opts = set(long_options(md))
     for o in opts:
@@ -1214,9 +1214,14 @@ def help_and_docs(ctx):
     check(sim.rc == 0 and "compare" in sim_opts, "sim --help lists its options", sim)
     for o in sim_opts - {"help", "quiet"}:
         check(o in man_opts, "docs/linkd.1 documents sim's --%s" % o)
+    serve = linkd(ctx, "serve", "--help")
+    serve_opts = set(long_options(serve.out.decode()))
+    check(serve.rc == 0 and "config" in serve_opts, "serve --help lists its options", serve)
+    for o in serve_opts - {"help", "config"}:
+        check(o in man_opts, "docs/linkd.1 documents serve's --%s" % o)
     for o in man_opts | md_opts:
-        check(o in opts or o in demo_opts or o in outbox_opts or o in sim_opts or o == "version",
-              "the docs mention --%s, which linkd lacks" % o)
+        check(o in opts or o in demo_opts or o in outbox_opts or o in sim_opts or o in serve_opts
+              or o == "version", "the docs mention --%s, which linkd lacks" % o)
     helptext = linkd(ctx, "get", "--help").out.decode()
     for code in ("0", "1", "2", "3", "4", "5", "6", "64", "66", "73", "78", "130"):
         check(re.search(r"\b%s\b" % code, helptext), "help lists exit code %s" % code)
