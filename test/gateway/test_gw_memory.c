@@ -23,8 +23,12 @@ static void test_idle_connections_memory(void **state) {
   struct rlimit rl;
   assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
   if (rl.rlim_cur < CONNS + 100) {
+    /* root may raise the hard limit too (CI runs as root, often with a hard limit of 4096) */
+    if (rl.rlim_max < CONNS + 200 && geteuid() == 0)
+      rl.rlim_max = CONNS + 200;
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
   }
   /* a machine that cannot hold them fails the test: the goal is 10 000 */
   assert_true(rl.rlim_cur >= CONNS + 100);
