@@ -206,7 +206,8 @@ echo "linkd serve vs HAProxy vs nginx: wrk -t$WRK_THREADS -c$CONNS -d$DURATION k
   "$(nproc) CPUs, one thread/worker per proxy, upstream nginx (1 worker), $ROUNDS rounds"
 echo "versions: $("$LINKD" --version 2>/dev/null | head -1 || echo linkd), $(haproxy -v | head -1 |
   awk '{print "HAProxy " $3}'), $(nginx -v 2>&1 | sed 's/.*nginx\//nginx /')"
-echo "placement: LINKD_BENCH_CPUS=${LINKD_BENCH_CPUS:-(unset: not pinned)}"
+echo "placement: LINKD_BENCH_CPUS=${LINKD_BENCH_CPUS:-(unset: not pinned)}," \
+  "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 order=(linkd haproxy nginx)
 declare -A RPS P99 ERR
 : > "$WORK/ratio_rps"
@@ -227,6 +228,7 @@ for ((k = 1; k <= ROUNDS; k++)); do
   order=("${order[@]:1}" "${order[0]}")
 done
 echo
+echo "load average at the end of the rounds: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "linkd / HAProxy req/s: $(median < "$WORK/ratio_rps")   (goal >= 1.0)"
 echo "linkd / HAProxy p99:   $(median < "$WORK/ratio_p99")   (goal <= 1.0)"
 for p in linkd haproxy nginx; do
