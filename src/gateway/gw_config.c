@@ -791,8 +791,9 @@ static int builder_finish(pol_builder *b, lk_gw_policy *p, int line, const char 
     /* The HTTP layer's per-origin budget (Finagle's: 20 % of requests over 10 s) with a floor
      * of 1 retry a second instead of 10. A floor suits a client making few calls; a route of a
      * gateway carries many callers, and behind a chain of gateways the floors add up: measured
-     * in bench/serve/chain.sh, the 10/s floor let a failing libraryd receive 1.55 requests per
-     * logical call, 1/s 1.07 (docs/BENCHMARKS.md). */
+     * in bench/serve/chain.sh with 120 calls, the 10/s floor let a failing libraryd receive 1.55
+     * requests per logical call, 1/s 1.07 (the ratio only bites when a route's rate is well
+     * above floor / 20 %; docs/BENCHMARKS.md). */
     lk_http_origin_budget_default(&p->budget.ratio);
     p->budget.ratio.min_retries_per_sec = 1;
     p->budget.enabled = true;
