@@ -97,7 +97,7 @@ http {
 CONF
 }
 
-# --- the upstream: nginx serving a 200-byte JSON file ----------------------------------------
+# --- the upstream: nginx serving a 185-byte JSON file ----------------------------------------
 mkdir -p "$WORK/www"
 python3 -c 'import json; print(json.dumps({"id": 1, "title": "x" * 150, "stock": 3}))' \
   > "$WORK/www/book.json"
