@@ -118,6 +118,26 @@ LK_EXPORT int lk_http_request_set_body(lk_http_request *r, const void *data, siz
  * this request has completed (its result delivered). For large uploads. */
 LK_EXPORT int lk_http_request_set_body_ref(lk_http_request *r, const void *data, size_t len);
 
+/* A streamed body: `len` bytes (declared as Content-Length) that the driver pulls from `fn` as
+ * it writes them, for bodies too large to hold for a replay (`linkd serve`). `fn(ctx, buf, cap)`
+ * returns the bytes it put in buf (> 0), LK_HTTP_BODY_WAIT when none are available yet (the
+ * transfer pauses until lk_http_request_body_ready()), or LK_HTTP_BODY_ABORT (the attempt
+ * fails). It runs on the driver's thread, inside a driver function. Such a body cannot be
+ * replayed: once `fn` has given a byte, the call makes no further attempt (reason "streamed body
+ * not replayable"); an attempt that failed before (refused, DNS, ...) may be retried. Streamed
+ * requests always get a fresh connection (libcurl's silent re-send on a reused one would need
+ * the body again). The request may be used by one call at a time. Replaces any body. */
+typedef long (*lk_http_body_fn)(void *ctx, char *buf, size_t cap);
+#define LK_HTTP_BODY_WAIT (-1L)
+#define LK_HTTP_BODY_ABORT (-2L)
+LK_EXPORT int lk_http_request_set_body_stream(lk_http_request *r, size_t len, lk_http_body_fn fn,
+                                              void *ctx);
+/* More of a streamed body is available: resumes the paused transfer. On the driver's thread,
+ * outside driver callbacks. No-op when not paused. */
+LK_EXPORT void lk_http_request_body_ready(lk_http_request *r);
+/* Bytes of a streamed body `fn` has given so far. */
+LK_EXPORT uint64_t lk_http_request_body_streamed(const lk_http_request *r);
+
 /* The method and URL as given (owned by the request). */
 LK_EXPORT const char *lk_http_request_method(const lk_http_request *r);
 LK_EXPORT const char *lk_http_request_url(const lk_http_request *r);

@@ -121,6 +121,21 @@ static size_t on_body(char *buf, size_t size, size_t n, void *ud) {
   return len;
 }
 
+/* A streamed body: the caller's function fills libcurl's buffer, or pauses the transfer. */
+static size_t on_stream_read(char *buf, size_t size, size_t n, void *ud) {
+  lk_call *k = ((lk_easy *)ud)->k;
+  lk_http_request *r = k->req;
+  long got = r->stream(r->stream_ctx, buf, size * n);
+  if (got == LK_HTTP_BODY_WAIT) {
+    r->stream_paused = true;
+    return CURL_READFUNC_PAUSE;
+  }
+  if (got < 0 || (size_t)got > size * n)
+    return CURL_READFUNC_ABORT;
+  r->stream_read += (uint64_t)got;
+  return (size_t)got;
+}
+
 #define SET(opt, val)                                                                            \
   do {                                                                                           \
     if (curl_easy_setopt(e, opt, val) != CURLE_OK)                                               \
@@ -162,7 +177,8 @@ int lk__attempt_setup_call(lk_call *k) {
   CURL *e = x->h;
   const lk_http_request *r = k->req;
   const lk_http_policy *p = &k->pol;
-  bool fresh = k->unsafe && p->resend_guard == LK_RESEND_FRESH_CONNECTION;
+  /* a streamed body cannot be written twice, so libcurl's silent re-send must not happen */
+  bool fresh = (k->unsafe && p->resend_guard == LK_RESEND_FRESH_CONNECTION) || r->stream;
   long maxage = (long)(p->pool_idle_lifetime / LK_NS_PER_S);
   unsigned sig = (unsigned)fresh | (unsigned)p->verify_tls << 1 | (unsigned)(maxage & 0xffffff) << 2;
   const char *ca = p->ca_file;
@@ -202,7 +218,15 @@ int lk__attempt_setup_call(lk_call *k) {
   SET(CURLOPT_URL, r->url);
   SET(CURLOPT_CUSTOMREQUEST, (char *)NULL);
   bool get = strcmp(r->method, "GET") == 0, head = strcmp(r->method, "HEAD") == 0;
-  if (!r->body) {
+  if (r->stream) {
+    SET(CURLOPT_POSTFIELDS, (char *)NULL);
+    SET(CURLOPT_POST, 1L);
+    SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+    SET(CURLOPT_READFUNCTION, on_stream_read);
+    SET(CURLOPT_READDATA, (void *)x);
+    if (strcmp(r->method, "POST") != 0)
+      SET(CURLOPT_CUSTOMREQUEST, r->method);
+  } else if (!r->body) {
     SET(CURLOPT_HTTPGET, 1L);
     if (head)
       SET(CURLOPT_NOBODY, 1L);
@@ -218,7 +242,7 @@ int lk__attempt_setup_call(lk_call *k) {
   /* The progress callback only tells when a body was fully written (a request without one is
    * written once the pre-request callback returns). Enabled, it runs on every pass of libcurl's
    * state machine, so requests without a body go without it. */
-  SET(CURLOPT_NOPROGRESS, r->body_len > 0 ? 0L : 1L);
+  SET(CURLOPT_NOPROGRESS, r->body_len > 0 || r->stream ? 0L : 1L);
   SET(CURLOPT_FRESH_CONNECT, (long)fresh);
   SET(CURLOPT_MAXAGE_CONN, maxage);
   SET(CURLOPT_SSL_VERIFYPEER, (long)p->verify_tls);
@@ -265,6 +289,14 @@ int lk__attempt_setup(lk_call *k) {
   if (prune != x->dns_prune) {
     SET(CURLOPT_DNS_CACHE_TIMEOUT, prune ? 60L : -1L);
     x->dns_prune = prune;
+  }
+
+  if (r->stream) {
+    /* this attempt reads the stream; a pause left by an earlier attempt is lifted (driver state
+     * kept in the request: a streamed request serves one call at a time) */
+    k->req->stream_easy = e;
+    k->req->stream_paused = false;
+    curl_easy_pause(e, CURLPAUSE_CONT);
   }
 
   /* An endpoint chosen per attempt: the URL is set for this transfer only, and the handle's

@@ -488,6 +488,13 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
     d->delay = 0;
     d->reason = LK_REASON_NOT_RETRYABLE;
   }
+  /* a streamed body that has started cannot be sent again */
+  bool stream_spent = d->retry && k->req->stream && k->req->stream_read > 0;
+  if (stream_spent) {
+    d->retry = false;
+    d->delay = 0;
+    d->reason = LK_REASON_NOT_RETRYABLE;
+  }
   if (d->retry && lk__budget_retry(p->budget, &k->prot, now, lk__kind_is_timeout(kind)) != LK_OK) {
     d->retry = false;
     d->delay = 0;
@@ -495,6 +502,8 @@ void lk__call_end_attempt(lk_call *k, int code, lk_timer_kind timer, bool cancel
   }
   if (retried_below)
     snprintf(info->reason, sizeof info->reason, "upstream already retried");
+  else if (stream_spent)
+    snprintf(info->reason, sizeof info->reason, "streamed body not replayable");
   else
     lk_decision_format(d, info->reason, sizeof info->reason);
   notify_attempt(k, info);

@@ -25,7 +25,12 @@ struct lk_http_request {
   bool https;             /* the URL's scheme is https */
   unsigned char *body_own; /* copied body, or NULL */
   const unsigned char *body; /* NULL = no body */
-  size_t body_len;
+  size_t body_len;           /* also a streamed body's declared length */
+  lk_http_body_fn stream;    /* streamed body (body is then NULL) */
+  void *stream_ctx;
+  void *stream_easy;         /* the CURL handle of the attempt reading it */
+  bool stream_paused;        /* that transfer is paused for want of bytes */
+  uint64_t stream_read;      /* bytes given by `stream` */
 };
 
 void lk__request_ref(lk_http_request *r);

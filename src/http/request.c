@@ -127,9 +127,36 @@ static int set_body(lk_http_request *r, const void *data, size_t len, bool copy)
   r->body_own = own;
   r->body = copy ? own : data;
   r->body_len = data ? len : 0;
+  r->stream = NULL;
   lk__request_touch(r);
   return LK_OK;
 }
+
+int lk_http_request_set_body_stream(lk_http_request *r, size_t len, lk_http_body_fn fn,
+                                    void *ctx) {
+  if (!r || !fn)
+    return LK_EINVAL;
+  if (lk__request_in_use(r))
+    return LK_ESTATE;
+  free(r->body_own);
+  r->body_own = NULL;
+  r->body = NULL;
+  r->body_len = len;
+  r->stream = fn;
+  r->stream_ctx = ctx;
+  r->stream_read = 0;
+  lk__request_touch(r);
+  return LK_OK;
+}
+
+void lk_http_request_body_ready(lk_http_request *r) {
+  if (r && r->stream_paused && r->stream_easy) {
+    r->stream_paused = false;
+    curl_easy_pause(r->stream_easy, CURLPAUSE_CONT);
+  }
+}
+
+uint64_t lk_http_request_body_streamed(const lk_http_request *r) { return r ? r->stream_read : 0; }
 
 int lk_http_request_set_body(lk_http_request *r, const void *data, size_t len) {
   return set_body(r, data, len, true);

@@ -22,8 +22,11 @@ typedef struct gw_proc {
 
 /* Writes `cfg` to the configuration file, replacing "%ACCESS%" with the access log path. */
 void gw_write_config(gw_proc *g, const char *cfg);
-/* Starts `linkd serve -c FILE --port-file F` with `cfg` (asserts it comes up within 5 s). */
+/* Starts `linkd serve -c FILE --port-file F --threads 2` with `cfg` (asserts it comes up within
+ * 5 s): two loop threads whatever the machine's CPU count, so runs compare. */
 void gw_start(gw_proc *g, const char *cfg);
+/* The same with `threads` loop threads. */
+void gw_start_threads(gw_proc *g, const char *cfg, int threads);
 /* SIGTERM, then waits up to `wait_ms`; returns the exit code (128+signal if it had to be
  * killed, -1 if it did not exit; 0 if it was not running). Under a sanitizer build, a leak or
  * a report makes the exit code non-zero, so teardowns that require 0 catch them. */
@@ -50,6 +53,8 @@ void gw_send_str(int fd, const char *s);
 /* Reads one response within timeout_ms. 0, or -1 when the connection closed first (or the time
  * ran out: then *timed_out). */
 int gw_read(int fd, gw_resp *r, int timeout_ms, bool *timed_out);
+/* The same for the answer to a HEAD (no body follows, whatever Content-Length says). */
+int gw_read_head(int fd, gw_resp *r, int timeout_ms);
 /* A header's value in r->head (case-insensitive name) copied into buf, or NULL. */
 const char *gw_header(const gw_resp *r, const char *name, char *buf, size_t cap);
 void gw_resp_free(gw_resp *r);

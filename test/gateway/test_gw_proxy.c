@@ -41,6 +41,8 @@ static void start_gw(const char *endpoints, const char *route_extra, const char 
   start_gw_attempts(endpoints, route_extra, listen_extra, 3);
 }
 
+static int threads = 2;
+
 static void start_gw_attempts(const char *endpoints, const char *route_extra,
                               const char *listen_extra, int attempts) {
   char cfg[4096];
@@ -52,15 +54,16 @@ static void start_gw_attempts(const char *endpoints, const char *route_extra,
            "[route all]\ncluster = up\nprefix = /\nmax-attempts = %d\nbase = 5ms\n"
            "max-delay = 20ms\njitter = none\nattempt-timeout = 500ms\ndeadline = 2s\n%s\n",
            listen_extra ? listen_extra : "", endpoints, attempts, route_extra ? route_extra : "");
-  gw_start(&G, cfg);
+  gw_start_threads(&G, cfg, threads);
 }
 
 static void endpoint_line(char *buf, size_t cap, const faultd_proc *f) {
   snprintf(buf, cap, "endpoint = 127.0.0.1:%d\n", faultd_port(f));
 }
 
+/* With one loop thread (a one-CPU machine's default: no SO_REUSEPORT group) as with two. */
 static void test_proxies_and_logs(void **state) {
-  (void)state;
+  threads = *(int *)*state;
   const char *args[] = {"--body", "hello", NULL};
   start_faultd(&F1, "ok", args);
   char ep[128];
@@ -93,6 +96,18 @@ static void test_proxies_and_logs(void **state) {
   assert_non_null(strstr(log, want));
   assert_non_null(strstr(log, "\"final\":\"NONE\""));
   assert_non_null(strstr(log, "\"deadline_left_ms\":"));
+  /* HEAD: the length GET would have, no body; the connection stays usable */
+  int fd = gw_connect(G.port);
+  gw_send_str(fd, "HEAD /books/1 HTTP/1.1\r\nHost: a\r\n\r\n");
+  assert_int_equal(gw_read_head(fd, &r, 3000), 0);
+  assert_int_equal(r.status, 200);
+  assert_string_equal(gw_header(&r, "Content-Length", v, sizeof v), "5");
+  gw_resp_free(&r);
+  gw_send_str(fd, "GET /books/2 HTTP/1.1\r\nHost: a\r\n\r\n");
+  assert_int_equal(gw_read(fd, &r, 3000, NULL), 0);
+  assert_string_equal(r.body, "hello");
+  gw_resp_free(&r);
+  close(fd);
   /* unknown route: a host-specific route only, other hosts get 404 */
 }
 
@@ -373,9 +388,27 @@ static void test_admin(void **state) {
   gw_request(G.admin_port, "GET", "/nope", NULL, NULL, &r);
   assert_int_equal(r.status, 404);
   gw_resp_free(&r);
+  /* the absolute form routes by its authority */
+  int fd = gw_connect(G.port);
+  gw_send_str(fd, "GET http://gw.test/abs HTTP/1.1\r\nHost: gw.test\r\n\r\n");
+  assert_int_equal(gw_read(fd, &r, 3000, NULL), 0);
+  assert_int_equal(r.status, 200);
+  gw_resp_free(&r);
+  close(fd);
+  faultd_req q[4];
+  assert_int_equal(faultd_requests(&F1, q, 4), 2);
+  assert_string_equal(q[1].path, "/abs");
+  /* a request refused before routing is counted too */
+  fd = gw_connect(G.port);
+  gw_send_str(fd, "BAD\r\n\r\n");
+  assert_int_equal(gw_read(fd, &r, 3000, NULL), 0);
+  assert_int_equal(r.status, 400);
+  gw_resp_free(&r);
+  close(fd);
   gw_request(G.admin_port, "GET", "/metrics", NULL, NULL, &r);
   assert_int_equal(r.status, 200);
   assert_non_null(strstr(r.body, "linkd_gw_requests_total"));
+  assert_non_null(strstr(r.body, "linkd_gw_unrouted_total{code=\"4xx\"} 1"));
   /* promtool accepts the exposition */
   char path[400];
   snprintf(path, sizeof path, "%s/metrics.txt", G.dir);
@@ -456,9 +489,13 @@ static void test_command_line(void **state) {
   snprintf(cmd, sizeof cmd, "%s serve > /dev/null 2>&1", LINKD_PATH);
   rc = system(cmd);
   assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 64);
-  snprintf(cmd, sizeof cmd, "%s serve -c %s --bogus > /dev/null 2>&1", LINKD_PATH, G.cfg_path);
-  rc = system(cmd);
-  assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 64);
+  const char *bad[] = {"--bogus", "--threads 0", "--threads 65", "--threads 2x", "--threads"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(cmd, sizeof cmd, "%s serve -c %s %s > /dev/null 2>&1", LINKD_PATH, G.cfg_path,
+             bad[i]);
+    rc = system(cmd);
+    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 64);
+  }
   unlink(path);
   unlink(G.cfg_path);
   rmdir(G.dir);
@@ -466,8 +503,10 @@ static void test_command_line(void **state) {
 }
 
 int main(void) {
+  static int one = 1, two = 2;
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_teardown(test_proxies_and_logs, teardown),
+      cmocka_unit_test_prestate_setup_teardown(test_proxies_and_logs, NULL, teardown, &one),
+      cmocka_unit_test_prestate_setup_teardown(test_proxies_and_logs, NULL, teardown, &two),
       cmocka_unit_test_teardown(test_retry_goes_to_another_endpoint, teardown),
       cmocka_unit_test_teardown(test_ejection_and_return, teardown),
       cmocka_unit_test_teardown(test_deadline_in_and_out, teardown),

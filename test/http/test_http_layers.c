@@ -3,7 +3,9 @@
  * - lk_http_policy.attempt_url: each attempt goes to the URL the hook gives, so a retry reaches
  *   another replica;
  * - lk_http_policy.honor_retried: a response saying "Linkd-Retried" (the tier below has retried
- *   already) is not retried again, so attempts do not multiply across tiers. */
+ *   already) is not retried again, so attempts do not multiply across tiers;
+ * - lk_http_request_set_body_stream: a body pulled as it is written, never replayed once it has
+ *   started, retried when nothing of it was taken. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -111,10 +113,88 @@ static void test_retried_header_stops_retries(void **state) {
   run_503(R503_RETRIED, false, 3, "attempts exhausted");
 }
 
+typedef struct stream {
+  size_t len, off;
+  int calls;
+} stream;
+
+static long pull(void *ctx, char *buf, size_t cap) {
+  stream *st = ctx;
+  st->calls++;
+  size_t n = st->len - st->off;
+  if (n > cap)
+    n = cap;
+  if (n > 4096)
+    n = 4096;
+  memset(buf, 's', n);
+  st->off += n;
+  return (long)n;
+}
+
+static int stream_call(const char *url, lk_http_policy *pol, stream *st, size_t len,
+                       lk_http_result **res) {
+  lk_http_request *req = lk_http_request_new("PUT", url);
+  assert_non_null(req);
+  *st = (stream){.len = len};
+  assert_int_equal(lk_http_request_set_body_stream(req, len, pull, st), LK_OK);
+  int err = lk_http_call(NULL, req, pol, NULL, res);
+  assert_int_equal(lk_http_request_body_streamed(req), len == st->off ? len : st->off);
+  lk_http_request_free(req);
+  return err;
+}
+
+static void test_streamed_body(void **state) {
+  (void)state;
+  faultd_proc ok, bad;
+  ht_start(&ok, "ok", NULL);
+  ht_start(&bad, "status", "--status", "503", NULL);
+  lk_http_policy pol;
+  ht_policy(&pol);
+  pol.default_protection = false;
+  char url[128];
+  stream st;
+  lk_http_result *res;
+  /* 100 000 bytes pulled in pieces, all of them arrive */
+  faultd_url(&ok, "/s", url, sizeof url);
+  assert_int_equal(stream_call(url, &pol, &st, 100000, &res), LK_OK);
+  assert_true(st.calls >= 25);
+  lk_http_result_free(res);
+  faultd_req q[4];
+  assert_int_equal(faultd_wait_requests(&ok, 1, 2000), 1);
+  faultd_requests(&ok, q, 4);
+  assert_string_equal(q[0].method, "PUT");
+  assert_int_equal(q[0].body_bytes, 100000);
+  assert_true(q[0].complete);
+  /* a 503 after the body went out: PUT is idempotent, but the body is gone, so no retry */
+  faultd_url(&bad, "/s", url, sizeof url);
+  assert_int_equal(stream_call(url, &pol, &st, 10000, &res), LK_EHTTP);
+  size_t n;
+  const lk_http_attempt_info *a = lk_http_result_attempts(res, &n);
+  assert_int_equal(n, 1);
+  assert_string_equal(a[0].reason, "streamed body not replayable");
+  lk_http_result_free(res);
+  assert_int_equal(faultd_wait_requests(&bad, 1, 2000), 1);
+  /* refused before a byte was taken: retried (here, on the server that answers) */
+  urls x = {0};
+  snprintf(x.u[0], sizeof x.u[0], "http://127.0.0.1:1/s");
+  faultd_url(&ok, "/s", x.u[1], sizeof x.u[1]);
+  faultd_url(&ok, "/s", x.u[2], sizeof x.u[2]);
+  pol.attempt_url = pick;
+  pol.attempt_url_ctx = &x;
+  assert_int_equal(stream_call(x.u[1], &pol, &st, 5000, &res), LK_OK);
+  a = lk_http_result_attempts(res, &n);
+  assert_int_equal(n, 2);
+  assert_int_equal(a[0].failure, LK_F_CONNECT_REFUSED);
+  lk_http_result_free(res);
+  faultd_stop(&ok);
+  faultd_stop(&bad);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_attempt_url_moves_each_attempt),
       cmocka_unit_test(test_retried_header_stops_retries),
+      cmocka_unit_test(test_streamed_body),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

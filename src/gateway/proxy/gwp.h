@@ -40,28 +40,27 @@ typedef struct gwp_req gwp_req;
 typedef enum gwp_state {
   GWP_IDLE,    /* between requests (keep-alive), nothing buffered but maybe pipelined bytes */
   GWP_READING, /* a request's head or body is arriving */
-  GWP_BUSY,    /* the request is complete and being served; not reading */
-  GWP_WRITING, /* its response is being written; not reading */
+  GWP_BUSY,    /* the request is complete and being served; later bytes wait in `pending` */
+  GWP_WRITING, /* its response is being written; likewise */
   GWP_CLOSING  /* handles are being closed */
 } gwp_state;
 
 /* One request on a connection. Header names and values are NUL-terminated in `head`. */
 struct gwp_req {
-  gwp_conn *conn;  /* NULL once the connection closed under a request being served */
+  gwp_conn *conn; /* NULL once the connection closed under a request being served */
   gwp_server *srv;
-  int64_t t_start; /* monotonic ns: first byte of the request */
-  char *head;      /* url \0 name \0 value \0 ... */
+  int64_t t_start;                       /* monotonic ns: first byte of the request */
+  char *head;                            /* url \0 name \0 value \0 ... */
   size_t head_len, head_cap, head_bytes; /* head_bytes: what the limit counts */
-  uint32_t *hoff; /* offsets of names (even) and values (odd) in head */
+  uint32_t *hoff;                        /* offsets of names (even) and values (odd) in head */
   size_t nh, hcap;
-  int last_cb;    /* 0 none, 1 url, 2 field, 3 value */
+  int last_cb; /* 0 none, 1 url, 2 field, 3 value */
   char *body;
   size_t body_len, body_cap;
   unsigned method; /* enum http_method */
   unsigned short major, minor;
   bool keep_alive;
-  bool expect_continue;
-  bool continue_sent;
+  bool continue_sent; /* "100 Continue" went out (Expect: 100-continue) */
   /* proxying */
   lk_gw_config *cfg; /* the configuration the request started under (a reference) */
   const lk_gw_route *route;
@@ -73,15 +72,16 @@ struct gwp_req {
   uint64_t tried;
   int ep[GWP_MAX_TRACKED]; /* endpoint index of attempt n (1-based) */
   int nattempts;
-  int64_t deadline;     /* ns given to the call */
-  int64_t deadline_at;  /* monotonic ns */
+  int64_t deadline;    /* ns given to the call */
+  int64_t deadline_at; /* monotonic ns */
   bool streamed;
   bool key_injected;
-  bool retry_wanted;    /* an attempt failed with a kind the policy would have retried */
-  int status;           /* sent downstream */
+  bool retry_wanted; /* an attempt failed with a kind the policy would have retried */
+  int status;        /* sent downstream */
   lk_failure final;
   const char *stop;
-  lk_http_result *res;  /* kept until the response is written (its body is written from it) */
+  lk_http_result *res;     /* kept until the response is written (its body is written from it) */
+  const char *head_length; /* HEAD: the upstream's Content-Length (in res), sent as is */
   /* response */
   char *out; /* the response head (and a small body) */
   uv_write_t wr;
@@ -95,13 +95,13 @@ struct gwp_conn {
   gwp_conn *prev, *next;
   gwp_state state;
   bool admin;
-  bool close_after;   /* close once the current response is written */
-  bool reading;       /* uv_read_start is in effect */
-  bool peer_eof;      /* the client shut down its side while a request was served */
-  int handles_open;   /* tcp + timer, for the close callbacks */
+  bool close_after; /* close once the current response is written */
+  bool reading;     /* uv_read_start is in effect */
+  bool peer_eof;    /* the client shut down its side while a request was served */
+  int handles_open; /* tcp + timer, for the close callbacks */
   gwp_req *req;
-  int64_t last_io;    /* monotonic ns: accepted, last read, last response written */
-  char *pending;      /* bytes read after the request being served (pipelining) */
+  int64_t last_io; /* monotonic ns: accepted, last read, last response written */
+  char *pending;   /* bytes read after the request being served (pipelining) */
   size_t pending_len;
 };
 
@@ -117,10 +117,10 @@ typedef struct gwp_shared {
   char *config_path;
   pthread_mutex_t mu; /* guards cfg (the pointer), access, and the reload acknowledgements */
   pthread_cond_t acked;
-  int acks;           /* workers that took the newest configuration */
-  lk_gw_config *cfg;  /* the newest configuration; each worker holds its own reference */
+  int acks;          /* workers that took the newest configuration */
+  lk_gw_config *cfg; /* the newest configuration; each worker holds its own reference */
   lk_gw_runtime *rt;
-  FILE *access;       /* NULL: no access log */
+  FILE *access; /* NULL: no access log */
   bool access_owned;
   _Atomic bool draining;
   _Atomic int conns_total; /* downstream connections over all workers (max-connections) */
@@ -184,7 +184,6 @@ int64_t gwp_now(void);
 
 /* gwp_proxy.c */
 void gwp_proxy_dispatch(gwp_req *r);
-/* The URL of the lk_http request itself (an endpoint base + path) */
 
 /* gwp_admin.c */
 void gwp_admin_dispatch(gwp_req *r);

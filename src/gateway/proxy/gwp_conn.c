@@ -83,6 +83,8 @@ static void on_timer(uv_timer_t *t) {
     read_stop(c);
     c->state = GWP_BUSY;
     c->srv->nbusy++;
+    if (!c->admin)
+      lk_gw_runtime_observe_unrouted(c->srv->rt, 408);
     gwp_respond_error(c->req, 408, true, NULL);
     return;
   }
@@ -90,9 +92,7 @@ static void on_timer(uv_timer_t *t) {
     gwp_conn_close(c);
 }
 
-static void arm(gwp_conn *c, int64_t ns) {
-  uv_timer_start(&c->timer, on_timer, ms_of(ns), 0);
-}
+static void arm(gwp_conn *c, int64_t ns) { uv_timer_start(&c->timer, on_timer, ms_of(ns), 0); }
 
 /* --- parser callbacks ------------------------------------------------------------------------ */
 
@@ -227,7 +227,6 @@ static int on_headers_complete(http_parser *p) {
     if (strcasecmp(ex, "100-continue") != 0)
       return fail(c, 417);
     if (r->major == 1 && r->minor >= 1) {
-      r->expect_continue = true;
       /* the client waits for this before it sends the body */
       static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
       uv_write_t *w = malloc(sizeof *w);
@@ -282,7 +281,8 @@ static const http_parser_settings SETTINGS = {
     .on_message_complete = on_message_complete,
 };
 
-/* --- reading ----------------------------------------------------------------------------------- */
+/* --- reading -----------------------------------------------------------------------------------
+ */
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b) {
   (void)hint;
@@ -304,10 +304,8 @@ static void dispatch(gwp_conn *c) {
 
 static int status_for_parse_error(enum http_errno e) {
   switch (e) {
-  case HPE_HEADER_OVERFLOW:
-    return 431;
-  default:
-    return 400;
+  case HPE_HEADER_OVERFLOW: return 431;
+  default: return 400;
   }
 }
 
@@ -352,6 +350,8 @@ static void feed(gwp_conn *c, const char *data, size_t len) {
     int st = c->req->status ? c->req->status : status_for_parse_error(e);
     c->state = GWP_BUSY;
     c->srv->nbusy++;
+    if (!c->admin)
+      lk_gw_runtime_observe_unrouted(c->srv->rt, st); /* refused before routing: counted */
     gwp_respond_error(c->req, st, true, NULL);
   }
 }
@@ -419,7 +419,8 @@ static void next_request(gwp_conn *c) {
   }
 }
 
-/* --- writing ----------------------------------------------------------------------------------- */
+/* --- writing -----------------------------------------------------------------------------------
+ */
 
 static void on_written(uv_write_t *w, int status) {
   gwp_req *r = w->data;
@@ -457,7 +458,8 @@ static const char *reason_of(int status) {
 }
 
 static bool bodiless(const gwp_req *r, int status) {
-  return r->method == HTTP_HEAD || status == 204 || status == 304 || (status >= 100 && status < 200);
+  return r->method == HTTP_HEAD || status == 204 || status == 304 ||
+         (status >= 100 && status < 200);
 }
 
 void gwp_respond(gwp_req *r, int status, const char *reason, const char *extra, const char *body,
@@ -475,7 +477,8 @@ void gwp_respond(gwp_req *r, int status, const char *reason, const char *extra, 
   bool close = c->close_after || !r->keep_alive || gwp_draining(c->srv);
   c->close_after = close;
   const char *extra_s = extra ? extra : "";
-  size_t cap = 128 + strlen(reason) + strlen(extra_s);
+  size_t cap =
+      128 + strlen(reason) + strlen(extra_s) + (r->head_length ? strlen(r->head_length) : 0);
   bool copy_body = !res && body_len > 0;
   if (copy_body)
     cap += body_len;
@@ -487,7 +490,10 @@ void gwp_respond(gwp_req *r, int status, const char *reason, const char *extra, 
   }
   bool nobody = bodiless(r, status);
   int n = snprintf(r->out, cap, "HTTP/1.1 %d %s\r\n%s", status, reason, extra_s);
-  if (!(status == 204 || status == 304 || (status >= 100 && status < 200)))
+  if (r->method == HTTP_HEAD && r->head_length)
+    /* the length a GET would have had (RFC 9110 9.3.2), not that of the empty body here */
+    n += snprintf(r->out + n, cap - (size_t)n, "Content-Length: %s\r\n", r->head_length);
+  else if (!(status == 204 || status == 304 || (status >= 100 && status < 200)))
     n += snprintf(r->out + n, cap - (size_t)n, "Content-Length: %zu\r\n", body_len);
   n += snprintf(r->out + n, cap - (size_t)n, "%s\r\n", close ? "Connection: close\r\n" : "");
   size_t head_len = (size_t)n;
@@ -522,7 +528,8 @@ void gwp_respond_error(gwp_req *r, int status, bool close, const char *extra) {
   gwp_respond(r, status, NULL, hdr, body, (size_t)n, NULL);
 }
 
-/* --- accepting --------------------------------------------------------------------------------- */
+/* --- accepting ---------------------------------------------------------------------------------
+ */
 
 void gwp_conn_accept(gwp_server *s, uv_stream_t *listener, bool admin) {
   gwp_conn *c = calloc(1, sizeof *c);

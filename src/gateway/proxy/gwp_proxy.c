@@ -10,10 +10,20 @@
 /* Headers that are about one connection, not the request (RFC 9110 7.6.1), or that the HTTP
  * layer sets itself per attempt; never forwarded as the caller sent them. */
 static bool hop_by_hop(const char *name) {
-  static const char *const names[] = {
-      "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "TE", "Trailer",
-      "Upgrade", "Content-Length", "Expect", "Proxy-Authorization", "Linkd-Deadline",
-      "grpc-timeout", "Linkd-Attempt", LK_HTTP_RETRIED_HEADER};
+  static const char *const names[] = {"Connection",
+                                      "Keep-Alive",
+                                      "Proxy-Connection",
+                                      "Transfer-Encoding",
+                                      "TE",
+                                      "Trailer",
+                                      "Upgrade",
+                                      "Content-Length",
+                                      "Expect",
+                                      "Proxy-Authorization",
+                                      "Linkd-Deadline",
+                                      "grpc-timeout",
+                                      "Linkd-Attempt",
+                                      LK_HTTP_RETRIED_HEADER};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strcasecmp(name, names[i]) == 0)
       return true;
@@ -99,15 +109,12 @@ static void on_attempt(void *ctx, const lk_http_attempt_info *a) {
 /* What the gateway answers when no attempt got a response. */
 static int status_without_response(int err, lk_failure kind) {
   switch (err) {
-  case LK_EDEADLINE:
-    return 504;
+  case LK_EDEADLINE: return 504;
   case LK_EBREAKER_OPEN:
   case LK_ERATE_LIMITED:
   case LK_EBULKHEAD_FULL:
-  case LK_EBUDGET:
-    return 503;
-  default:
-    break;
+  case LK_EBUDGET: return 503;
+  default: break;
   }
   switch (kind) {
   case LK_F_CONNECT_TIMEOUT:
@@ -118,10 +125,8 @@ static int status_without_response(int err, lk_failure kind) {
   case LK_F_DNS_TIMEOUT:
   case LK_F_TLS_TIMEOUT:
   case LK_F_POOL_TIMEOUT:
-  case LK_F_DEADLINE_EXCEEDED:
-    return 504;
-  default:
-    return 502;
+  case LK_F_DEADLINE_EXCEEDED: return 504;
+  default: return 502;
   }
 }
 
@@ -182,6 +187,12 @@ static void finish(gwp_req *r, lk_http_result *res) {
         sb_hdr(&h, resp->headers[i].name, resp->headers[i].value);
     body = resp->body;
     body_len = resp->body_len;
+    if (r->method == HTTP_HEAD) {
+      const char *cl = lk_http_response_header(resp, "Content-Length");
+      /* digits only: the value goes into our head as is */
+      if (cl && *cl && strspn(cl, "0123456789") == strlen(cl) && strlen(cl) <= 19)
+        r->head_length = cl;
+    }
   } else {
     status = status_without_response(err, r->final);
     sb_hdr(&h, "Content-Type", "text/plain");
@@ -234,8 +245,9 @@ static void finish(gwp_req *r, lk_http_result *res) {
   } else {
     char msg[160];
     int n = snprintf(msg, sizeof msg, "%d %s: %s\n", status,
-                     status == 504 ? "Gateway Timeout" : status == 503 ? "Service Unavailable"
-                                                                        : "Bad Gateway",
+                     status == 504   ? "Gateway Timeout"
+                     : status == 503 ? "Service Unavailable"
+                                     : "Bad Gateway",
                      r->stop ? r->stop : "");
     lk_http_result_free(res);
     gwp_respond(r, status, NULL, h.p, msg, (size_t)n, NULL);

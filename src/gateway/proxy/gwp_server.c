@@ -6,12 +6,12 @@
 
 #include <errno.h>
 #include <sched.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 /* While draining, a connection with nothing in flight is closed once it has been quiet this
  * long: one that served a request is closed as its response goes out (next_request), but one
@@ -62,8 +62,8 @@ static void socket_fn(void *ud, int fd, int events) {
     s->npolls = n;
   }
   gwp_poll *w = s->polls[fd];
-  int uv_ev = (events & LK_HTTP_POLL_IN ? UV_READABLE : 0) |
-              (events & LK_HTTP_POLL_OUT ? UV_WRITABLE : 0);
+  int uv_ev =
+      (events & LK_HTTP_POLL_IN ? UV_READABLE : 0) | (events & LK_HTTP_POLL_OUT ? UV_WRITABLE : 0);
   if (!w) {
     if (uv_ev == 0)
       return;
@@ -110,7 +110,8 @@ static void timer_fn(void *ud, int64_t delay) {
   uv_timer_start(&s->curl_timer, on_curl_timer, ms, 0);
 }
 
-/* --- active health checks ---------------------------------------------------------------------- */
+/* --- active health checks ----------------------------------------------------------------------
+ */
 
 typedef struct probe {
   gwp_server *srv;
@@ -200,7 +201,8 @@ static void arm_health(gwp_server *s) {
                  0);
 }
 
-/* --- listeners ---------------------------------------------------------------------------------- */
+/* --- listeners ----------------------------------------------------------------------------------
+ */
 
 static void on_connection(uv_stream_t *l, int status) {
   gwp_listener *li = l->data;
@@ -218,8 +220,7 @@ static int listen_on(gwp_server *s, gwp_listener *li, const lk_gw_addr *a, int p
   memset(&ss, 0, sizeof ss);
   if (uv_ip4_addr(a->host, p, (struct sockaddr_in *)&ss) != 0 &&
       uv_ip6_addr(a->host, p, (struct sockaddr_in6 *)&ss) != 0) {
-    gwp_log(s, LK_GW_LOG_ERROR, "%s: not an IP address (listen addresses are literals)",
-            a->host);
+    gwp_log(s, LK_GW_LOG_ERROR, "%s: not an IP address (listen addresses are literals)", a->host);
     return -1;
   }
   int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -585,7 +586,8 @@ int lk_gw_serve(const lk_gw_serve_opts *o) {
       goto out;
     }
   }
-  gwp_log(s, LK_GW_LOG_INFO, "listening on %s:%d (%d loop threads)%s, configuration generation %llu",
+  gwp_log(s, LK_GW_LOG_INFO,
+          "listening on %s:%d (%d loop threads)%s, configuration generation %llu",
           cfg->listen.addr.host, s->port, nw, cfg->admin.enabled ? ", admin listener on" : "",
           (unsigned long long)cfg->generation);
   sh->exit_code = 0;
@@ -604,7 +606,7 @@ out:
     worker_fini(ws[i]);
     free(ws[i]);
   }
-  if (ran && cfg->log.level >= LK_GW_LOG_INFO)
+  if (ran && sh->cfg->log.level >= LK_GW_LOG_INFO) /* `cfg` may be gone: reloaded */
     fprintf(stderr, "linkd serve: info: stopped\n");
   if (sh->access && sh->access_owned)
     fclose(sh->access);
