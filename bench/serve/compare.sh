@@ -137,7 +137,7 @@ read -r LPORT _ < "$WORK/linkd.ports"
 
 # --- HAProxy -----------------------------------------------------------------------------------
 HPORT=$(free_port)
-HMAXCONN=$(( ($(ulimit -n) - 14) / 2 ))
+HMAXCONN=$(( ($(ulimit -n) - 64) / 2 )) # 2 x maxconn + 14, + a few per thread
 [ "$HMAXCONN" -le 30000 ] || HMAXCONN=30000
 HIDLE=$(( IDLE < HMAXCONN - 90 ? IDLE : HMAXCONN - 90 ))
 cat > "$WORK/haproxy.cfg" <<CONF
