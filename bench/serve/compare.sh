@@ -42,7 +42,8 @@ for tool in wrk nginx haproxy curl python3 taskset; do
 done
 [ -x "$LINKD" ] || { echo "compare.sh: $LINKD not built" >&2; exit 2; }
 ulimit -n "$(ulimit -Hn)"
-[ "$IDLE" -le 14000 ] || { echo "compare.sh: IDLE must be <= 14000 (the proxies' limits)" >&2; exit 2; }
+[ "$IDLE" -le 14000 ] ||
+  { echo "compare.sh: IDLE must be <= 14000 (the proxies' limits)" >&2; exit 2; }
 [ "$(ulimit -n)" -gt $((IDLE + 1000)) ] || {
   echo "compare.sh: open-file limit $(ulimit -n) too low for IDLE=$IDLE" >&2; exit 2; }
 
