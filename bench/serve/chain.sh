@@ -121,7 +121,10 @@ run_mode() { # MODE POLICY
   t1=$(requests_of "$ADMIN_t1")
   t2=$(requests_of "$ADMIN_t2")
   stop_tiers
-  eval "$(echo "$out" | tr ' ' '\n' | sed -n 's/^\(client_attempts\|late\|slowest\|ok\|seconds\)=\(.*\)$/\1="\2"/p')"
+  local key
+  for key in client_attempts late slowest seconds; do
+    eval "$key=$(echo "$out" | tr ' ' '\n' | sed -n "s/^$key=//p")"
+  done
   R[$mode]=$(python3 -c "
 c=$CALLS
 print('%-6s %6d %9.2f %9.2f %9.2f %9.2f %6s %9s %6s' % ('$mode', c, $client_attempts/c, $t1/c,
@@ -142,7 +145,8 @@ echo "${R[naive]}"
 echo "${R[linkd]}"
 
 if [ "$CHECK" = 1 ]; then
-  python3 - "$CALLS" "${R[naive.lib]}" "${R[linkd.lib]}" "${R[naive.late]}" "${R[linkd.late]}" <<'PY'
+  python3 - "$CALLS" "${R[naive.lib]}" "${R[linkd.lib]}" "${R[naive.late]}" \
+    "${R[linkd.late]}" <<'PY'
 import sys
 calls, naive, linkd, late_n, late_l = map(int, sys.argv[1:])
 bad = []

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # bench/serve/compare.sh: `linkd serve` against HAProxy and nginx as reverse proxies, in one run,
-# all in front of the same nginx upstream (a static file), each proxy with one thread / worker.
+# all in front of the same nginx upstream (a static file), each proxy with THREADS threads
+# (linkd serve --threads, HAProxy nbthread, nginx worker_processes).
 #
 #   bench/serve/compare.sh [BUILD_DIR]
-#   env: DURATION=5s CONNS=64 WRK_THREADS=1 ROUNDS=5 IDLE=10000 LINKD_BENCH_CPUS=A[,B]
+#   env: DURATION=5s CONNS=64 WRK_THREADS=1 THREADS=1 ROUNDS=5 IDLE=10000 LINKD_BENCH_CPUS=A[,B]
 #
 # Throughput: wrk -t$WRK_THREADS -c$CONNS -d$DURATION, keep-alive, GET of the file through each
 # proxy, in ROUNDS rounds; round k runs the three back to back in a rotated order (round 1: linkd
@@ -16,7 +17,7 @@
 #   nginx        proxy_next_upstream error timeout http_502 http_503 http_504, tries 4,
 #                upstream keepalive 64
 # Memory: IDLE keep-alive client connections opened on each proxy (one GET each, then idle);
-# the proxy's resident memory before and after, per connection (nginx: its worker process).
+# the proxy's resident memory before and after, per connection (nginx: its worker processes).
 # LINKD_BENCH_CPUS=A,B pins wrk to CPU A and the proxies and upstream to B (taskset).
 # Bounded: 3 x ROUNDS wrk runs of DURATION, 3 idle phases of IDLE connections.
 set -euo pipefail
@@ -30,6 +31,8 @@ CONNS=${CONNS:-64}
 WRK_THREADS=${WRK_THREADS:-1}
 ROUNDS=${ROUNDS:-5}
 IDLE=${IDLE:-10000}
+THREADS=${THREADS:-1}
+[[ $THREADS =~ ^[1-9][0-9]?$ ]] || { echo "compare.sh: THREADS must be 1..99" >&2; exit 2; }
 if ! [[ $ROUNDS =~ ^[0-9]+$ ]] || [ "$ROUNDS" -lt 1 ] || [ "$ROUNDS" -gt 21 ]; then
   echo "compare.sh: ROUNDS must be 1..21" >&2
   exit 2
@@ -39,7 +42,8 @@ for tool in wrk nginx haproxy curl python3 taskset; do
 done
 [ -x "$LINKD" ] || { echo "compare.sh: $LINKD not built" >&2; exit 2; }
 ulimit -n "$(ulimit -Hn)"
-[ "$IDLE" -le 14000 ] || { echo "compare.sh: IDLE must be <= 14000 (the proxies' limits)" >&2; exit 2; }
+[ "$IDLE" -le 14000 ] ||
+  { echo "compare.sh: IDLE must be <= 14000 (the proxies' limits)" >&2; exit 2; }
 [ "$(ulimit -n)" -gt $((IDLE + 1000)) ] || {
   echo "compare.sh: open-file limit $(ulimit -n) too low for IDLE=$IDLE" >&2; exit 2; }
 
@@ -70,10 +74,10 @@ wait_http() { # URL
   echo "compare.sh: $1 does not answer" >&2
   return 1
 }
-nginx_conf() { # DIR LISTEN_PORT SERVER_BLOCK_BODY [HTTP_EXTRA]
+nginx_conf() { # DIR LISTEN_PORT SERVER_BLOCK_BODY [HTTP_EXTRA] [WORKERS]
   mkdir -p "$1"
   cat > "$1/nginx.conf" <<CONF
-worker_processes 1;
+worker_processes ${5:-1};
 daemon off;
 pid $1/nginx.pid;
 error_log $1/error.log warn;
@@ -97,7 +101,7 @@ http {
 CONF
 }
 
-# --- the upstream: nginx serving a 200-byte JSON file ----------------------------------------
+# --- the upstream: nginx serving a 185-byte JSON file ----------------------------------------
 mkdir -p "$WORK/www"
 python3 -c 'import json; print(json.dumps({"id": 1, "title": "x" * 150, "stock": 3}))' \
   > "$WORK/www/book.json"
@@ -110,6 +114,12 @@ PIDS+=($!)
 wait_http "http://127.0.0.1:$UP/book.json"
 
 # --- linkd serve -------------------------------------------------------------------------------
+LINKD_THREADS=()
+if "$LINKD" serve --help 2>&1 | grep -q -- --threads; then
+  LINKD_THREADS=(--threads "$THREADS")
+elif [ "$THREADS" != 1 ]; then
+  echo "compare.sh: this linkd serve has no --threads" >&2; exit 2
+fi
 cat > "$WORK/linkd.conf" <<CONF
 [listen]
 address = 127.0.0.1:0
@@ -120,7 +130,7 @@ endpoint = 127.0.0.1:$UP
 cluster = up
 CONF
 "${SERVER_PIN[@]}" "$LINKD" serve -c "$WORK/linkd.conf" --port-file "$WORK/linkd.ports" \
-  2>"$WORK/linkd.log" &
+  "${LINKD_THREADS[@]}" 2>"$WORK/linkd.log" &
 LPID=$!
 PIDS+=($LPID)
 for _ in $(seq 1 500); do [ -s "$WORK/linkd.ports" ] && break; sleep 0.01; done
@@ -128,12 +138,12 @@ read -r LPORT _ < "$WORK/linkd.ports"
 
 # --- HAProxy -----------------------------------------------------------------------------------
 HPORT=$(free_port)
-HMAXCONN=$(( ($(ulimit -n) - 14) / 2 ))
+HMAXCONN=$(( ($(ulimit -n) - 64) / 2 )) # 2 x maxconn + 14, + a few per thread
 [ "$HMAXCONN" -le 30000 ] || HMAXCONN=30000
 HIDLE=$(( IDLE < HMAXCONN - 90 ? IDLE : HMAXCONN - 90 ))
 cat > "$WORK/haproxy.cfg" <<CONF
 global
-  nbthread 1
+  nbthread $THREADS
   # HAProxy sizes its descriptors as 2 x maxconn + 14 and refuses to start beyond the hard
   # limit (20000 on the machine of docs/BENCHMARKS.md): its idle phase holds at most 9900.
   maxconn $HMAXCONN
@@ -168,7 +178,7 @@ nginx_conf "$WORK/px" "$NPORT" "location / {
       proxy_next_upstream_tries 4;
       proxy_connect_timeout 500ms;
       proxy_read_timeout 800ms;
-    }" "upstream up { server 127.0.0.1:$UP; keepalive 64; }"
+    }" "upstream up { server 127.0.0.1:$UP; keepalive 64; }" "$THREADS"
 "${SERVER_PIN[@]}" nginx -c "$WORK/px/nginx.conf" -p "$WORK/px" 2>"$WORK/px/stderr" &
 NPID=$!
 PIDS+=($NPID)
@@ -203,10 +213,11 @@ median() { sort -g | awk '{v[NR]=$1} END {m = NR % 2 ? v[(NR+1)/2] : (v[NR/2]+v[
                                           printf "%.3f [%.3f-%.3f]", m, v[1], v[NR]}'; }
 
 echo "linkd serve vs HAProxy vs nginx: wrk -t$WRK_THREADS -c$CONNS -d$DURATION keep-alive," \
-  "$(nproc) CPUs, one thread/worker per proxy, upstream nginx (1 worker), $ROUNDS rounds"
+  "$(nproc) CPUs, $THREADS thread(s)/worker(s) per proxy, upstream nginx (1 worker), $ROUNDS rounds"
 echo "versions: $("$LINKD" --version 2>/dev/null | head -1 || echo linkd), $(haproxy -v | head -1 |
   awk '{print "HAProxy " $3}'), $(nginx -v 2>&1 | sed 's/.*nginx\//nginx /')"
-echo "placement: LINKD_BENCH_CPUS=${LINKD_BENCH_CPUS:-(unset: not pinned)}"
+echo "placement: LINKD_BENCH_CPUS=${LINKD_BENCH_CPUS:-(unset: not pinned)}," \
+  "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 order=(linkd haproxy nginx)
 declare -A RPS P99 ERR
 : > "$WORK/ratio_rps"
@@ -227,6 +238,7 @@ for ((k = 1; k <= ROUNDS; k++)); do
   order=("${order[@]:1}" "${order[0]}")
 done
 echo
+echo "load average at the end of the rounds: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "linkd / HAProxy req/s: $(median < "$WORK/ratio_rps")   (goal >= 1.0)"
 echo "linkd / HAProxy p99:   $(median < "$WORK/ratio_p99")   (goal <= 1.0)"
 for p in linkd haproxy nginx; do
@@ -235,8 +247,12 @@ for p in linkd haproxy nginx; do
 done
 
 # --- memory per idle keep-alive connection ---------------------------------------------------
-rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
-worker_of() { pgrep -P "$1" | head -1; } # nginx's worker
+rss_kib() { # PID... -> summed VmRSS
+  local t=0 p
+  for p in "$@"; do t=$((t + $(awk '/^VmRSS:/ {print $2}' "/proc/$p/status"))); done
+  echo "$t"
+}
+workers_of() { pgrep -P "$1" | tr '\n' ' '; } # nginx's workers
 echo
 echo "idle keep-alive connections: $IDLE per proxy ($HIDLE for HAProxy; one GET each, then idle)"
 printf '%-8s %12s %12s %14s\n' proxy rss_before rss_after bytes/conn
@@ -245,13 +261,15 @@ for p in linkd haproxy nginx; do
   case $p in
     linkd) pid=$LPID ;;
     haproxy) pid=$HPID n=$HIDLE ;;
-    nginx) pid=$(worker_of "$NPID") ;;
+    nginx) pid=$(workers_of "$NPID") ;;
   esac
-  before=$(rss_kib "$pid")
+  # shellcheck disable=SC2086 # pid may list several processes
+  before=$(rss_kib $pid)
   coproc IDLEC { python3 "$HERE/idle_conns.py" 127.0.0.1 "${PORT[$p]}" "$n" /book.json; }
   read -r line <&"${IDLEC[0]}" || { echo "compare.sh: idle_conns.py failed on $p" >&2; exit 1; }
   sleep 1
-  after=$(rss_kib "$pid")
+  # shellcheck disable=SC2086
+  after=$(rss_kib $pid)
   printf '%-8s %9s KiB %9s KiB %14s   (%s)\n' "$p" "$before" "$after" \
     "$(( (after - before) * 1024 / n ))" "$line"
   exec {IDLEC[1]}>&-

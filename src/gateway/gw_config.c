@@ -400,8 +400,8 @@ int lk_gw_breaker_parse(const char *v, bool *on, lk_breaker_config *c, char *m, 
         c->window = LK_BREAKER_WINDOW_TIME;
         c->window_size = (int)(t / 1000000000);
       } else {
-        snprintf(m, cap, "'window=%s': a number of calls (1 to 1000000) or whole seconds (1s to 24h)",
-                 val);
+        snprintf(m, cap,
+                 "'window=%s': a number of calls (1 to 1000000) or whole seconds (1s to 24h)", val);
         return -1;
       }
     } else if (strcmp(k, "min-calls") == 0 && parse_int(val, 1, 1000000, &n) == 0) {
@@ -475,13 +475,16 @@ char *lk_gw_breaker_format(bool on, const lk_breaker_config *c, char *buf, size_
   else
     snprintf(w, sizeof w, "%d", c->window_size);
   if (c->wait_backoff)
-    snprintf(buf, cap, "window=%s:min-calls=%d:failure-rate=%g%%:slow-rate=%g%%:slow=%s:wait=%s..%s:probes=%d",
+    snprintf(buf, cap,
+             "window=%s:min-calls=%d:failure-rate=%g%%:slow-rate=%g%%:slow=%s:wait=%s..%s:"
+             "probes=%d",
              w, c->minimum_calls, c->failure_rate_threshold, c->slow_call_rate_threshold,
              lk_gw_dur_exact(c->slow_call_duration, s, sizeof s),
              lk_gw_dur_exact(c->backoff.base, a, sizeof a),
              lk_gw_dur_exact(c->backoff.max, b, sizeof b), c->permitted_half_open);
   else
-    snprintf(buf, cap, "window=%s:min-calls=%d:failure-rate=%g%%:slow-rate=%g%%:slow=%s:wait=%s:probes=%d",
+    snprintf(buf, cap,
+             "window=%s:min-calls=%d:failure-rate=%g%%:slow-rate=%g%%:slow=%s:wait=%s:probes=%d",
              w, c->minimum_calls, c->failure_rate_threshold, c->slow_call_rate_threshold,
              lk_gw_dur_exact(c->slow_call_duration, s, sizeof s),
              lk_gw_dur_exact(c->wait_open, a, sizeof a), c->permitted_half_open);
@@ -791,8 +794,9 @@ static int builder_finish(pol_builder *b, lk_gw_policy *p, int line, const char 
     /* The HTTP layer's per-origin budget (Finagle's: 20 % of requests over 10 s) with a floor
      * of 1 retry a second instead of 10. A floor suits a client making few calls; a route of a
      * gateway carries many callers, and behind a chain of gateways the floors add up: measured
-     * in bench/serve/chain.sh, the 10/s floor let a failing libraryd receive 1.55 requests per
-     * logical call, 1/s 1.07 (docs/BENCHMARKS.md). */
+     * in bench/serve/chain.sh with 120 calls, the 10/s floor let a failing libraryd receive 1.55
+     * requests per logical call, 1/s 1.07 (the ratio only bites when a route's rate is well
+     * above floor / 20 %; docs/BENCHMARKS.md). */
     lk_http_origin_budget_default(&p->budget.ratio);
     p->budget.ratio.min_retries_per_sec = 1;
     p->budget.enabled = true;

@@ -19,7 +19,7 @@
  *     lk_gw_config *next = lk_gw_config_load(path, err, sizeof err);   // validates everything
  *     if (!next) { log(err); keep serving with the old one; }
  *     else if (lk_gw_runtime_attach(rt, next, now, err, sizeof err) != LK_OK) { unref(next); ... }
- *     else { old = swap(current, next); lk_gw_config_unref(old); }   // in-flight requests keep theirs
+ *     else { old = swap(current, next); lk_gw_config_unref(old); }  // in-flight ones keep theirs
  *
  * The file is INI (libinih, the same reader as the CLI's config file, cmd/linkd/config.c):
  * sections [listen], [admin], [log], [cluster NAME] and [route NAME]; route policy keys are the
@@ -69,7 +69,7 @@
  * The configuration
  * ========================================================================================== */
 
-/* host:port as written ("127.0.0.1:8080", "[::1]:8080", "localhost:8080"); host without brackets. */
+/* host:port as written ("127.0.0.1:8080", "[::1]:8080", "localhost:8080"), host unbracketed. */
 typedef struct lk_gw_addr {
   char host[LK_GW_HOST_MAX];
   int port; /* 0..65535; 0 = any free port (tests read the bound port from the listener) */
@@ -306,10 +306,11 @@ int lk_gw_runtime_free(lk_gw_runtime *rt);
  * lk_gw_policy.http; gives `c` the next generation number. State carried over: ejections and
  * health of an endpoint listed again in a cluster of the same name; breaker / budget / limiter /
  * bulkhead of a route of the same name whose spec of that object is unchanged (a changed spec
- * gets a fresh object: its old state described another policy); rollout counters of a route whose candidate
- * version is unchanged (a rolled-back candidate stays rolled back until its policy changes).
- * `now` starts the new entries' clocks. LK_OK, or LK_ENOMEM / LK_ECONFIG / LK_ESTATE (already
- * attached) with a message in err; on failure `c` is unchanged and still unattached. */
+ * gets a fresh object: its old state described another policy); rollout counters of a route
+ * whose candidate version is unchanged (a rolled-back candidate stays rolled back until its
+ * policy changes). `now` starts the new entries' clocks. LK_OK, or LK_ENOMEM / LK_ECONFIG /
+ * LK_ESTATE (already attached) with a message in err; on failure `c` is unchanged and still
+ * unattached. */
 int lk_gw_runtime_attach(lk_gw_runtime *rt, lk_gw_config *c, int64_t now, char *err, size_t cap);
 
 /* The registry /metrics renders (call lk_gw_runtime_refresh first). */

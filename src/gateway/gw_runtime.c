@@ -605,6 +605,14 @@ static inline int64_t sat_add(int64_t a, int64_t b) {
   return a + b;
 }
 
+static inline int64_t sat_sub(int64_t a, int64_t b) {
+  if (b < 0 && a > INT64_MAX + b)
+    return INT64_MAX;
+  if (b > 0 && a < INT64_MIN + b)
+    return INT64_MIN;
+  return a - b;
+}
+
 /* Ends an ejection that has run out (cluster lock held). */
 static void expire(ep_state *e, int64_t now) {
   if (e->ejected && now >= e->ejected_until) {
@@ -684,13 +692,14 @@ bool lk_gw_cluster_report(const lk_gw_cluster *c, int idx, int64_t now, int64_t 
       allowed = 1;
     if (n_ejected < allowed) {
       /* A quiet spell of max_time since the last ejection ended starts the count afresh. */
-      if (e->ever_ejected && now - e->ejected_until >= ol->max_time)
+      if (e->ever_ejected && sat_sub(now, e->ejected_until) >= ol->max_time)
         e->ejections = 0;
       if (e->ejections < INT32_MAX)
         e->ejections++;
-      int64_t d = ol->base_time;
-      for (int i = 1; i < e->ejections && d < ol->max_time; i++)
-        d = sat_add(d, ol->base_time);
+      /* n * base, capped at max_time (base >= 1 ns, so the division is safe). */
+      int64_t d = e->ejections > ol->max_time / ol->base_time
+                      ? ol->max_time
+                      : (int64_t)e->ejections * ol->base_time;
       if (d > ol->max_time)
         d = ol->max_time;
       e->ejected = true;

@@ -277,7 +277,8 @@ static void test_errors_name_file_line_key(void **state) {
   expect_error("[listen]\nheader-timeout = 5\n" CL RT, "gw.conf:2: header-timeout:");
   expect_error("[listen]\nbody-buffer = 2MiB\nmax-body = 1MiB\n" CL RT,
                "gw.conf:1: [listen]: body-buffer is larger than max-body");
-  expect_error("[listen]\nfrobnicate = 1\n" CL RT, "gw.conf:2: frobnicate: unknown key in [listen]");
+  expect_error("[listen]\nfrobnicate = 1\n" CL RT,
+               "gw.conf:2: frobnicate: unknown key in [listen]");
   expect_error("[listen]\nbacklog = 5\nbacklog = 6\n" CL RT,
                "gw.conf:3: backlog: already set in this section on line 2");
   expect_error("[admin]\nenabled = maybe\n" CL RT, "gw.conf:2: enabled: 'maybe'");

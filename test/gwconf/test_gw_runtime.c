@@ -456,9 +456,10 @@ static void test_metrics(void **state) {
   assert_true(has_line(text, line));
   snprintf(line, sizeof line, "linkd_gw_breaker_state{route=\"r\",policy=\"%s\"} 0", v0);
   assert_true(has_line(text, line));
-  assert_true(has_line(text, "linkd_gw_upstream_attempts_total{cluster=\"b\",endpoint=\"127.0.0.1:1\","
-                             "result=\"5xx\"} 1"));
-  assert_true(has_line(text, "linkd_gw_endpoint_healthy{cluster=\"b\",endpoint=\"127.0.0.1:1\"} 1"));
+  assert_true(has_line(text, "linkd_gw_upstream_attempts_total{cluster=\"b\","
+                             "endpoint=\"127.0.0.1:1\",result=\"5xx\"} 1"));
+  assert_true(
+      has_line(text, "linkd_gw_endpoint_healthy{cluster=\"b\",endpoint=\"127.0.0.1:1\"} 1"));
   assert_true(has_line(text, "linkd_gw_unrouted_total{code=\"4xx\"} 1"));
   assert_true(has_line(text, "linkd_gw_config_reloads_total{result=\"error\"} 1"));
   assert_true(has_line(text, "linkd_gw_config_generation 1"));
