@@ -179,7 +179,10 @@ static void test_throughput_is_workers_over_cost(void **state) {
   fprintf(stderr, "throughput: %d ok in %.2f s = %.0f/s (other %d)\n", atomic_load(&ok), elapsed,
           rate, other);
   assert_int_equal(other, 0);
-  assert_in_range((long)rate, 360, 440);
+  /* Above 440: the cost was skipped or more workers ran. The lower bound is loose: a starved
+   * machine (ASan at load 8) stretches each 10 ms by a few ms (330/s was seen), and that all
+   * four workers ran is checked from their busy time below. */
+  assert_in_range((long)rate, 250, 440);
   /* The workers were busy the whole time: busy_ns ~ 4 x elapsed. */
   double busy = (double)stat_of("busy_ns") / 1e9;
   assert_true(busy > 0.85 * 4 * dur);
