@@ -93,8 +93,12 @@ static inline void sim_heap_pop(sim_heap *h, sim_ev *out) {
 
 /* --- the calendar ---------------------------------------------------------------------------- */
 
-#define SIM_CAL_SHIFT 15       /* buckets of 32.8 us */
-#define SIM_CAL_BUCKETS 524288 /* a ring of 17.2 s */
+/* Buckets of 8.2 us: a bucket holds a few events, so the heap each is sorted in stays one or two
+ * levels deep (32.8 us buckets took 1.2x the CPU on one attempt per call, 1.08x with exponential
+ * service times; docs/BENCHMARKS.md). The ring still spans 17.2 s (an 8 MB array), so a million
+ * clients thinking for seconds stay out of the far heap. */
+#define SIM_CAL_SHIFT 13
+#define SIM_CAL_BUCKETS 2097152
 
 typedef struct sim_queue {
   sim_heap front; /* the current bucket's events */
