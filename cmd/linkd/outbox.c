@@ -293,7 +293,7 @@ static int cmd_run(int argc, char **argv) {
   int rc = 0;
   for (int i = 1; rc == 0 && i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int64_t n;
+    int64_t n = 0;
     int cf = common_flag(argc, argv, &i, &c);
     if (cf < 0) {
       rc = -cf;
