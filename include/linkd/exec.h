@@ -57,6 +57,7 @@
 #ifndef LINKD_EXEC_H
 #define LINKD_EXEC_H
 
+#include <linkd/adaptive.h>
 #include <linkd/breaker.h>
 #include <linkd/budget.h>
 #include <linkd/bulkhead.h>
@@ -199,6 +200,10 @@ typedef struct lk_exec_policy {
   lk_limiter *limiter;     /* optional; one token reserved before every attempt */
   lk_bulkhead *bulkhead;   /* optional; one slot held for the duration of every attempt */
   lk_call_metrics *metrics; /* optional; the same series as HTTP calls */
+  lk_adaptive *adaptive;   /* optional; fed every attempt's outcome (lk_adaptive_outcome_of its
+                              kind) and duration while its bulkhead slot still counts as in use;
+                              cancelled attempts are not fed. Attached to `bulkhead`
+                              (lk_adaptive_attach) it is that bulkhead's limit, as for HTTP calls */
   lk_exec_fallback_fn fallback; /* optional */
   void *fallback_ctx;
   lk_event_fn on_event;    /* optional per-call events (event.h) */

@@ -456,6 +456,10 @@ static void end_attempt(lk_exec_call *k, const lk_exec_outcome *o) {
   lk_call_metrics_attempt_ex(p->metrics, k->number, kind, 0, info->duration);
   if (p->metrics && (p->budget || p->breaker))
     lk__cm_protection_state(p->metrics, p->budget, p->breaker, now);
+  /* the adaptive limit hears of the attempt while its slot still counts as in use */
+  if (p->adaptive && !cancel)
+    lk_adaptive_record_inflight(p->adaptive, now, info->duration, lk_adaptive_outcome_of(kind),
+                                -1);
   lk__slot_release(&k->slot, p->bulkhead);
 
   /* decide */

@@ -832,6 +832,55 @@ static void test_async_bulkhead_cancel_abort(void **state) {
   lk_bulkhead_free(bh);
 }
 
+/* An adaptive limit (adaptive.h) as the executor's bulkhead limit: it falls while the operation
+ * is slower than its latency target, the bulkhead's max with it, and climbs back once it is fast
+ * (fed detached from the bulkhead, whose single in-use slot of these sequential calls would keep
+ * the limit from rising past 2: "a limit that is not used learns nothing"). */
+static void test_adaptive_limit_follows_latency(void **state) {
+  (void)state;
+  enum { SLOW = 40, FAST = 120 };
+  static step steps[SLOW + FAST];
+  for (int i = 0; i < SLOW + FAST; i++)
+    steps[i] = (step){LK_F_NONE, true, -1, i < SLOW ? LK_MS(40) : LK_MS(5)};
+  static fix f;
+  fix_init(&f, steps, SLOW + FAST);
+  f.pol.on_event = NULL;
+  lk_adaptive_config ac;
+  lk_adaptive_config_init_default(&ac);
+  ac.initial_limit = 16;
+  ac.max_limit = 32;
+  ac.latency_target = LK_MS(20); /* a success slower than this is an overload signal */
+  ac.decrease_cooldown = 0;
+  lk_adaptive *ad = NULL;
+  assert_int_equal(lk_adaptive_new(&ac, &ad, NULL), LK_OK);
+  lk_bulkhead_config bc;
+  lk_bulkhead_config_init_default(&bc);
+  bc.max_concurrent = 16;
+  lk_bulkhead *b = NULL;
+  assert_int_equal(lk_bulkhead_new(&bc, &b, NULL), LK_OK);
+  assert_int_equal(lk_adaptive_attach(ad, b), LK_OK);
+  f.pol.adaptive = ad;
+  f.pol.bulkhead = b;
+  for (int i = 0; i < SLOW; i++)
+    assert_int_equal(fix_run(&f), LK_OK);
+  int64_t low = lk_adaptive_limit(ad);
+  assert_true(low <= 2);
+  assert_int_equal(lk_bulkhead_max(b), low);
+  f.pol.bulkhead = NULL;
+  lk_adaptive_attach(ad, NULL);
+  for (int i = 0; i < FAST; i++)
+    assert_int_equal(fix_run(&f), LK_OK);
+  int64_t high = lk_adaptive_limit(ad);
+  assert_int_equal(lk_adaptive_attach(ad, b), LK_OK);
+  printf("# limit %lld after the slow calls, %lld after the fast ones (from 16)\n",
+         (long long)low, (long long)high);
+  assert_true(high >= 12);
+  assert_int_equal(lk_bulkhead_max(b), high);
+  lk_adaptive_attach(ad, NULL);
+  lk_adaptive_free(ad);
+  lk_bulkhead_free(b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_success_first_attempt),
@@ -850,6 +899,7 @@ int main(void) {
       cmocka_unit_test(test_no_allocation),
       cmocka_unit_test(test_async),
       cmocka_unit_test(test_async_bulkhead_cancel_abort),
+      cmocka_unit_test(test_adaptive_limit_follows_latency),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
