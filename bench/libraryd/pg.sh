@@ -8,6 +8,8 @@
 #        wrk connections, pgbench clients) WRK_THREADS=2 ROUNDS=9
 #        BASELINE=path/to/another/libraryd (optional: a second subject, e.g. the build before a
 #        change, measured in the same rounds: an interleaved A/B)
+#        STATEMENTS=1 (optional: load pg_stat_statements and print, at the end, each statement's
+#        calls, mean and total execution time, planning included)
 #        CLIENT_CPUS=0 SERVER_CPUS=1 (optional taskset lists: wrk and pgbench on CLIENT_CPUS,
 #        PostgreSQL and libraryd on SERVER_CPUS)
 #
@@ -36,6 +38,9 @@ ROUNDS=${ROUNDS:-9}
 BASELINE=${BASELINE:-}
 CLIENT_CPUS=${CLIENT_CPUS:-}
 SERVER_CPUS=${SERVER_CPUS:-}
+STATEMENTS=${STATEMENTS:-}
+PG_EXTRA=
+[ -z "$STATEMENTS" ] || PG_EXTRA="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on"
 PGBIN=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}
 if ! [[ $ROUNDS =~ ^[0-9]+$ ]] || [ "$ROUNDS" -lt 1 ] || [ "$ROUNDS" -gt 21 ]; then
   echo "pg.sh: ROUNDS must be 1..21" >&2
@@ -70,9 +75,10 @@ trap cleanup EXIT
 PGPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "${AS[@]}" "$PGBIN/initdb" -D "$WORK/data" -A trust -U postgres >/dev/null
 "${SERVER_PIN[@]}" "${AS[@]}" "$PGBIN/pg_ctl" -D "$WORK/data" -l "$WORK/pg.log" -w \
-  -o "-p $PGPORT -k $WORK -c listen_addresses=127.0.0.1 -c max_connections=200" start >/dev/null
+  -o "-p $PGPORT -k $WORK -c listen_addresses=127.0.0.1 -c max_connections=200 $PG_EXTRA" start >/dev/null
 URL="postgres://postgres@127.0.0.1:$PGPORT/postgres"
 PSQL=("$PGBIN/psql" -q -X -v ON_ERROR_STOP=1 "$URL")
+[ -z "$STATEMENTS" ] || "${PSQL[@]}" -c "CREATE EXTENSION pg_stat_statements"
 
 # Starts one libraryd; its pid and port in LPID_<name> and LPORT_<name>.
 start_libraryd() { # name binary
@@ -197,3 +203,10 @@ echo "rows: $("${PSQL[@]}" -At -c "SELECT COUNT(*) FILTER (WHERE idem_key LIKE '
   COUNT(*) FILTER (WHERE idem_key LIKE 'pgb-%') FROM loans" | tr '|' ' ') (libraryd, baseline, anchor)"
 met=$(awk -v r="${MED%% *}" 'BEGIN { print (r >= 0.8) ? "met" : "NOT met" }')
 echo "goal: libraryd >= 0.8 x anchor (median ${MED%% *}) -> $met"
+if [ -n "$STATEMENTS" ]; then
+  echo
+  echo "statements (pg_stat_statements; calls, mean and total ms, planning included):"
+  "${PSQL[@]}" -P pager=off -c "SELECT calls, round(((total_exec_time + total_plan_time) / calls)::numeric, 3) mean_ms,
+    round((total_exec_time + total_plan_time)::numeric, 0) total_ms, left(regexp_replace(query, '\s+', ' ', 'g'), 90) query
+    FROM pg_stat_statements WHERE calls > 10 ORDER BY total_exec_time + total_plan_time DESC LIMIT 15"
+fi
