@@ -158,7 +158,12 @@ static pg_conn *conn_get(pg_store *s, lk_deadline dl, int *rc) {
       pc = calloc(1, sizeof *pc);
       if (pc)
         pc->c = connect_one(s, dl.at, NULL, 0);
-      if (pc && pc->c && prepare_all(s, pc->c, dl.at) == LK_OK)
+      /* Preparing is part of opening: bounded like the connect when the call has no deadline. */
+      int64_t t = now_ns(s);
+      int64_t prep_until = t > INT64_MAX - CONNECT_TIMEOUT_NS ? INT64_MAX : t + CONNECT_TIMEOUT_NS;
+      if (dl.at < prep_until)
+        prep_until = dl.at;
+      if (pc && pc->c && prepare_all(s, pc->c, prep_until) == LK_OK)
         return pc;
       if (pc)
         PQfinish(pc->c);
