@@ -40,7 +40,8 @@ CLIENT_CPUS=${CLIENT_CPUS:-}
 SERVER_CPUS=${SERVER_CPUS:-}
 STATEMENTS=${STATEMENTS:-}
 PG_EXTRA=
-[ -z "$STATEMENTS" ] || PG_EXTRA="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on"
+[ -z "$STATEMENTS" ] ||
+  PG_EXTRA="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on"
 PGBIN=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}
 if ! [[ $ROUNDS =~ ^[0-9]+$ ]] || [ "$ROUNDS" -lt 1 ] || [ "$ROUNDS" -gt 21 ]; then
   echo "pg.sh: ROUNDS must be 1..21" >&2
@@ -50,7 +51,10 @@ for tool in wrk curl python3 "$PGBIN/initdb" "$PGBIN/pg_ctl" "$PGBIN/pgbench" "$
   command -v "$tool" >/dev/null || { echo "pg.sh: $tool is required" >&2; exit 2; }
 done
 [ -x "$LIBRARYD" ] || { echo "pg.sh: build libraryd first ($LIBRARYD not found)" >&2; exit 2; }
-[ -z "$BASELINE" ] || [ -x "$BASELINE" ] || { echo "pg.sh: $BASELINE is not executable" >&2; exit 2; }
+if [ -n "$BASELINE" ] && ! [ -x "$BASELINE" ]; then
+  echo "pg.sh: $BASELINE is not executable" >&2
+  exit 2
+fi
 CLIENT_PIN=()
 SERVER_PIN=()
 [ -z "$CLIENT_CPUS" ] || CLIENT_PIN=(taskset -c "$CLIENT_CPUS")
@@ -135,7 +139,8 @@ run_wrk() { # name round -> "req/s cpu-us-per-request" (that libraryd's own CPU 
 }
 
 run_anchor() { # -> transactions/s
-  "${CLIENT_PIN[@]}" "$PGBIN/pgbench" -n -M extended -c "$WORKERS" -j "$WRK_THREADS" -T "$DURATION" \
+  "${CLIENT_PIN[@]}" "$PGBIN/pgbench" -n -M extended -c "$WORKERS" -j "$WRK_THREADS" \
+    -T "$DURATION" \
     -f "$WORK/anchor.sql" "$URL" > "$WORK/pgbench.$1.txt" 2>&1
   awk '/^tps = / {print $3; exit}' "$WORK/pgbench.$1.txt"
 }
@@ -188,25 +193,31 @@ echo
 echo "summary over $ROUNDS rounds: median [min-max]"
 echo "ratio libraryd / anchor: $MED"
 [ -z "$HAS_B" ] || echo "ratio baseline / anchor: $(awk '{print $5}' "$WORK/rounds" | median_of 3)"
-[ -z "$HAS_B" ] || echo "ratio libraryd / baseline (per round): $(awk '{print ($6 > 0) ? $2 / $6 : 0}' \
-  "$WORK/rounds" | median_of 3)"
+[ -z "$HAS_B" ] || echo "ratio libraryd / baseline (per round):" \
+  "$(awk '{print ($6 > 0) ? $2 / $6 : 0}' "$WORK/rounds" | median_of 3)"
 echo "libraryd keyed POST/s:   $(awk '{print $2}' "$WORK/rounds" | median_of 0)"
 [ -z "$HAS_B" ] || echo "baseline keyed POST/s:   $(awk '{print $6}' "$WORK/rounds" | median_of 0)"
 echo "anchor transactions/s:   $(awk '{print $3}' "$WORK/rounds" | median_of 0)"
-echo "libraryd CPU per request (us, its own process): $(awk '{print $4}' "$WORK/rounds" | median_of 0)"
-[ -z "$HAS_B" ] || echo "baseline CPU per request (us): $(awk '{print $7}' "$WORK/rounds" | median_of 0)"
+echo "libraryd CPU per request (us, its own process):" \
+  "$(awk '{print $4}' "$WORK/rounds" | median_of 0)"
+[ -z "$HAS_B" ] || echo "baseline CPU per request (us):" \
+  "$(awk '{print $7}' "$WORK/rounds" | median_of 0)"
 echo "load average (1 min) before the rounds: $(awk '{print $8}' "$WORK/rounds" | median_of 2)"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 # Every acknowledged loan and every anchor transaction is a row: a check that all really wrote.
 echo "rows: $("${PSQL[@]}" -At -c "SELECT COUNT(*) FILTER (WHERE idem_key LIKE 'bench-libraryd-%'),
   COUNT(*) FILTER (WHERE idem_key LIKE 'bench-baseline-%'),
-  COUNT(*) FILTER (WHERE idem_key LIKE 'pgb-%') FROM loans" | tr '|' ' ') (libraryd, baseline, anchor)"
+  COUNT(*) FILTER (WHERE idem_key LIKE 'pgb-%') FROM loans" | tr '|' ' ')" \
+  "(libraryd, baseline, anchor)"
 met=$(awk -v r="${MED%% *}" 'BEGIN { print (r >= 0.8) ? "met" : "NOT met" }')
 echo "goal: libraryd >= 0.8 x anchor (median ${MED%% *}) -> $met"
 if [ -n "$STATEMENTS" ]; then
   echo
   echo "statements (pg_stat_statements; calls, mean and total ms, planning included):"
-  "${PSQL[@]}" -P pager=off -c "SELECT calls, round(((total_exec_time + total_plan_time) / calls)::numeric, 3) mean_ms,
-    round((total_exec_time + total_plan_time)::numeric, 0) total_ms, left(regexp_replace(query, '\s+', ' ', 'g'), 90) query
-    FROM pg_stat_statements WHERE calls > 10 ORDER BY total_exec_time + total_plan_time DESC LIMIT 15"
+  "${PSQL[@]}" -P pager=off -c "SELECT calls,
+      round(((total_exec_time + total_plan_time) / calls)::numeric, 3) mean_ms,
+      round((total_exec_time + total_plan_time)::numeric, 0) total_ms,
+      left(regexp_replace(query, '\s+', ' ', 'g'), 90) query
+    FROM pg_stat_statements WHERE calls > 10
+    ORDER BY total_exec_time + total_plan_time DESC LIMIT 15"
 fi
