@@ -645,6 +645,57 @@ static void test_reconnect_without_a_failed_request(void **state) {
   lib_cleanup(&p);
 }
 
+/* --- the keyed write path's statements are prepared ----------------------------------------- */
+
+/* Lines of the PostgreSQL server's log that contain needle. */
+static int pg_log_count(const char *needle) {
+  FILE *f = fopen(pg.log, "r");
+  if (!f)
+    fail_msg("cannot open %s", pg.log);
+  char line[8192];
+  int n = 0;
+  while (fgets(line, sizeof line, f))
+    n += strstr(line, needle) != NULL;
+  fclose(f);
+  return n;
+}
+
+/* Every keyed loan runs its statements by name (prepared once per connection), never parsed and
+ * planned again per request: the server logs each execution with the statement's name. */
+static void test_prepared_statements(void **state) {
+  (void)state;
+  char url[256];
+  new_db("prepared", url, sizeof url);
+  char ci[256];
+  lk_tmpsrv_pg_conninfo(&pg, ci, sizeof ci);
+  PGconn *c = db_connect(ci);
+  PQclear(PQexec(c, "ALTER DATABASE prepared SET log_statement = 'all'"));
+  PQfinish(c);
+  int before_lookup = pg_log_count("execute lk_lookup_claim:");
+  int before_loan = pg_log_count("execute lk_loan:");
+  int before_put = pg_log_count("execute lk_idem_put:");
+  int before_unclaim = pg_log_count("execute lk_unclaim:");
+  static lib_proc p; /* static: the teardown may reach it after a failure */
+  const char *args[] = {"--log", "off", NULL};
+  assert_int_equal(start_tracked(&p, url, args), 0);
+  int64_t book = lib_create_book(p.port, 10);
+  assert_true(book > 0);
+  for (int i = 0; i < 3; i++) {
+    char key[32];
+    snprintf(key, sizeof key, "prepared-%d", i);
+    http_res r;
+    post_loan(p.port, book, key, 5000, &r);
+    assert_int_equal(r.status, 201);
+    http_res_free(&r);
+  }
+  assert_int_equal(lib_stop(&p), 0);
+  lib_cleanup(&p);
+  assert_int_equal(pg_log_count("execute lk_lookup_claim:") - before_lookup, 3);
+  assert_int_equal(pg_log_count("execute lk_loan:") - before_loan, 3);
+  assert_int_equal(pg_log_count("execute lk_idem_put:") - before_put, 3);
+  assert_int_equal(pg_log_count("execute lk_unclaim:") - before_unclaim, 3);
+}
+
 /* --- retention and purge ----------------------------------------------------------------- */
 
 static void test_retention_and_purge(void **state) {
@@ -729,6 +780,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_pg_restart_under_load, kill_tracked),
       cmocka_unit_test_teardown(test_reconnect_without_a_failed_request, kill_tracked),
       cmocka_unit_test_teardown(test_retention_and_purge, kill_tracked),
+      cmocka_unit_test_teardown(test_prepared_statements, kill_tracked),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

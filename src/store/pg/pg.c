@@ -127,6 +127,8 @@ static bool idle_conn_ok(PGconn *c) {
   return p.fd >= 0 && poll(&p, 1, 0) == 0;
 }
 
+static int prepare_all(const pg_store *s, PGconn *c, int64_t deadline);
+
 /* A connection from the pool, opened when none is idle and the pool has room; waits for one
  * up to the deadline (POOL_WAIT_NS without one). NULL with *rc = LK_EAGAIN (the database is
  * unreachable, or no connection came free) or LK_EDEADLINE. */
@@ -156,8 +158,15 @@ static pg_conn *conn_get(pg_store *s, lk_deadline dl, int *rc) {
       pc = calloc(1, sizeof *pc);
       if (pc)
         pc->c = connect_one(s, dl.at, NULL, 0);
-      if (pc && pc->c)
+      /* Preparing is part of opening: bounded like the connect when the call has no deadline. */
+      int64_t t = now_ns(s);
+      int64_t prep_until = t > INT64_MAX - CONNECT_TIMEOUT_NS ? INT64_MAX : t + CONNECT_TIMEOUT_NS;
+      if (dl.at < prep_until)
+        prep_until = dl.at;
+      if (pc && pc->c && prepare_all(s, pc->c, prep_until) == LK_OK)
         return pc;
+      if (pc)
+        PQfinish(pc->c);
       free(pc);
       pthread_mutex_lock(&s->mu);
       s->open_n--;
@@ -202,6 +211,64 @@ static void conn_put(pg_store *s, pg_conn *pc) {
   }
   pthread_cond_signal(&s->cv);
   pthread_mutex_unlock(&s->mu);
+}
+
+#define BOOK_COLS "id, title, author, year, isbn, stock"
+
+/* Taken, or taken over from a holder that is gone: its lease ended (it ran past the longest time
+ * it may run), or the database connection it claimed on has closed (its process died: the
+ * backend with that pid is no longer there, or is a newer one). The database's clock decides, so
+ * instances' clocks need not agree. $1 tenant, $2 key, $3 owner, $4 lease in microseconds. */
+#define CLAIM_CONFLICT                                                                             \
+  "ON CONFLICT (tenant, key) DO UPDATE SET owner = EXCLUDED.owner, pid = EXCLUDED.pid, "           \
+  "claimed_at = EXCLUDED.claimed_at, expires_at = EXCLUDED.expires_at "                            \
+  "WHERE idem_claims.expires_at < clock_timestamp() OR NOT EXISTS "                                \
+  "(SELECT 1 FROM pg_stat_activity a WHERE a.pid = idem_claims.pid "                               \
+  "AND a.backend_start <= idem_claims.claimed_at) RETURNING 1"
+#define CLAIM_ROW                                                                                  \
+  "$1::text, $2::text, $3::bigint, pg_backend_pid(), clock_timestamp(), "                          \
+  "clock_timestamp() + $4::bigint * interval '1 microsecond'"
+
+/* The statements of the keyed write path, prepared on every connection as it opens (one round
+ * trip, see prepare_all) and then sent by name: PostgreSQL parses and plans them once per
+ * connection instead of once per request, which matters most for the lookup-and-claim, whose
+ * ON CONFLICT clause plans a view (pg_stat_activity) on every execution otherwise. A connection
+ * pooler in front of PostgreSQL must therefore keep sessions (pgbouncer's session mode). */
+enum { PS_LOOKUP_CLAIM, PS_LOAN, PS_UNCLAIM, PS_IDEM_PUT, PS_BOOK_GET, PS_RELEASE, PS_N };
+static const char *const ps_name[PS_N] = {"lk_lookup_claim", "lk_loan",     "lk_unclaim",
+                                          "lk_idem_put",     "lk_book_get", "lk_release"};
+static const char *const ps_sql[PS_N] = {
+    /* $1 tenant, $2 key, $3 owner, $4 lease in microseconds, $5 oldest live created_ns */
+    [PS_LOOKUP_CLAIM] =
+        "WITH rec AS (SELECT fingerprint, status, headers, body, created_ns FROM idem "
+        "WHERE tenant = $1 AND key = $2 AND created_ns >= $5::bigint), "
+        "cl AS (INSERT INTO idem_claims(tenant, key, owner, pid, claimed_at, expires_at) "
+        "SELECT " CLAIM_ROW " WHERE NOT EXISTS (SELECT 1 FROM rec) " CLAIM_CONFLICT ") "
+        "SELECT rec.fingerprint, rec.status, rec.headers, rec.body, rec.created_ns, "
+        "(SELECT COUNT(*) FROM cl) FROM (VALUES (1)) one LEFT JOIN rec ON true",
+    /* $1 book, $2 tenant, $3 borrower, $4 key, $5 request id, $6 now */
+    [PS_LOAN] = "WITH taken AS (UPDATE books SET stock = stock - 1, updated_ns = $6 "
+                "WHERE id = $1 AND stock > 0 RETURNING stock) "
+                "INSERT INTO loans(book_id, tenant, borrower, idem_key, request_id, "
+                "created_ns, stock_after) SELECT $1, $2, $3, $4, $5, $6, stock FROM taken "
+                "RETURNING id, stock_after",
+    /* $1 tenant, $2 key, $3 oldest live created_ns */
+    [PS_UNCLAIM] = "WITH unclaim AS (DELETE FROM idem_claims WHERE tenant = $1 AND key = $2) "
+                   "DELETE FROM idem WHERE tenant = $1 AND key = $2 AND created_ns < $3",
+    [PS_IDEM_PUT] = "INSERT INTO idem(tenant, key, fingerprint, status, headers, body, created_ns) "
+                    "VALUES($1, $2, $3, $4, $5, $6, $7)",
+    [PS_BOOK_GET] = "SELECT " BOOK_COLS " FROM books WHERE id = $1",
+    /* $1 tenant, $2 key, $3 owner */
+    [PS_RELEASE] = "DELETE FROM idem_claims WHERE tenant = $1 AND key = $2 AND owner = $3",
+};
+
+/* Sends one statement: by name when it is one of ps_sql (the same pointer), else with its text. */
+static int send_stmt(PGconn *c, const char *sql, int n, const char *const *vals, const int *lens,
+                     const int *fmts) {
+  for (int i = 0; i < PS_N; i++)
+    if (sql == ps_sql[i])
+      return PQsendQueryPrepared(c, ps_name[i], n, vals, lens, fmts, 0);
+  return PQsendQueryParams(c, sql, n, NULL, vals, lens, fmts, 0);
 }
 
 /* --- statements ----------------------------------------------------------------------------- */
@@ -250,7 +317,7 @@ static int wait_result(const pg_store *s, PGconn *c, int64_t deadline) {
  * for commands and rows alike. */
 static PGresult *run(const pg_store *s, PGconn *c, int64_t deadline, const char *sql, int n,
                      const char *const *vals, const int *lens, const int *fmts, int *rc) {
-  if (!PQsendQueryParams(c, sql, n, NULL, vals, lens, fmts, 0)) {
+  if (!send_stmt(c, sql, n, vals, lens, fmts)) {
     *rc = pg_err(c, NULL);
     return NULL;
   }
@@ -315,8 +382,7 @@ static PGresult *run_pipeline(const pg_store *s, PGconn *c, int64_t deadline, co
   }
   int sent = 0;
   for (; sent < n; sent++)
-    if (!PQsendQueryParams(c, st[sent].sql, st[sent].n, NULL, st[sent].vals, st[sent].lens,
-                           st[sent].fmts, 0))
+    if (!send_stmt(c, st[sent].sql, st[sent].n, st[sent].vals, st[sent].lens, st[sent].fmts))
       break;
   int w = sent == n && PQpipelineSync(c) ? LK_OK : pg_err(c, NULL);
   PGresult *last = NULL;
@@ -370,6 +436,35 @@ static PGresult *run_pipeline(const pg_store *s, PGconn *c, int64_t deadline, co
   }
   *rc = LK_OK;
   return last;
+}
+
+/* Prepares ps_sql on a new connection, all in one pipeline (one round trip), within the
+ * deadline. Parameter types are left to PostgreSQL to infer, as PQsendQueryParams does. */
+static int prepare_all(const pg_store *s, PGconn *c, int64_t deadline) {
+  if (!PQenterPipelineMode(c))
+    return pg_err(c, NULL);
+  int rc = LK_OK;
+  for (int i = 0; i < PS_N && rc == LK_OK; i++)
+    if (!PQsendPrepare(c, ps_name[i], ps_sql[i], 0, NULL))
+      rc = pg_err(c, NULL);
+  if (rc == LK_OK && !PQpipelineSync(c))
+    rc = pg_err(c, NULL);
+  /* Each prepare's result and its terminating NULL, then the sync's result. */
+  for (bool synced = false; rc == LK_OK && !synced;) {
+    rc = wait_result(s, c, deadline);
+    PGresult *r = rc == LK_OK ? PQgetResult(c) : NULL;
+    if (!r)
+      continue;
+    ExecStatusType es = PQresultStatus(r);
+    if (es == PGRES_PIPELINE_SYNC)
+      synced = true;
+    else if (es != PGRES_COMMAND_OK)
+      rc = es == PGRES_PIPELINE_ABORTED ? LK_EIO : pg_err(c, r);
+    PQclear(r);
+  }
+  if (rc == LK_OK && !PQexitPipelineMode(c))
+    rc = LK_EIO;
+  return rc; /* on failure the caller closes the connection */
 }
 
 static int64_t col_i64(const PGresult *r, int row, int col) {
@@ -574,6 +669,11 @@ int lk_pg_open(const lk_store_config *cfg, lk_store **out, char *errbuf, size_t 
   }
   s->open_n = 1;
   int rc = migrate(s, pc->c, errbuf, errcap);
+  if (rc == LK_OK) {
+    rc = prepare_all(s, pc->c, LK_DEADLINE_NONE);
+    if (rc != LK_OK)
+      set_err(errbuf, errcap, "prepare", PQerrorMessage(pc->c));
+  }
   conn_put(s, pc);
   if (rc != LK_OK) {
     pg_close(&s->base);
@@ -588,8 +688,6 @@ static int pg_opened_version(const lk_store *base) {
 }
 
 /* --- reads ---------------------------------------------------------------------------------- */
-
-#define BOOK_COLS "id, title, author, year, isbn, stock"
 
 static void row_to_book(const PGresult *r, int row, lk_book *b) {
   b->id = col_i64(r, row, 0);
@@ -616,8 +714,7 @@ static int book_get_on(pg_store *s, PGconn *c, int64_t deadline, int64_t id, lk_
   num n = i64s(id);
   const char *p[] = {n.b};
   int rc;
-  PGresult *r =
-      run(s, c, deadline, "SELECT " BOOK_COLS " FROM books WHERE id = $1", 1, p, NULL, NULL, &rc);
+  PGresult *r = run(s, c, deadline, ps_sql[PS_BOOK_GET], 1, p, NULL, NULL, &rc);
   if (!r)
     return rc;
   rc = PQntuples(r) == 1 ? LK_OK : LK_ENOTFOUND;
@@ -826,12 +923,8 @@ static int tx_commit(pg_tx *tx) {
   const int ifm[] = {0, 0, 1, 0, 0, 1, 0};
   stmt st[4] = {
       {BEGIN_SQL, 0, NULL, NULL, NULL},
-      {"WITH unclaim AS (DELETE FROM idem_claims WHERE tenant = $1 AND key = $2) "
-       "DELETE FROM idem WHERE tenant = $1 AND key = $2 AND created_ns < $3",
-       3, dv, NULL, NULL},
-      {"INSERT INTO idem(tenant, key, fingerprint, status, headers, body, created_ns) "
-       "VALUES($1, $2, $3, $4, $5, $6, $7)",
-       7, iv, il, ifm},
+      {ps_sql[PS_UNCLAIM], 3, dv, NULL, NULL},
+      {ps_sql[PS_IDEM_PUT], 7, iv, il, ifm},
       {"COMMIT", 0, NULL, NULL, NULL},
   };
   int skip = tx->begun ? 1 : 0;
@@ -884,7 +977,7 @@ static int pg_tx_book_get(lk_store_tx *tx, int64_t id, lk_book *out) {
   num n = i64s(id);
   const char *p[] = {n.b};
   int rc;
-  PGresult *r = tx_run(tx, "SELECT " BOOK_COLS " FROM books WHERE id = $1", 1, p, NULL, NULL, &rc);
+  PGresult *r = tx_run(tx, ps_sql[PS_BOOK_GET], 1, p, NULL, NULL, &rc);
   if (!r)
     return rc;
   rc = PQntuples(r) == 1 ? LK_OK : LK_ENOTFOUND;
@@ -967,13 +1060,7 @@ static int pg_tx_loan_create(lk_store_tx *tx, lk_loan *loan) {
   /* One statement, one round trip: the decrement and the loan row that records the stock it
    * left. At READ COMMITTED a concurrent decrement of the same book makes the UPDATE wait for it
    * and then re-check stock > 0 on the row it left: copies are never lost nor oversold. */
-  PGresult *r = tx_run(tx,
-                       "WITH taken AS (UPDATE books SET stock = stock - 1, updated_ns = $6 "
-                       "WHERE id = $1 AND stock > 0 RETURNING stock) "
-                       "INSERT INTO loans(book_id, tenant, borrower, idem_key, request_id, "
-                       "created_ns, stock_after) SELECT $1, $2, $3, $4, $5, $6, stock FROM taken "
-                       "RETURNING id, stock_after",
-                       6, p, NULL, NULL, &rc);
+  PGresult *r = tx_run(tx, ps_sql[PS_LOAN], 6, p, NULL, NULL, &rc);
   if (!r)
     return rc;
   if (PQntuples(r) != 1) {
@@ -1044,20 +1131,6 @@ static int pg_idem_purge(lk_store *base, int64_t before_wall_ns, int64_t *delete
   return rc;
 }
 
-/* Taken, or taken over from a holder that is gone: its lease ended (it ran past the longest time
- * it may run), or the database connection it claimed on has closed (its process died: the
- * backend with that pid is no longer there, or is a newer one). The database's clock decides, so
- * instances' clocks need not agree. $1 tenant, $2 key, $3 owner, $4 lease in microseconds. */
-#define CLAIM_CONFLICT                                                                             \
-  "ON CONFLICT (tenant, key) DO UPDATE SET owner = EXCLUDED.owner, pid = EXCLUDED.pid, "           \
-  "claimed_at = EXCLUDED.claimed_at, expires_at = EXCLUDED.expires_at "                            \
-  "WHERE idem_claims.expires_at < clock_timestamp() OR NOT EXISTS "                                \
-  "(SELECT 1 FROM pg_stat_activity a WHERE a.pid = idem_claims.pid "                               \
-  "AND a.backend_start <= idem_claims.claimed_at) RETURNING 1"
-#define CLAIM_ROW                                                                                  \
-  "$1::text, $2::text, $3::bigint, pg_backend_pid(), clock_timestamp(), "                          \
-  "clock_timestamp() + $4::bigint * interval '1 microsecond'"
-
 static int pg_idem_claim(lk_store *base, const char *tenant, const char *key, uint64_t owner,
                          int64_t lease_ns, lk_deadline dl) {
   num o = i64s((int64_t)owner), l = i64s(lease_ns / 1000);
@@ -1085,15 +1158,7 @@ static int pg_idem_lookup_claim(lk_store *base, const char *tenant, const char *
   num o = i64s((int64_t)owner), l = i64s(lease_ns / 1000), m = i64s(min_created_wall_ns);
   const char *p[] = {tenant, key, o.b, l.b, m.b};
   int rc;
-  PGresult *r =
-      read1((pg_store *)base, dl,
-            "WITH rec AS (SELECT fingerprint, status, headers, body, created_ns FROM idem "
-            "WHERE tenant = $1 AND key = $2 AND created_ns >= $5::bigint), "
-            "cl AS (INSERT INTO idem_claims(tenant, key, owner, pid, claimed_at, expires_at) "
-            "SELECT " CLAIM_ROW " WHERE NOT EXISTS (SELECT 1 FROM rec) " CLAIM_CONFLICT ") "
-            "SELECT rec.fingerprint, rec.status, rec.headers, rec.body, rec.created_ns, "
-            "(SELECT COUNT(*) FROM cl) FROM (VALUES (1)) one LEFT JOIN rec ON true",
-            5, p, &rc);
+  PGresult *r = read1((pg_store *)base, dl, ps_sql[PS_LOOKUP_CLAIM], 5, p, &rc);
   if (!r)
     return rc;
   if (PQntuples(r) != 1) {
@@ -1112,9 +1177,7 @@ static int pg_idem_release(lk_store *base, const char *tenant, const char *key, 
   num o = i64s((int64_t)owner);
   const char *p[] = {tenant, key, o.b};
   int rc;
-  PQclear(read1((pg_store *)base, lk_deadline_none(),
-                "DELETE FROM idem_claims WHERE tenant = $1 AND key = $2 AND owner = $3", 3, p,
-                &rc));
+  PQclear(read1((pg_store *)base, lk_deadline_none(), ps_sql[PS_RELEASE], 3, p, &rc));
   return rc;
 }
 
