@@ -14,6 +14,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -464,6 +465,7 @@ typedef struct locker {
   const char *path;
   int rule_matched_port;
   int rc;
+  atomic_int sender_done; /* set once lk_outbox_send has returned */
 } locker;
 
 static int fault_matched(void) {
@@ -488,7 +490,10 @@ static void *hold_write_lock(void *arg) {
     return NULL;
   if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK) {
     l->rc = 0;
-    sleep_ms(1500); /* past the answer and the sender's busy timeout */
+    /* until the sender has given up recording (its busy timeout is 50 ms): held for as long as
+     * it takes, not for a time a loaded machine might outlast (bounded at 20 s) */
+    for (int i = 0; i < 2000 && !atomic_load(&l->sender_done); i++)
+      sleep_ms(10);
     sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
   }
   sqlite3_close(db);
@@ -512,13 +517,14 @@ static void test_unrecorded_outcome_is_resent_with_its_key(void **state) {
   snprintf(rule, sizeof rule, "route=POST /books/%lld/loans,kind=latency,delay=1s,count=1",
            (long long)BOOK);
   add_fault(rule);
-  locker l = {path, 0, -1};
+  locker l = {path, 0, -1, 0};
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, hold_write_lock, &l), 0);
   lk_outbox_sender_config sc;
   sender_defaults(&sc);
   lk_outbox_send_stats st;
   int rc = lk_outbox_send(ob, &sc, &st);
+  atomic_store(&l.sender_done, 1);
   pthread_join(th, NULL);
   clear_faults();
   assert_int_equal(l.rc, 0);
