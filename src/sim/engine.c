@@ -55,6 +55,11 @@ typedef struct call {
 
 typedef struct job {
   int64_t deadline, svc_start;
+  /* A leaf tier's attempt arrives at its server when it is sent (job_arrive from attempt_begin,
+   * no EV_ARRIVE): the server runs `shift` (the inbound network delay) ahead of the caller's
+   * clock for this job, deadline and give_up are in the server's time, and the reply adds shift
+   * back. 0 for a job that arrived through EV_ARRIVE. */
+  int64_t shift, give_up;
   uint32_t call, call_gen, next;
   uint64_t version; /* OCC: the row's version this attempt read */
   uint16_t server;
@@ -100,6 +105,10 @@ typedef struct run {
   site sites[SIM_MAX_GROUPS + SIM_MAX_TIERS];
   lk_rand_fast r_arr, r_svc, r_net, r_pol, r_brk;
   double slow[SIM_MAX_TIERS];
+  /* A leaf tier's outages and slowdowns, for its jobs in the server's time (job.shift): looked up
+   * at the moment on the callers' clock instead of following the trigger events. */
+  uint8_t n_out[SIM_MAX_TIERS], n_slow[SIM_MAX_TIERS];
+  uint8_t out_ix[SIM_MAX_TIERS][SIM_MAX_TRIGGERS], slow_ix[SIM_MAX_TIERS][SIM_MAX_TRIGGERS];
   lk_failure outage[SIM_MAX_TIERS];
   int outage_on[SIM_MAX_TIERS];
   double burst[SIM_MAX_GROUPS];
@@ -107,6 +116,8 @@ typedef struct run {
   uint64_t *acc[SIM_MAX_TIERS + SIM_MAX_GROUPS]; /* latencies, copied into lk_hist at the end */
   int64_t now;
   int64_t cur_w, next_w; /* the window R->now is in, and when the next one starts */
+  int64_t span;          /* duration + drain: events after it are not processed */
+  int64_t last_fold;     /* the latest reply handled without an event (end_time) */
   int oom;
 } run;
 
@@ -284,6 +295,7 @@ static inline int64_t net(run *R) {
 
 static void attempt_begin(run *R, uint32_t ci);
 static void job_finish(run *R, uint32_t ji, bool ok);
+static void job_arrive(run *R, uint32_t ji);
 
 static void call_start(run *R, int site_ix, int target, uint32_t parent, int64_t parent_deadline) {
   uint32_t ci = call_alloc(R);
@@ -340,7 +352,8 @@ static void call_end(run *R, uint32_t ci, lk_failure kind, lk_reason reason) {
   }
   if (c->site < R->sc->n_groups) {
     sim_group_stats *g = &r->group[c->site];
-    g->last_end = now;
+    if (now > g->last_end) /* a reply handled at once may be later than the next event */
+      g->last_end = now;
     if (ok) {
       g->ok++;
       g->by_reason[LK_REASON_SUCCESS]++;
@@ -481,7 +494,23 @@ static void attempt_begin(run *R, uint32_t ci) {
   j->downstream = 0;
   j->live = 1;
   R->r->jobs_started++;
-  push(R, lk_sat_add(now, net(R)), EV_ARRIVE, ji, 0);
+  int64_t d_in = net(R);
+  const sim_tier *t = &R->sc->tiers[c->target];
+  if (t->kind == SIM_TIER_QUEUE && t->calls < 0) {
+    /* A leaf tier's server sees nothing but its own jobs, so its timeline may run ahead of the
+     * callers' by each job's inbound delay: the attempt arrives now, in the server's time, and
+     * an event is saved. Its arrivals are the sends in send order (iid delays keep a Poisson
+     * stream Poisson); what the server compares with its clock moves by the same shift. */
+    j->shift = d_in;
+    j->give_up = lk_sat_sub(attempt_end_at, d_in);
+    if (j->deadline != LK_DEADLINE_NONE)
+      j->deadline = j->give_up;
+    job_arrive(R, ji);
+    return;
+  }
+  j->shift = 0;
+  j->give_up = attempt_end_at;
+  push(R, lk_sat_add(now, d_in), EV_ARRIVE, ji, 0);
 }
 
 /* The attempt of call ci ended with `kind` (LK_F_NONE = success) at R->now. */
@@ -531,8 +560,32 @@ static inline bool call_current(const run *R, uint32_t ci, uint32_t gen) {
 /* --- servers
  * -------------------------------------------------------------------------------------- */
 
+/* Whether tier is out at time t of the callers' clock, and how it answers (*fail). */
+static bool outage_at(const run *R, int tier, int64_t t, lk_failure *fail) {
+  bool on = false;
+  for (int k = 0; k < R->n_out[tier]; k++) {
+    const sim_trigger *tr = &R->sc->triggers[R->out_ix[tier][k]];
+    if (t >= tr->from && t < tr->to) {
+      on = true;
+      *fail = tr->fail;
+    }
+  }
+  return on;
+}
+
+static double slow_at(const run *R, int tier, int64_t t) {
+  double f = 1.0;
+  for (int k = 0; k < R->n_slow[tier]; k++) {
+    const sim_trigger *tr = &R->sc->triggers[R->slow_ix[tier][k]];
+    if (t >= tr->from && t < tr->to)
+      f *= tr->factor;
+  }
+  return f;
+}
+
 static void reply(run *R, const job *j, lk_failure kind) {
-  push(R, lk_sat_add(R->now, net(R)), EV_REPLY + (uint32_t)kind, j->call, j->call_gen);
+  push(R, lk_sat_add(R->now, lk_sat_add(j->shift, net(R))), EV_REPLY + (uint32_t)kind, j->call,
+       j->call_gen);
 }
 
 /* Starts the attempt's work, or (drop_expired=short) drops it when its caller's remaining time is
@@ -541,7 +594,8 @@ static void service_start(run *R, uint32_t ji) {
   job *j = &R->jobs[ji];
   const sim_tier *t = &R->sc->tiers[j->tier];
   server *sv = &R->srv[j->tier][j->server];
-  double d = (double)draw(&t->service, &R->r_svc) * R->slow[j->tier];
+  double slow = j->shift > 0 ? slow_at(R, j->tier, lk_sat_add(R->now, j->shift)) : R->slow[j->tier];
+  double d = (double)draw(&t->service, &R->r_svc) * slow;
   int64_t svc = d < 9e18 ? (int64_t)d : INT64_MAX / 4;
   if (t->drop_short && lk_sat_sub(j->deadline, R->now) < svc) {
     R->r->tier[j->tier].dropped++;
@@ -586,11 +640,12 @@ static void job_arrive(run *R, uint32_t ji) {
   uint32_t sx = R->rr[tier]++ % (uint32_t)t->servers;
   j->server = (uint16_t)sx;
   server *sv = &R->srv[tier][sx];
-  if (R->outage_on[tier]) {
+  lk_failure fail = R->outage[tier];
+  if (j->shift > 0 ? outage_at(R, tier, lk_sat_add(R->now, j->shift), &fail) : R->outage_on[tier]) {
     R->r->tier[tier].rejected++;
     w->rejected++;
-    if (R->outage[tier] != LK_F_NONE)
-      reply(R, j, R->outage[tier]);
+    if (fail != LK_F_NONE)
+      reply(R, j, fail);
     job_free(R, ji);
     return;
   }
@@ -656,6 +711,33 @@ static void job_done(run *R, uint32_t ji) {
   job_finish(R, ji, true);
 }
 
+/* A success for a client's call that surely comes back before the attempt's timeout ends the
+ * call here, at the reply's time, instead of through an EV_REPLY: nothing else can end the call
+ * meanwhile (one attempt at a time, its timeout later), and what its end touches is the caller's
+ * own counters plus its budget and breaker, which take the time as a parameter and are built for
+ * callers whose times interleave (threads). A job below a tier keeps its event: its parent's
+ * worker must stay busy until the reply. */
+static bool reply_at_once(run *R, const job *j) {
+  call *c = &R->calls[j->call];
+  if (c->parent != SIM_NIL)
+    return false;
+  int64_t at = lk_sat_add(R->now, lk_sat_add(j->shift, net(R)));
+  if (at >= lk_sat_add(j->give_up, j->shift) || at > R->span) {
+    push(R, at, EV_REPLY + (uint32_t)LK_F_NONE, j->call, j->call_gen);
+    return true;
+  }
+  int64_t now = R->now, cur_w = R->cur_w;
+  R->now = at;
+  int64_t w = at / R->sc->window;
+  R->cur_w = w < R->r->n_windows - 1 ? w : R->r->n_windows - 1;
+  attempt_end(R, j->call, LK_F_NONE);
+  if (at > R->last_fold)
+    R->last_fold = at;
+  R->now = now;
+  R->cur_w = cur_w;
+  return true;
+}
+
 static void job_finish(run *R, uint32_t ji, bool ok) {
   job *j = &R->jobs[ji];
   int tier = j->tier;
@@ -665,11 +747,13 @@ static void job_finish(run *R, uint32_t ji, bool ok) {
   ts->done++;
   w->done++;
   ts->busy_ns += spent;
-  if (!call_current(R, j->call, j->call_gen)) { /* its caller gave up meanwhile */
+  /* Its caller gave up meanwhile: the call moved on, or (a job in a server's time) the moment
+   * its attempt times out has come on the caller's clock. */
+  if (!call_current(R, j->call, j->call_gen) || (j->shift > 0 && R->now >= j->give_up)) {
     ts->wasted++;
     w->wasted++;
     ts->wasted_ns += spent;
-  } else {
+  } else if (!ok || !reply_at_once(R, j)) {
     reply(R, j, ok ? LK_F_NONE : LK_F_HTTP_503);
   }
   uint16_t sx = j->server;
@@ -819,6 +903,7 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
   lk_rand_fast_seeded(&R.r_pol, seed ^ 0x706f6c6963792121ull);
   lk_rand_fast_seeded(&R.r_brk, seed ^ 0x627265616b657221ull);
   int64_t span = lk_sat_add(sc->duration, sc->drain);
+  R.span = span;
   int64_t nw = span / sc->window + 1;
   if (nw > SIM_MAX_WINDOWS)
     nw = SIM_MAX_WINDOWS;
@@ -862,6 +947,11 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
     }
   }
   for (int t = 0; t < sc->n_triggers; t++) {
+    const sim_trigger *tr = &sc->triggers[t];
+    if (tr->kind == SIM_TRIG_OUTAGE)
+      R.out_ix[tr->tier][R.n_out[tr->tier]++] = (uint8_t)t;
+    else if (tr->kind == SIM_TRIG_SLOWDOWN)
+      R.slow_ix[tr->tier][R.n_slow[tr->tier]++] = (uint8_t)t;
     push(&R, sc->triggers[t].from, EV_TRIG_ON, (uint32_t)t, 0);
     push(&R, sc->triggers[t].to, EV_TRIG_OFF, (uint32_t)t, 0);
   }
@@ -884,7 +974,7 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
     if (__builtin_expect(R.oom, 0))
       goto oom;
   }
-  out->end_time = R.now;
+  out->end_time = R.now > R.last_fold ? R.now : R.last_fold;
   for (int t = 0; t < sc->n_tiers; t++)
     acc_flush(R.acc[t], out->tier[t].latency);
   for (int g = 0; g < sc->n_groups; g++)

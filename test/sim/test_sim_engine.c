@@ -333,15 +333,44 @@ static void test_memory_follows_in_flight(void **state) {
   uint64_t allocs_long = lk_test_alloc_count_stop();
   /* The loop allocates nothing per event: ten times the events, the same allocations give or
    * take a pool doubling (the setup's are the same for both). */
-  printf("# allocations: %llu for %llu attempts, %llu for %llu\n",
-         (unsigned long long)allocs_short, (unsigned long long)shortr.attempts,
-         (unsigned long long)allocs_long, (unsigned long long)longr.attempts);
+  printf("# allocations: %llu for %llu attempts, %llu for %llu\n", (unsigned long long)allocs_short,
+         (unsigned long long)shortr.attempts, (unsigned long long)allocs_long,
+         (unsigned long long)longr.attempts);
   assert_true(allocs_long <= allocs_short + 8);
   assert_true(longr.attempts > 9 * shortr.attempts);
   assert_true(longr.peak_bytes <= 2 * shortr.peak_bytes);
   assert_true(longr.peak_calls < 2 * shortr.peak_calls + 64);
   sim_result_free(&shortr);
   sim_result_free(&longr);
+}
+
+/* An idle leaf server costs two events per call: the arrival at the client and the end of the
+ * work. The attempt reaches the server when it is sent (the server runs one inbound delay ahead)
+ * and a success that surely beats its timeout ends the call without a reply event; latencies are
+ * still both delays plus the work, and the last end is the reply's time, not the last event's. */
+static void test_events_per_attempt(void **state) {
+  (void)state;
+  static const char idle[] = "seed 1\nduration 1s\ndrain 1s\nwindow 100ms\n"
+                             "network delay=const:200us\n"
+                             "policy p attempts=1 timeout=50ms\n"
+                             "tier a servers=2 workers=64 service=const:1ms queue=100\n"
+                             "client c rate=10000/s arrivals=uniform target=a policy=p\n";
+  sim_scenario s;
+  parse_or_fail(idle, &s);
+  sim_result r;
+  run_or_fail(&s, &r);
+  assert_int_equal(r.group[0].calls, 10000);
+  assert_int_equal(r.group[0].ok, 10000);
+  assert_int_equal(r.attempts, 10000);
+  /* Two per call, plus the timeout FIFO's wake-ups (one per timeout length, about 40 here). */
+  if (r.events > 2 * r.attempts + 100)
+    fail_msg("%llu events for %llu attempts", (unsigned long long)r.events,
+             (unsigned long long)r.attempts);
+  int64_t p50 = lk_hist_percentile(r.group[0].latency, 50);
+  assert_true(p50 >= 1390000 && p50 <= 1410000);
+  /* The last call starts at 999.9 ms and ends 1.4 ms later. */
+  assert_int_equal(r.group[0].last_end, 999900000 + 1400000);
+  sim_result_free(&r);
 }
 
 int main(void) {
@@ -354,6 +383,7 @@ int main(void) {
       cmocka_unit_test(test_drop_short),
       cmocka_unit_test(test_zero_delays_terminate),
       cmocka_unit_test(test_memory_follows_in_flight),
+      cmocka_unit_test(test_events_per_attempt),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
