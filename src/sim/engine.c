@@ -12,6 +12,7 @@
  * attempt's generation, so a timeout or reply that lost its race is recognised and ignored without
  * ever removing anything from the queue.
  */
+#include "sim/exp.h"
 #include "sim/heap.h"
 #include "sim/sim.h"
 
@@ -104,6 +105,7 @@ typedef struct run {
   uint32_t queued[SIM_MAX_TIERS];
   site sites[SIM_MAX_GROUPS + SIM_MAX_TIERS];
   lk_rand_fast r_arr, r_svc, r_net, r_pol, r_brk;
+  sim_exp_table zt; /* exponential draws (exp.h) */
   double slow[SIM_MAX_TIERS];
   /* A leaf tier's outages and slowdowns, for its jobs in the server's time (job.shift): looked up
    * at the moment on the callers' clock instead of following the trigger events. */
@@ -154,11 +156,11 @@ static inline double unit(lk_rand_fast *g) { /* [0, 1) */
   return (double)(g->base.next64(&g->base) >> 11) * 0x1p-53;
 }
 
-static int64_t draw(const sim_dist *d, lk_rand_fast *g) {
+static int64_t draw(const run *R, const sim_dist *d, lk_rand_fast *g) {
   switch (d->kind) {
   case SIM_D_CONST: return d->a;
   case SIM_D_EXP: {
-    double v = -(double)d->a * log(1.0 - unit(g));
+    double v = (double)d->a * sim_exp_draw(&R->zt, &g->base);
     return v < 9e18 ? (int64_t)v : INT64_MAX / 4;
   }
   case SIM_D_UNIFORM: return d->a + (int64_t)g->base.below(&g->base, (uint64_t)(d->b - d->a) + 1);
@@ -286,7 +288,7 @@ static void job_free(run *R, uint32_t i) {
  * zero-delay scenario (an outage answering at once, a retry without backoff) would spin at one
  * instant. */
 static inline int64_t net(run *R) {
-  int64_t d = draw(&R->sc->net, &R->r_net);
+  int64_t d = draw(R, &R->sc->net, &R->r_net);
   return d > 0 ? d : 1;
 }
 
@@ -378,7 +380,7 @@ static void call_end(run *R, uint32_t ci, lk_failure kind, lk_reason reason) {
     job_finish(R, parent, ok);
   } else if (R->sc->groups[site_ix].closed) {
     const sim_group *g = &R->sc->groups[site_ix];
-    int64_t think = draw(&g->think, &R->r_arr);
+    int64_t think = draw(R, &g->think, &R->r_arr);
     int64_t t = lk_sat_add(now, think > 0 ? think : 1); /* a refused call takes no time */
     bool more = g->ops == 0 || R->issued[site_ix] < g->count * g->ops;
     if (more && t < R->sc->duration)
@@ -595,7 +597,7 @@ static void service_start(run *R, uint32_t ji) {
   const sim_tier *t = &R->sc->tiers[j->tier];
   server *sv = &R->srv[j->tier][j->server];
   double slow = j->shift > 0 ? slow_at(R, j->tier, lk_sat_add(R->now, j->shift)) : R->slow[j->tier];
-  double d = (double)draw(&t->service, &R->r_svc) * slow;
+  double d = (double)draw(R, &t->service, &R->r_svc) * slow;
   int64_t svc = d < 9e18 ? (int64_t)d : INT64_MAX / 4;
   if (t->drop_short && lk_sat_sub(j->deadline, R->now) < svc) {
     R->r->tier[j->tier].dropped++;
@@ -836,7 +838,7 @@ static int64_t open_gap(run *R, int g) {
   const sim_group *gr = &R->sc->groups[g];
   double rate = gr->rate * R->burst[g];
   double mean = 1e9 / rate;
-  double gap = gr->poisson ? -mean * log(1.0 - unit(&R->r_arr)) : mean;
+  double gap = gr->poisson ? mean * sim_exp_draw(&R->zt, &R->r_arr.base) : mean;
   return gap < 1 ? 1 : gap < 9e18 ? (int64_t)gap : INT64_MAX / 4;
 }
 
@@ -896,6 +898,7 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
   }
   R.q.heap_only = sc->plain_heap;
   R.next_w = sc->window;
+  sim_exp_init(&R.zt);
   uint64_t seed = sc->seed;
   lk_rand_fast_seeded(&R.r_arr, seed ^ 0x61727269766c7321ull);
   lk_rand_fast_seeded(&R.r_svc, seed ^ 0x7365727669636521ull);
@@ -941,7 +944,7 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
     R.burst[g] = 1.0;
     if (gr->closed) {
       for (int64_t i = 0; i < gr->count; i++)
-        push(&R, draw(&gr->think, &R.r_arr), EV_CLOSED, (uint32_t)g, 0);
+        push(&R, draw(&R, &gr->think, &R.r_arr), EV_CLOSED, (uint32_t)g, 0);
     } else if (gr->rate > 0) {
       push(&R, 0, EV_OPEN, (uint32_t)g, 0);
     }

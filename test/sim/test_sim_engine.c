@@ -2,6 +2,7 @@
 /* The simulator's invariants: the event heap's order, determinism (same seed, same bytes),
  * conservation (every call and every attempt ends exactly once), 3^n amplification over n tiers,
  * and memory that follows the requests in flight rather than the length of the run. */
+#include "sim/exp.h"
 #include "sim/heap.h"
 #include "sim/sim.h"
 #include "testutil.h"
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <math.h>
 
 static void parse_or_fail(const char *text, sim_scenario *s) {
   char err[300] = "";
@@ -373,6 +375,37 @@ static void test_events_per_attempt(void **state) {
   sim_result_free(&r);
 }
 
+/* The ziggurat's draws are exponential: 2 M draws in 64 bins of equal probability (chi-square,
+ * 63 degrees of freedom: 110 is beyond its 99.98th percentile), the mean, and the far tail that
+ * only layer 0's fallback reaches (P(X > 7.7) = 4.5e-4). */
+static void test_exp_draws(void **state) {
+  (void)state;
+  sim_exp_table zt;
+  sim_exp_init(&zt);
+  lk_rand_fast g;
+  lk_rand_fast_seeded(&g, 42);
+  enum { N = 2000000, BINS = 64 };
+  uint64_t bin[BINS] = {0}, tail = 0;
+  double sum = 0;
+  for (int i = 0; i < N; i++) {
+    double x = sim_exp_draw(&zt, &g.base);
+    assert_true(x >= 0);
+    sum += x;
+    tail += x > 7.7;
+    int b = (int)((1.0 - exp(-x)) * BINS); /* the CDF maps an exponential to a uniform */
+    bin[b < BINS ? b : BINS - 1]++;
+  }
+  double chi = 0, e = (double)N / BINS;
+  for (int b = 0; b < BINS; b++)
+    chi += ((double)bin[b] - e) * ((double)bin[b] - e) / e;
+  printf("# exponential: mean %.5f chi-square %.1f tail %llu\n", sum / N, chi,
+         (unsigned long long)tail);
+  assert_true(chi < 110);
+  assert_true(fabs(sum / N - 1.0) < 0.003);
+  double want = N * exp(-7.7);
+  assert_true(fabs((double)tail - want) < 0.2 * want);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_heap_order),
@@ -384,6 +417,7 @@ int main(void) {
       cmocka_unit_test(test_zero_delays_terminate),
       cmocka_unit_test(test_memory_follows_in_flight),
       cmocka_unit_test(test_events_per_attempt),
+      cmocka_unit_test(test_exp_draws),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
