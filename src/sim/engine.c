@@ -28,7 +28,7 @@
 enum {
   EV_OPEN = 1,  /* an open-loop group's next arrival; idx = group */
   EV_CLOSED,    /* a closed-loop client starts a call; idx = group */
-  EV_SEND,      /* a call starts its next attempt (after a backoff or breaker wait) */
+  EV_SEND,      /* a call starts its next attempt (after a backoff) */
   EV_ARRIVE,    /* an attempt reaches its tier; idx = job */
   EV_DONE,      /* a worker finished an attempt's local work; idx = job */
   EV_OCC_WRITE, /* an OCC attempt's conditional write reaches the row; idx = job */
@@ -36,6 +36,9 @@ enum {
   EV_TRIG_ON,   /* idx = trigger */
   EV_TRIG_OFF,
   EV_TIMERS,    /* the first live entry of a site's timeout FIFO is due; idx = site */
+  EV_WAKE,      /* the site's breaker may admit again: its waiters ask; idx = site */
+  EV_GIVE_UP,   /* a call waiting for the breaker has no time left for an attempt; idx = call */
+  EV_GIVE_UPS,  /* the first live entry of a site's give-up FIFO is due; idx = site */
   EV_REPLY = 32 /* + the attempt's lk_failure (LK_F_NONE = success); idx = call */
 };
 
@@ -48,6 +51,8 @@ typedef struct call {
   uint32_t next;   /* free list */
   int16_t site;    /* group index, or n_groups + tier for a tier's downstream calls */
   uint8_t target, live;
+  uint8_t waiting;    /* in its site's breaker queue */
+  uint8_t give_up_on; /* an EV_GIVE_UP for this call's current generation is in the queue */
   uint16_t attempt;
   lk_failure last;
   lk_budget_ticket ticket;
@@ -86,6 +91,14 @@ typedef struct tfifo {
 
 typedef struct site {
   tfifo timers;
+  /* Calls the breaker refused that wait for it (breaker.wait=yes), in the order they came: woken
+   * together by one EV_WAKE when the breaker's retry-at time comes or a probe's outcome makes it
+   * known, instead of each asking again every 5 ms. Entries of calls that gave up are stale. */
+  tfifo waiters;
+  tfifo give_ups;  /* the waiters' give-up times in the order they were set, while that order is
+                      also their time order (a call's deadline is mostly its start + a constant);
+                      one out of order goes into the event queue as an EV_GIVE_UP */
+  int64_t wake_at; /* of the EV_WAKE in the queue; INT64_MAX for none */
   const sim_policy *pol;
   lk_retry_policy retry;
   lk_budget *budget;
@@ -388,17 +401,6 @@ static void call_end(run *R, uint32_t ci, lk_failure kind, lk_reason reason) {
   }
 }
 
-static int64_t breaker_wait_until(run *R, const site *s, const call *c) {
-  if (!s->pol->breaker_wait)
-    return 0;
-  int64_t at = lk_breaker_retry_at(s->breaker, R->now);
-  if (at == LK_BREAKER_RETRY_UNKNOWN || at <= R->now)
-    at = lk_sat_add(R->now, LK_MS(5)); /* probes out: ask again soon, as the HTTP layer does */
-  if (at >= c->deadline || lk_sat_sub(c->deadline, at) < LK_MS(1))
-    return 0;
-  return at;
-}
-
 static void timer_add(run *R, int site_ix, int64_t t, uint32_t ci, uint32_t gen) {
   tfifo *q = &R->sites[site_ix].timers;
   if (q->n == q->cap) {
@@ -425,6 +427,117 @@ static void timer_add(run *R, int site_ix, int64_t t, uint32_t ci, uint32_t gen)
 
 static void attempt_end(run *R, uint32_t ci, lk_failure kind);
 static inline bool call_current(const run *R, uint32_t ci, uint32_t gen);
+
+static bool ring_add(run *R, tfifo *q, sim_ev e) {
+  if (q->n == q->cap) {
+    uint32_t cap = q->cap ? q->cap * 2 : 1024;
+    sim_ev *a = malloc((size_t)cap * sizeof *a);
+    if (!a) {
+      R->oom = 1;
+      return false;
+    }
+    for (uint32_t i = 0; i < q->n; i++)
+      a[i] = q->a[(q->head + i) & (q->cap - 1)];
+    free(q->a);
+    q->a = a;
+    q->head = 0;
+    q->cap = cap;
+  }
+  q->a[(q->head + q->n) & (q->cap - 1)] = e;
+  q->n++;
+  return true;
+}
+
+static void wake_at(run *R, int site_ix, int64_t t) {
+  site *s = &R->sites[site_ix];
+  if (t < s->wake_at) {
+    s->wake_at = t;
+    push(R, t, EV_WAKE, (uint32_t)site_ix, 0);
+  }
+}
+
+/* The breaker refused call ci: it waits while its deadline leaves at least 1 ms for an attempt
+ * after the breaker's retry-at time, else fails. With the probes out the retry-at time is unknown
+ * until one's outcome is recorded (attempt_end wakes the waiters then); a retry-at time that has
+ * come already (the breaker refused anyway) is asked again 5 ms later, as the HTTP layer does. */
+static void breaker_wait(run *R, uint32_t ci) {
+  call *c = &R->calls[ci];
+  site *s = &R->sites[c->site];
+  int64_t give_up = lk_sat_sub(c->deadline, LK_MS(1));
+  int64_t at = s->pol->breaker_wait ? lk_breaker_retry_at(s->breaker, R->now) : INT64_MAX;
+  if (at != LK_BREAKER_RETRY_UNKNOWN && at <= R->now)
+    at = lk_sat_add(R->now, LK_MS(5));
+  if (at >= give_up || R->now >= give_up) {
+    call_end(R, ci, LK_F_BREAKER_OPEN, LK_REASON_NOT_RETRYABLE);
+    return;
+  }
+  if (!ring_add(R, &s->waiters, (sim_ev){0, ci, c->gen & GEN_MASK}))
+    return;
+  c->waiting = 1;
+  if (!c->give_up_on && give_up <= R->span) {
+    c->give_up_on = 1;
+    tfifo *g = &s->give_ups;
+    if (g->n > 0 && g->a[(g->head + g->n - 1) & (g->cap - 1)].t > give_up) {
+      push(R, give_up, EV_GIVE_UP, ci, c->gen);
+    } else if (ring_add(R, g, (sim_ev){give_up, ci, c->gen & GEN_MASK}) && !g->armed) {
+      g->armed = true;
+      push(R, give_up, EV_GIVE_UPS, (uint32_t)c->site, 0);
+    }
+  }
+  if (at != LK_BREAKER_RETRY_UNKNOWN)
+    wake_at(R, c->site, at);
+}
+
+/* EV_WAKE: every call waiting at the site asks the breaker again, in the order they came; those
+ * refused again queue behind. */
+static void waiters_wake(run *R, int site_ix, int64_t t) {
+  site *s = &R->sites[site_ix];
+  if (t != s->wake_at)
+    return; /* an earlier wake replaced it */
+  s->wake_at = INT64_MAX;
+  tfifo *q = &s->waiters;
+  for (uint32_t k = q->n; k > 0 && !R->oom; k--) {
+    sim_ev e = q->a[q->head];
+    q->head = (q->head + 1) & (q->cap - 1);
+    q->n--;
+    call *c = &R->calls[e.idx];
+    if (!call_current(R, e.idx, e.tg) || !c->waiting)
+      continue;
+    c->waiting = 0;
+    attempt_begin(R, e.idx);
+  }
+}
+
+static void waiter_give_up(run *R, uint32_t ci, uint32_t gen);
+
+/* EV_GIVE_UPS: the due entries of the site's give-up FIFO, and an event for its first live one. */
+static void give_ups_due(run *R, int site_ix) {
+  tfifo *q = &R->sites[site_ix].give_ups;
+  while (q->n > 0) {
+    sim_ev e = q->a[q->head];
+    if (call_current(R, e.idx, e.tg) && e.t > R->now)
+      break;
+    q->head = (q->head + 1) & (q->cap - 1);
+    q->n--;
+    waiter_give_up(R, e.idx, e.tg); /* ignores a stale entry; adds none */
+  }
+  if (q->n > 0)
+    push(R, q->a[q->head].t, EV_GIVE_UPS, (uint32_t)site_ix, 0);
+  else
+    q->armed = false;
+}
+
+/* EV_GIVE_UP: a waiting call whose deadline leaves no time fails as the breaker made it. */
+static void waiter_give_up(run *R, uint32_t ci, uint32_t gen) {
+  call *c = &R->calls[ci];
+  if (!call_current(R, ci, gen))
+    return;
+  c->give_up_on = 0;
+  if (c->waiting) {
+    c->waiting = 0; /* its entry in the site's queue is stale once the call has ended */
+    call_end(R, ci, LK_F_BREAKER_OPEN, LK_REASON_NOT_RETRYABLE);
+  }
+}
 
 /* EV_TIMERS: fire what is due, drop what lost its race, and wait for the first live entry. */
 static void timers_due(run *R, int site_ix) {
@@ -462,12 +575,10 @@ static void attempt_begin(run *R, uint32_t ci) {
     return;
   }
   if (s->breaker && lk_breaker_acquire_permit(s->breaker, now, &c->permit) != LK_OK) {
-    int64_t at = breaker_wait_until(R, s, c);
-    if (at > 0) {
-      push(R, at, EV_SEND, ci, c->gen);
-      return;
-    }
-    call_end(R, ci, LK_F_BREAKER_OPEN, LK_REASON_NOT_RETRYABLE);
+    if (s->pol->breaker_wait)
+      breaker_wait(R, ci);
+    else
+      call_end(R, ci, LK_F_BREAKER_OPEN, LK_REASON_NOT_RETRYABLE);
     return;
   }
   uint32_t ji = job_alloc(R);
@@ -475,6 +586,7 @@ static void attempt_begin(run *R, uint32_t ci) {
     return;
   c->attempt++;
   c->gen++;
+  c->give_up_on = 0; /* an EV_GIVE_UP still queued is stale now */
   c->attempt_start = now;
   if (c->site < R->sc->n_groups)
     R->r->group[c->site].attempts++;
@@ -522,8 +634,14 @@ static void attempt_end(run *R, uint32_t ci, lk_failure kind) {
   int64_t now = R->now;
   c->gen++;
   c->last = kind;
-  if (s->breaker)
+  if (s->breaker) {
     lk_breaker_record_permit(s->breaker, &c->permit, now, now - c->attempt_start, kind);
+    if (s->waiters.n > 0) { /* a probe's outcome may say when the breaker admits again */
+      int64_t at = lk_breaker_retry_at(s->breaker, now);
+      if (at != LK_BREAKER_RETRY_UNKNOWN)
+        wake_at(R, c->site, at > now ? at : now);
+    }
+  }
   if (kind == LK_F_NONE) {
     if (s->budget)
       lk_budget_record_success_ticket(s->budget, now, &c->ticket);
@@ -821,6 +939,8 @@ static int site_init(run *R, site *s, const sim_policy *p, const char **why) {
 static void run_free(run *R) {
   for (int i = 0; i < SIM_MAX_GROUPS + SIM_MAX_TIERS; i++) {
     free(R->sites[i].timers.a);
+    free(R->sites[i].waiters.a);
+    free(R->sites[i].give_ups.a);
     lk_budget_free(R->sites[i].budget);
     lk_breaker_free(R->sites[i].breaker);
     lk_limiter_free(R->sites[i].limiter);
@@ -871,6 +991,9 @@ static void dispatch_event(run *R, const sim_ev *e) {
       attempt_end(R, e->idx, LK_F_READ_TIMEOUT);
     break;
   case EV_TIMERS: timers_due(R, (int)e->idx); break;
+  case EV_WAKE: waiters_wake(R, (int)e->idx, e->t); break;
+  case EV_GIVE_UP: waiter_give_up(R, e->idx, gen); break;
+  case EV_GIVE_UPS: give_ups_due(R, (int)e->idx); break;
   case EV_TRIG_ON: trigger(R, (int)e->idx, true); break;
   case EV_TRIG_OFF: trigger(R, (int)e->idx, false); break;
   default:
@@ -898,6 +1021,8 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
   }
   R.q.heap_only = sc->plain_heap;
   R.next_w = sc->window;
+  for (int i = 0; i < SIM_MAX_GROUPS + SIM_MAX_TIERS; i++)
+    R.sites[i].wake_at = INT64_MAX;
   sim_exp_init(&R.zt);
   uint64_t seed = sc->seed;
   lk_rand_fast_seeded(&R.r_arr, seed ^ 0x61727269766c7321ull);
@@ -986,7 +1111,9 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
   out->peak_bytes =
       sim_queue_bytes(&R.q) + (size_t)R.ncalls * sizeof(call) + (size_t)R.njobs * sizeof(job);
   for (int i = 0; i < SIM_MAX_GROUPS + SIM_MAX_TIERS; i++)
-    out->peak_bytes += (size_t)R.sites[i].timers.cap * sizeof(sim_ev);
+    out->peak_bytes +=
+        (size_t)(R.sites[i].timers.cap + R.sites[i].waiters.cap + R.sites[i].give_ups.cap) *
+        sizeof(sim_ev);
   run_free(&R);
   return LK_OK;
 oom:
