@@ -12,6 +12,7 @@
  * attempt's generation, so a timeout or reply that lost its race is recognised and ignored without
  * ever removing anything from the queue.
  */
+#include "sim/exp.h"
 #include "sim/heap.h"
 #include "sim/sim.h"
 
@@ -27,7 +28,7 @@
 enum {
   EV_OPEN = 1,  /* an open-loop group's next arrival; idx = group */
   EV_CLOSED,    /* a closed-loop client starts a call; idx = group */
-  EV_SEND,      /* a call starts its next attempt (after a backoff or breaker wait) */
+  EV_SEND,      /* a call starts its next attempt (after a backoff) */
   EV_ARRIVE,    /* an attempt reaches its tier; idx = job */
   EV_DONE,      /* a worker finished an attempt's local work; idx = job */
   EV_OCC_WRITE, /* an OCC attempt's conditional write reaches the row; idx = job */
@@ -35,6 +36,9 @@ enum {
   EV_TRIG_ON,   /* idx = trigger */
   EV_TRIG_OFF,
   EV_TIMERS,    /* the first live entry of a site's timeout FIFO is due; idx = site */
+  EV_WAKE,      /* the site's breaker may admit again: its waiters ask; idx = site */
+  EV_GIVE_UP,   /* a call waiting for the breaker has no time left for an attempt; idx = call */
+  EV_GIVE_UPS,  /* the first live entry of a site's give-up FIFO is due; idx = site */
   EV_REPLY = 32 /* + the attempt's lk_failure (LK_F_NONE = success); idx = call */
 };
 
@@ -47,6 +51,8 @@ typedef struct call {
   uint32_t next;   /* free list */
   int16_t site;    /* group index, or n_groups + tier for a tier's downstream calls */
   uint8_t target, live;
+  uint8_t waiting;    /* in its site's breaker queue */
+  uint8_t give_up_on; /* an EV_GIVE_UP for this call's current generation is in the queue */
   uint16_t attempt;
   lk_failure last;
   lk_budget_ticket ticket;
@@ -55,6 +61,11 @@ typedef struct call {
 
 typedef struct job {
   int64_t deadline, svc_start;
+  /* A leaf tier's attempt arrives at its server when it is sent (job_arrive from attempt_begin,
+   * no EV_ARRIVE): the server runs `shift` (the inbound network delay) ahead of the caller's
+   * clock for this job, deadline and give_up are in the server's time, and the reply adds shift
+   * back. 0 for a job that arrived through EV_ARRIVE. */
+  int64_t shift, give_up;
   uint32_t call, call_gen, next;
   uint64_t version; /* OCC: the row's version this attempt read */
   uint16_t server;
@@ -80,6 +91,14 @@ typedef struct tfifo {
 
 typedef struct site {
   tfifo timers;
+  /* Calls the breaker refused that wait for it (breaker.wait=yes), in the order they came: woken
+   * together by one EV_WAKE when the breaker's retry-at time comes or a probe's outcome makes it
+   * known, instead of each asking again every 5 ms. Entries of calls that gave up are stale. */
+  tfifo waiters;
+  tfifo give_ups;  /* the waiters' give-up times in the order they were set, while that order is
+                      also their time order (a call's deadline is mostly its start + a constant);
+                      one out of order goes into the event queue as an EV_GIVE_UP */
+  int64_t wake_at; /* of the EV_WAKE in the queue; INT64_MAX for none */
   const sim_policy *pol;
   lk_retry_policy retry;
   lk_budget *budget;
@@ -99,7 +118,12 @@ typedef struct run {
   uint32_t queued[SIM_MAX_TIERS];
   site sites[SIM_MAX_GROUPS + SIM_MAX_TIERS];
   lk_rand_fast r_arr, r_svc, r_net, r_pol, r_brk;
+  sim_exp_table zt; /* exponential draws (exp.h) */
   double slow[SIM_MAX_TIERS];
+  /* A leaf tier's outages and slowdowns, for its jobs in the server's time (job.shift): looked up
+   * at the moment on the callers' clock instead of following the trigger events. */
+  uint8_t n_out[SIM_MAX_TIERS], n_slow[SIM_MAX_TIERS];
+  uint8_t out_ix[SIM_MAX_TIERS][SIM_MAX_TRIGGERS], slow_ix[SIM_MAX_TIERS][SIM_MAX_TRIGGERS];
   lk_failure outage[SIM_MAX_TIERS];
   int outage_on[SIM_MAX_TIERS];
   double burst[SIM_MAX_GROUPS];
@@ -107,6 +131,8 @@ typedef struct run {
   uint64_t *acc[SIM_MAX_TIERS + SIM_MAX_GROUPS]; /* latencies, copied into lk_hist at the end */
   int64_t now;
   int64_t cur_w, next_w; /* the window R->now is in, and when the next one starts */
+  int64_t span;          /* duration + drain: events after it are not processed */
+  int64_t last_fold;     /* the latest reply handled without an event (end_time) */
   int oom;
 } run;
 
@@ -143,11 +169,11 @@ static inline double unit(lk_rand_fast *g) { /* [0, 1) */
   return (double)(g->base.next64(&g->base) >> 11) * 0x1p-53;
 }
 
-static int64_t draw(const sim_dist *d, lk_rand_fast *g) {
+static int64_t draw(const run *R, const sim_dist *d, lk_rand_fast *g) {
   switch (d->kind) {
   case SIM_D_CONST: return d->a;
   case SIM_D_EXP: {
-    double v = -(double)d->a * log(1.0 - unit(g));
+    double v = (double)d->a * sim_exp_draw(&R->zt, &g->base);
     return v < 9e18 ? (int64_t)v : INT64_MAX / 4;
   }
   case SIM_D_UNIFORM: return d->a + (int64_t)g->base.below(&g->base, (uint64_t)(d->b - d->a) + 1);
@@ -275,7 +301,7 @@ static void job_free(run *R, uint32_t i) {
  * zero-delay scenario (an outage answering at once, a retry without backoff) would spin at one
  * instant. */
 static inline int64_t net(run *R) {
-  int64_t d = draw(&R->sc->net, &R->r_net);
+  int64_t d = draw(R, &R->sc->net, &R->r_net);
   return d > 0 ? d : 1;
 }
 
@@ -284,6 +310,7 @@ static inline int64_t net(run *R) {
 
 static void attempt_begin(run *R, uint32_t ci);
 static void job_finish(run *R, uint32_t ji, bool ok);
+static void job_arrive(run *R, uint32_t ji);
 
 static void call_start(run *R, int site_ix, int target, uint32_t parent, int64_t parent_deadline) {
   uint32_t ci = call_alloc(R);
@@ -340,7 +367,8 @@ static void call_end(run *R, uint32_t ci, lk_failure kind, lk_reason reason) {
   }
   if (c->site < R->sc->n_groups) {
     sim_group_stats *g = &r->group[c->site];
-    g->last_end = now;
+    if (now > g->last_end) /* a reply handled at once may be later than the next event */
+      g->last_end = now;
     if (ok) {
       g->ok++;
       g->by_reason[LK_REASON_SUCCESS]++;
@@ -365,23 +393,12 @@ static void call_end(run *R, uint32_t ci, lk_failure kind, lk_reason reason) {
     job_finish(R, parent, ok);
   } else if (R->sc->groups[site_ix].closed) {
     const sim_group *g = &R->sc->groups[site_ix];
-    int64_t think = draw(&g->think, &R->r_arr);
+    int64_t think = draw(R, &g->think, &R->r_arr);
     int64_t t = lk_sat_add(now, think > 0 ? think : 1); /* a refused call takes no time */
     bool more = g->ops == 0 || R->issued[site_ix] < g->count * g->ops;
     if (more && t < R->sc->duration)
       push(R, t, EV_CLOSED, (uint32_t)site_ix, 0);
   }
-}
-
-static int64_t breaker_wait_until(run *R, const site *s, const call *c) {
-  if (!s->pol->breaker_wait)
-    return 0;
-  int64_t at = lk_breaker_retry_at(s->breaker, R->now);
-  if (at == LK_BREAKER_RETRY_UNKNOWN || at <= R->now)
-    at = lk_sat_add(R->now, LK_MS(5)); /* probes out: ask again soon, as the HTTP layer does */
-  if (at >= c->deadline || lk_sat_sub(c->deadline, at) < LK_MS(1))
-    return 0;
-  return at;
 }
 
 static void timer_add(run *R, int site_ix, int64_t t, uint32_t ci, uint32_t gen) {
@@ -410,6 +427,117 @@ static void timer_add(run *R, int site_ix, int64_t t, uint32_t ci, uint32_t gen)
 
 static void attempt_end(run *R, uint32_t ci, lk_failure kind);
 static inline bool call_current(const run *R, uint32_t ci, uint32_t gen);
+
+static bool ring_add(run *R, tfifo *q, sim_ev e) {
+  if (q->n == q->cap) {
+    uint32_t cap = q->cap ? q->cap * 2 : 1024;
+    sim_ev *a = malloc((size_t)cap * sizeof *a);
+    if (!a) {
+      R->oom = 1;
+      return false;
+    }
+    for (uint32_t i = 0; i < q->n; i++)
+      a[i] = q->a[(q->head + i) & (q->cap - 1)];
+    free(q->a);
+    q->a = a;
+    q->head = 0;
+    q->cap = cap;
+  }
+  q->a[(q->head + q->n) & (q->cap - 1)] = e;
+  q->n++;
+  return true;
+}
+
+static void wake_at(run *R, int site_ix, int64_t t) {
+  site *s = &R->sites[site_ix];
+  if (t < s->wake_at) {
+    s->wake_at = t;
+    push(R, t, EV_WAKE, (uint32_t)site_ix, 0);
+  }
+}
+
+/* The breaker refused call ci: it waits while its deadline leaves at least 1 ms for an attempt
+ * after the breaker's retry-at time, else fails. With the probes out the retry-at time is unknown
+ * until one's outcome is recorded (attempt_end wakes the waiters then); a retry-at time that has
+ * come already (the breaker refused anyway) is asked again 5 ms later, as the HTTP layer does. */
+static void breaker_wait(run *R, uint32_t ci) {
+  call *c = &R->calls[ci];
+  site *s = &R->sites[c->site];
+  int64_t give_up = lk_sat_sub(c->deadline, LK_MS(1));
+  int64_t at = s->pol->breaker_wait ? lk_breaker_retry_at(s->breaker, R->now) : INT64_MAX;
+  if (at != LK_BREAKER_RETRY_UNKNOWN && at <= R->now)
+    at = lk_sat_add(R->now, LK_MS(5));
+  if (at >= give_up || R->now >= give_up) {
+    call_end(R, ci, LK_F_BREAKER_OPEN, LK_REASON_NOT_RETRYABLE);
+    return;
+  }
+  if (!ring_add(R, &s->waiters, (sim_ev){0, ci, c->gen & GEN_MASK}))
+    return;
+  c->waiting = 1;
+  if (!c->give_up_on && give_up <= R->span) {
+    c->give_up_on = 1;
+    tfifo *g = &s->give_ups;
+    if (g->n > 0 && g->a[(g->head + g->n - 1) & (g->cap - 1)].t > give_up) {
+      push(R, give_up, EV_GIVE_UP, ci, c->gen);
+    } else if (ring_add(R, g, (sim_ev){give_up, ci, c->gen & GEN_MASK}) && !g->armed) {
+      g->armed = true;
+      push(R, give_up, EV_GIVE_UPS, (uint32_t)c->site, 0);
+    }
+  }
+  if (at != LK_BREAKER_RETRY_UNKNOWN)
+    wake_at(R, c->site, at);
+}
+
+/* EV_WAKE: every call waiting at the site asks the breaker again, in the order they came; those
+ * refused again queue behind. */
+static void waiters_wake(run *R, int site_ix, int64_t t) {
+  site *s = &R->sites[site_ix];
+  if (t != s->wake_at)
+    return; /* an earlier wake replaced it */
+  s->wake_at = INT64_MAX;
+  tfifo *q = &s->waiters;
+  for (uint32_t k = q->n; k > 0 && !R->oom; k--) {
+    sim_ev e = q->a[q->head];
+    q->head = (q->head + 1) & (q->cap - 1);
+    q->n--;
+    call *c = &R->calls[e.idx];
+    if (!call_current(R, e.idx, e.tg) || !c->waiting)
+      continue;
+    c->waiting = 0;
+    attempt_begin(R, e.idx);
+  }
+}
+
+static void waiter_give_up(run *R, uint32_t ci, uint32_t gen);
+
+/* EV_GIVE_UPS: the due entries of the site's give-up FIFO, and an event for its first live one. */
+static void give_ups_due(run *R, int site_ix) {
+  tfifo *q = &R->sites[site_ix].give_ups;
+  while (q->n > 0) {
+    sim_ev e = q->a[q->head];
+    if (call_current(R, e.idx, e.tg) && e.t > R->now)
+      break;
+    q->head = (q->head + 1) & (q->cap - 1);
+    q->n--;
+    waiter_give_up(R, e.idx, e.tg); /* ignores a stale entry; adds none */
+  }
+  if (q->n > 0)
+    push(R, q->a[q->head].t, EV_GIVE_UPS, (uint32_t)site_ix, 0);
+  else
+    q->armed = false;
+}
+
+/* EV_GIVE_UP: a waiting call whose deadline leaves no time fails as the breaker made it. */
+static void waiter_give_up(run *R, uint32_t ci, uint32_t gen) {
+  call *c = &R->calls[ci];
+  if (!call_current(R, ci, gen))
+    return;
+  c->give_up_on = 0;
+  if (c->waiting) {
+    c->waiting = 0; /* its entry in the site's queue is stale once the call has ended */
+    call_end(R, ci, LK_F_BREAKER_OPEN, LK_REASON_NOT_RETRYABLE);
+  }
+}
 
 /* EV_TIMERS: fire what is due, drop what lost its race, and wait for the first live entry. */
 static void timers_due(run *R, int site_ix) {
@@ -447,12 +575,10 @@ static void attempt_begin(run *R, uint32_t ci) {
     return;
   }
   if (s->breaker && lk_breaker_acquire_permit(s->breaker, now, &c->permit) != LK_OK) {
-    int64_t at = breaker_wait_until(R, s, c);
-    if (at > 0) {
-      push(R, at, EV_SEND, ci, c->gen);
-      return;
-    }
-    call_end(R, ci, LK_F_BREAKER_OPEN, LK_REASON_NOT_RETRYABLE);
+    if (s->pol->breaker_wait)
+      breaker_wait(R, ci);
+    else
+      call_end(R, ci, LK_F_BREAKER_OPEN, LK_REASON_NOT_RETRYABLE);
     return;
   }
   uint32_t ji = job_alloc(R);
@@ -460,6 +586,7 @@ static void attempt_begin(run *R, uint32_t ci) {
     return;
   c->attempt++;
   c->gen++;
+  c->give_up_on = 0; /* an EV_GIVE_UP still queued is stale now */
   c->attempt_start = now;
   if (c->site < R->sc->n_groups)
     R->r->group[c->site].attempts++;
@@ -481,7 +608,23 @@ static void attempt_begin(run *R, uint32_t ci) {
   j->downstream = 0;
   j->live = 1;
   R->r->jobs_started++;
-  push(R, lk_sat_add(now, net(R)), EV_ARRIVE, ji, 0);
+  int64_t d_in = net(R);
+  const sim_tier *t = &R->sc->tiers[c->target];
+  if (t->kind == SIM_TIER_QUEUE && t->calls < 0) {
+    /* A leaf tier's server sees nothing but its own jobs, so its timeline may run ahead of the
+     * callers' by each job's inbound delay: the attempt arrives now, in the server's time, and
+     * an event is saved. Its arrivals are the sends in send order (iid delays keep a Poisson
+     * stream Poisson); what the server compares with its clock moves by the same shift. */
+    j->shift = d_in;
+    j->give_up = lk_sat_sub(attempt_end_at, d_in);
+    if (j->deadline != LK_DEADLINE_NONE)
+      j->deadline = j->give_up;
+    job_arrive(R, ji);
+    return;
+  }
+  j->shift = 0;
+  j->give_up = attempt_end_at;
+  push(R, lk_sat_add(now, d_in), EV_ARRIVE, ji, 0);
 }
 
 /* The attempt of call ci ended with `kind` (LK_F_NONE = success) at R->now. */
@@ -491,8 +634,14 @@ static void attempt_end(run *R, uint32_t ci, lk_failure kind) {
   int64_t now = R->now;
   c->gen++;
   c->last = kind;
-  if (s->breaker)
+  if (s->breaker) {
     lk_breaker_record_permit(s->breaker, &c->permit, now, now - c->attempt_start, kind);
+    if (s->waiters.n > 0) { /* a probe's outcome may say when the breaker admits again */
+      int64_t at = lk_breaker_retry_at(s->breaker, now);
+      if (at != LK_BREAKER_RETRY_UNKNOWN)
+        wake_at(R, c->site, at > now ? at : now);
+    }
+  }
   if (kind == LK_F_NONE) {
     if (s->budget)
       lk_budget_record_success_ticket(s->budget, now, &c->ticket);
@@ -531,8 +680,32 @@ static inline bool call_current(const run *R, uint32_t ci, uint32_t gen) {
 /* --- servers
  * -------------------------------------------------------------------------------------- */
 
+/* Whether tier is out at time t of the callers' clock, and how it answers (*fail). */
+static bool outage_at(const run *R, int tier, int64_t t, lk_failure *fail) {
+  bool on = false;
+  for (int k = 0; k < R->n_out[tier]; k++) {
+    const sim_trigger *tr = &R->sc->triggers[R->out_ix[tier][k]];
+    if (t >= tr->from && t < tr->to) {
+      on = true;
+      *fail = tr->fail;
+    }
+  }
+  return on;
+}
+
+static double slow_at(const run *R, int tier, int64_t t) {
+  double f = 1.0;
+  for (int k = 0; k < R->n_slow[tier]; k++) {
+    const sim_trigger *tr = &R->sc->triggers[R->slow_ix[tier][k]];
+    if (t >= tr->from && t < tr->to)
+      f *= tr->factor;
+  }
+  return f;
+}
+
 static void reply(run *R, const job *j, lk_failure kind) {
-  push(R, lk_sat_add(R->now, net(R)), EV_REPLY + (uint32_t)kind, j->call, j->call_gen);
+  push(R, lk_sat_add(R->now, lk_sat_add(j->shift, net(R))), EV_REPLY + (uint32_t)kind, j->call,
+       j->call_gen);
 }
 
 /* Starts the attempt's work, or (drop_expired=short) drops it when its caller's remaining time is
@@ -541,7 +714,8 @@ static void service_start(run *R, uint32_t ji) {
   job *j = &R->jobs[ji];
   const sim_tier *t = &R->sc->tiers[j->tier];
   server *sv = &R->srv[j->tier][j->server];
-  double d = (double)draw(&t->service, &R->r_svc) * R->slow[j->tier];
+  double slow = j->shift > 0 ? slow_at(R, j->tier, lk_sat_add(R->now, j->shift)) : R->slow[j->tier];
+  double d = (double)draw(R, &t->service, &R->r_svc) * slow;
   int64_t svc = d < 9e18 ? (int64_t)d : INT64_MAX / 4;
   if (t->drop_short && lk_sat_sub(j->deadline, R->now) < svc) {
     R->r->tier[j->tier].dropped++;
@@ -586,11 +760,12 @@ static void job_arrive(run *R, uint32_t ji) {
   uint32_t sx = R->rr[tier]++ % (uint32_t)t->servers;
   j->server = (uint16_t)sx;
   server *sv = &R->srv[tier][sx];
-  if (R->outage_on[tier]) {
+  lk_failure fail = R->outage[tier];
+  if (j->shift > 0 ? outage_at(R, tier, lk_sat_add(R->now, j->shift), &fail) : R->outage_on[tier]) {
     R->r->tier[tier].rejected++;
     w->rejected++;
-    if (R->outage[tier] != LK_F_NONE)
-      reply(R, j, R->outage[tier]);
+    if (fail != LK_F_NONE)
+      reply(R, j, fail);
     job_free(R, ji);
     return;
   }
@@ -656,6 +831,33 @@ static void job_done(run *R, uint32_t ji) {
   job_finish(R, ji, true);
 }
 
+/* A success for a client's call that surely comes back before the attempt's timeout ends the
+ * call here, at the reply's time, instead of through an EV_REPLY: nothing else can end the call
+ * meanwhile (one attempt at a time, its timeout later), and what its end touches is the caller's
+ * own counters plus its budget and breaker, which take the time as a parameter and are built for
+ * callers whose times interleave (threads). A job below a tier keeps its event: its parent's
+ * worker must stay busy until the reply. */
+static bool reply_at_once(run *R, const job *j) {
+  call *c = &R->calls[j->call];
+  if (c->parent != SIM_NIL)
+    return false;
+  int64_t at = lk_sat_add(R->now, lk_sat_add(j->shift, net(R)));
+  if (at >= lk_sat_add(j->give_up, j->shift) || at > R->span) {
+    push(R, at, EV_REPLY + (uint32_t)LK_F_NONE, j->call, j->call_gen);
+    return true;
+  }
+  int64_t now = R->now, cur_w = R->cur_w;
+  R->now = at;
+  int64_t w = at / R->sc->window;
+  R->cur_w = w < R->r->n_windows - 1 ? w : R->r->n_windows - 1;
+  attempt_end(R, j->call, LK_F_NONE);
+  if (at > R->last_fold)
+    R->last_fold = at;
+  R->now = now;
+  R->cur_w = cur_w;
+  return true;
+}
+
 static void job_finish(run *R, uint32_t ji, bool ok) {
   job *j = &R->jobs[ji];
   int tier = j->tier;
@@ -665,11 +867,13 @@ static void job_finish(run *R, uint32_t ji, bool ok) {
   ts->done++;
   w->done++;
   ts->busy_ns += spent;
-  if (!call_current(R, j->call, j->call_gen)) { /* its caller gave up meanwhile */
+  /* Its caller gave up meanwhile: the call moved on, or (a job in a server's time) the moment
+   * its attempt times out has come on the caller's clock. */
+  if (!call_current(R, j->call, j->call_gen) || (j->shift > 0 && R->now >= j->give_up)) {
     ts->wasted++;
     w->wasted++;
     ts->wasted_ns += spent;
-  } else {
+  } else if (!ok || !reply_at_once(R, j)) {
     reply(R, j, ok ? LK_F_NONE : LK_F_HTTP_503);
   }
   uint16_t sx = j->server;
@@ -735,6 +939,8 @@ static int site_init(run *R, site *s, const sim_policy *p, const char **why) {
 static void run_free(run *R) {
   for (int i = 0; i < SIM_MAX_GROUPS + SIM_MAX_TIERS; i++) {
     free(R->sites[i].timers.a);
+    free(R->sites[i].waiters.a);
+    free(R->sites[i].give_ups.a);
     lk_budget_free(R->sites[i].budget);
     lk_breaker_free(R->sites[i].breaker);
     lk_limiter_free(R->sites[i].limiter);
@@ -752,7 +958,7 @@ static int64_t open_gap(run *R, int g) {
   const sim_group *gr = &R->sc->groups[g];
   double rate = gr->rate * R->burst[g];
   double mean = 1e9 / rate;
-  double gap = gr->poisson ? -mean * log(1.0 - unit(&R->r_arr)) : mean;
+  double gap = gr->poisson ? mean * sim_exp_draw(&R->zt, &R->r_arr.base) : mean;
   return gap < 1 ? 1 : gap < 9e18 ? (int64_t)gap : INT64_MAX / 4;
 }
 
@@ -785,6 +991,9 @@ static void dispatch_event(run *R, const sim_ev *e) {
       attempt_end(R, e->idx, LK_F_READ_TIMEOUT);
     break;
   case EV_TIMERS: timers_due(R, (int)e->idx); break;
+  case EV_WAKE: waiters_wake(R, (int)e->idx, e->t); break;
+  case EV_GIVE_UP: waiter_give_up(R, e->idx, gen); break;
+  case EV_GIVE_UPS: give_ups_due(R, (int)e->idx); break;
   case EV_TRIG_ON: trigger(R, (int)e->idx, true); break;
   case EV_TRIG_OFF: trigger(R, (int)e->idx, false); break;
   default:
@@ -812,6 +1021,9 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
   }
   R.q.heap_only = sc->plain_heap;
   R.next_w = sc->window;
+  for (int i = 0; i < SIM_MAX_GROUPS + SIM_MAX_TIERS; i++)
+    R.sites[i].wake_at = INT64_MAX;
+  sim_exp_init(&R.zt);
   uint64_t seed = sc->seed;
   lk_rand_fast_seeded(&R.r_arr, seed ^ 0x61727269766c7321ull);
   lk_rand_fast_seeded(&R.r_svc, seed ^ 0x7365727669636521ull);
@@ -819,6 +1031,7 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
   lk_rand_fast_seeded(&R.r_pol, seed ^ 0x706f6c6963792121ull);
   lk_rand_fast_seeded(&R.r_brk, seed ^ 0x627265616b657221ull);
   int64_t span = lk_sat_add(sc->duration, sc->drain);
+  R.span = span;
   int64_t nw = span / sc->window + 1;
   if (nw > SIM_MAX_WINDOWS)
     nw = SIM_MAX_WINDOWS;
@@ -856,12 +1069,17 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
     R.burst[g] = 1.0;
     if (gr->closed) {
       for (int64_t i = 0; i < gr->count; i++)
-        push(&R, draw(&gr->think, &R.r_arr), EV_CLOSED, (uint32_t)g, 0);
+        push(&R, draw(&R, &gr->think, &R.r_arr), EV_CLOSED, (uint32_t)g, 0);
     } else if (gr->rate > 0) {
       push(&R, 0, EV_OPEN, (uint32_t)g, 0);
     }
   }
   for (int t = 0; t < sc->n_triggers; t++) {
+    const sim_trigger *tr = &sc->triggers[t];
+    if (tr->kind == SIM_TRIG_OUTAGE)
+      R.out_ix[tr->tier][R.n_out[tr->tier]++] = (uint8_t)t;
+    else if (tr->kind == SIM_TRIG_SLOWDOWN)
+      R.slow_ix[tr->tier][R.n_slow[tr->tier]++] = (uint8_t)t;
     push(&R, sc->triggers[t].from, EV_TRIG_ON, (uint32_t)t, 0);
     push(&R, sc->triggers[t].to, EV_TRIG_OFF, (uint32_t)t, 0);
   }
@@ -884,7 +1102,7 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
     if (__builtin_expect(R.oom, 0))
       goto oom;
   }
-  out->end_time = R.now;
+  out->end_time = R.now > R.last_fold ? R.now : R.last_fold;
   for (int t = 0; t < sc->n_tiers; t++)
     acc_flush(R.acc[t], out->tier[t].latency);
   for (int g = 0; g < sc->n_groups; g++)
@@ -893,7 +1111,9 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
   out->peak_bytes =
       sim_queue_bytes(&R.q) + (size_t)R.ncalls * sizeof(call) + (size_t)R.njobs * sizeof(job);
   for (int i = 0; i < SIM_MAX_GROUPS + SIM_MAX_TIERS; i++)
-    out->peak_bytes += (size_t)R.sites[i].timers.cap * sizeof(sim_ev);
+    out->peak_bytes +=
+        (size_t)(R.sites[i].timers.cap + R.sites[i].waiters.cap + R.sites[i].give_ups.cap) *
+        sizeof(sim_ev);
   run_free(&R);
   return LK_OK;
 oom:

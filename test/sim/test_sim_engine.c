@@ -2,6 +2,7 @@
 /* The simulator's invariants: the event heap's order, determinism (same seed, same bytes),
  * conservation (every call and every attempt ends exactly once), 3^n amplification over n tiers,
  * and memory that follows the requests in flight rather than the length of the run. */
+#include "sim/exp.h"
 #include "sim/heap.h"
 #include "sim/sim.h"
 #include "testutil.h"
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <math.h>
 
 static void parse_or_fail(const char *text, sim_scenario *s) {
   char err[300] = "";
@@ -333,15 +335,101 @@ static void test_memory_follows_in_flight(void **state) {
   uint64_t allocs_long = lk_test_alloc_count_stop();
   /* The loop allocates nothing per event: ten times the events, the same allocations give or
    * take a pool doubling (the setup's are the same for both). */
-  printf("# allocations: %llu for %llu attempts, %llu for %llu\n",
-         (unsigned long long)allocs_short, (unsigned long long)shortr.attempts,
-         (unsigned long long)allocs_long, (unsigned long long)longr.attempts);
+  printf("# allocations: %llu for %llu attempts, %llu for %llu\n", (unsigned long long)allocs_short,
+         (unsigned long long)shortr.attempts, (unsigned long long)allocs_long,
+         (unsigned long long)longr.attempts);
   assert_true(allocs_long <= allocs_short + 8);
   assert_true(longr.attempts > 9 * shortr.attempts);
   assert_true(longr.peak_bytes <= 2 * shortr.peak_bytes);
   assert_true(longr.peak_calls < 2 * shortr.peak_calls + 64);
   sim_result_free(&shortr);
   sim_result_free(&longr);
+}
+
+/* An idle leaf server costs two events per call: the arrival at the client and the end of the
+ * work. The attempt reaches the server when it is sent (the server runs one inbound delay ahead)
+ * and a success that surely beats its timeout ends the call without a reply event; latencies are
+ * still both delays plus the work, and the last end is the reply's time, not the last event's. */
+static void test_events_per_attempt(void **state) {
+  (void)state;
+  static const char idle[] = "seed 1\nduration 1s\ndrain 1s\nwindow 100ms\n"
+                             "network delay=const:200us\n"
+                             "policy p attempts=1 timeout=50ms\n"
+                             "tier a servers=2 workers=64 service=const:1ms queue=100\n"
+                             "client c rate=10000/s arrivals=uniform target=a policy=p\n";
+  sim_scenario s;
+  parse_or_fail(idle, &s);
+  sim_result r;
+  run_or_fail(&s, &r);
+  assert_int_equal(r.group[0].calls, 10000);
+  assert_int_equal(r.group[0].ok, 10000);
+  assert_int_equal(r.attempts, 10000);
+  /* Two per call, plus the timeout FIFO's wake-ups (one per timeout length, about 40 here). */
+  if (r.events > 2 * r.attempts + 100)
+    fail_msg("%llu events for %llu attempts", (unsigned long long)r.events,
+             (unsigned long long)r.attempts);
+  int64_t p50 = lk_hist_percentile(r.group[0].latency, 50);
+  assert_true(p50 >= 1390000 && p50 <= 1410000);
+  /* The last call starts at 999.9 ms and ends 1.4 ms later. */
+  assert_int_equal(r.group[0].last_end, 999900000 + 1400000);
+  sim_result_free(&r);
+}
+
+/* The ziggurat's draws are exponential: 2 M draws in 64 bins of equal probability (chi-square,
+ * 63 degrees of freedom: 110 is beyond its 99.98th percentile), the mean, and the far tail that
+ * only layer 0's fallback reaches (P(X > 7.7) = 4.5e-4). */
+static void test_exp_draws(void **state) {
+  (void)state;
+  sim_exp_table zt;
+  sim_exp_init(&zt);
+  lk_rand_fast g;
+  lk_rand_fast_seeded(&g, 42);
+  enum { N = 2000000, BINS = 64 };
+  uint64_t bin[BINS] = {0}, tail = 0;
+  double sum = 0;
+  for (int i = 0; i < N; i++) {
+    double x = sim_exp_draw(&zt, &g.base);
+    assert_true(x >= 0);
+    sum += x;
+    tail += x > 7.7;
+    int b = (int)((1.0 - exp(-x)) * BINS); /* the CDF maps an exponential to a uniform */
+    bin[b < BINS ? b : BINS - 1]++;
+  }
+  double chi = 0, e = (double)N / BINS;
+  for (int b = 0; b < BINS; b++)
+    chi += ((double)bin[b] - e) * ((double)bin[b] - e) / e;
+  printf("# exponential: mean %.5f chi-square %.1f tail %llu\n", sum / N, chi,
+         (unsigned long long)tail);
+  assert_true(chi < 110);
+  assert_true(fabs(sum / N - 1.0) < 0.003);
+  double want = N * exp(-7.7);
+  assert_true(fabs((double)tail - want) < 0.2 * want);
+}
+
+/* Calls the breaker refused wait in one queue its probes' outcomes wake, instead of asking every
+ * 5 ms: here ~90 calls wait through a 300 ms probe and 6 fail at once with the breaker open
+ * (polling cost 19 000 events; now two per call and a few wakes), and every call still ends. */
+static void test_breaker_waiters_woken(void **state) {
+  (void)state;
+  static const char text[] =
+      "seed 1\nduration 1s\ndrain 3s\nwindow 100ms\nnetwork delay=const:100us\n"
+      "policy p attempts=1 timeout=1s deadline=2s breaker=yes breaker.window=10 breaker.min=5 "
+      "breaker.open=50ms breaker.probes=1 breaker.wait=yes\n"
+      "tier a workers=1000 service=const:300ms queue=100\n"
+      "client c rate=1000/s arrivals=uniform target=a policy=p\n"
+      "trigger outage tier=a from=0s to=100ms fail=refused\n";
+  sim_scenario s;
+  parse_or_fail(text, &s);
+  sim_result r;
+  run_or_fail(&s, &r);
+  assert_int_equal(r.group[0].calls, 1000);
+  assert_int_equal(r.calls_ended, 1000);
+  assert_int_equal(r.double_ends, 0);
+  assert_int_equal(r.group[0].ok, 994);
+  if (r.events > 3 * r.group[0].calls)
+    fail_msg("%llu events for %llu calls", (unsigned long long)r.events,
+             (unsigned long long)r.group[0].calls);
+  sim_result_free(&r);
 }
 
 int main(void) {
@@ -354,6 +442,9 @@ int main(void) {
       cmocka_unit_test(test_drop_short),
       cmocka_unit_test(test_zero_delays_terminate),
       cmocka_unit_test(test_memory_follows_in_flight),
+      cmocka_unit_test(test_events_per_attempt),
+      cmocka_unit_test(test_exp_draws),
+      cmocka_unit_test(test_breaker_waiters_woken),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
