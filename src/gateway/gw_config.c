@@ -491,6 +491,65 @@ char *lk_gw_breaker_format(bool on, const lk_breaker_config *c, char *buf, size_
   return buf;
 }
 
+/* shared = none | redis://HOST:PORT[,fleet=N][,timeout=DUR] */
+int lk_gw_shared_parse(const char *v, lk_gw_shared *out, char *m, size_t cap) {
+  lk_gw_shared s = {.fleet = 1, .timeout = LK_MS(2)};
+  if (strcasecmp(v, "none") == 0) {
+    *out = s;
+    return 0;
+  }
+  char buf[300];
+  if (strlen(v) >= sizeof buf || strncmp(v, "redis://", 8) != 0)
+    goto bad;
+  strcpy(buf, v);
+  char *opt = strchr(buf, ',');
+  if (opt)
+    *opt++ = '\0';
+  const char *hp = buf + 8, *colon = strrchr(hp, ':');
+  long long port;
+  if (!*hp || !colon || colon == hp || strlen(buf) >= sizeof s.url ||
+      parse_int(colon + 1, 1, 65535, &port) != 0)
+    goto bad;
+  strcpy(s.url, buf);
+  while (opt && *opt) {
+    char *next = strchr(opt, ',');
+    if (next)
+      *next++ = '\0';
+    long long n;
+    if (strncmp(opt, "fleet=", 6) == 0 && parse_int(opt + 6, 1, 100000, &n) == 0) {
+      s.fleet = (int)n;
+    } else if (strncmp(opt, "timeout=", 8) == 0) {
+      int64_t d;
+      if (lk_duration_parse(opt + 8, &d, m, cap) != 0 || d < LK_NS_PER_US || d > LK_SEC(10)) {
+        snprintf(m, cap, "'%.100s': timeout= takes 1us to 10s", v);
+        return -1;
+      }
+      s.timeout = d;
+    } else {
+      goto bad;
+    }
+    opt = next;
+  }
+  *out = s;
+  return 0;
+bad:
+  snprintf(m, cap,
+           "'%.100s' is not a shared store: use none or redis://HOST:PORT[,fleet=N][,timeout=DUR]"
+           " (e.g. redis://127.0.0.1:6379,fleet=3)",
+           v);
+  return -1;
+}
+
+char *lk_gw_shared_format(const lk_gw_shared *s, char *buf, size_t cap) {
+  char a[64];
+  if (!s->url[0])
+    snprintf(buf, cap, "none");
+  else
+    snprintf(buf, cap, "%s,fleet=%d,timeout=%s", s->url, s->fleet,
+             lk_gw_dur_exact(s->timeout, a, sizeof a));
+  return buf;
+}
+
 /* limiter = none | RATE[/s][:burst=N] */
 int lk_gw_limiter_parse(const char *v, bool *on, lk_limiter_config *c, char *m, size_t cap) {
   lk_limiter_config_init_default(c);
@@ -601,6 +660,7 @@ typedef struct pol_builder {
   lk_limiter_config limiter;
   bool bulkhead_on;
   lk_bulkhead_config bulkhead;
+  lk_gw_shared shared;
   lk_gw_idem idem;
   bool cap_set;
   int64_t deadline_cap;
@@ -615,6 +675,7 @@ static void builder_init(pol_builder *b) {
   b->breaker_on = true;
   lk_limiter_config_init_default(&b->limiter);
   lk_bulkhead_config_init_default(&b->bulkhead);
+  b->shared = (lk_gw_shared){.fleet = 1, .timeout = LK_MS(2)};
   lk_http_policy d;
   lk_http_policy_init_default(&d);
   b->honor_retried = d.honor_retried;
@@ -623,7 +684,7 @@ static void builder_init(pol_builder *b) {
 /* The gateway's own policy keys (also valid as next.KEY). */
 static const char *const gw_policy_keys[] = {"breaker",      "limiter",          "bulkhead",
                                              "idempotency",  "deadline-cap",     "deadline-reserve",
-                                             "honor-retried"};
+                                             "honor-retried", "shared"};
 
 static bool is_policy_key(const char *k) {
   if (cli_settings_field(k) >= 0)
@@ -666,6 +727,9 @@ static int builder_set(pol_builder *b, const char *key, const char *shown, const
       return bad(e, line, shown, "%s", m);
   } else if (strcmp(key, "bulkhead") == 0) {
     if (lk_gw_bulkhead_parse(value, &b->bulkhead_on, &b->bulkhead, m, sizeof m) != 0)
+      return bad(e, line, shown, "%s", m);
+  } else if (strcmp(key, "shared") == 0) {
+    if (lk_gw_shared_parse(value, &b->shared, m, sizeof m) != 0)
       return bad(e, line, shown, "%s", m);
   } else if (strcmp(key, "idempotency") == 0) {
     if (strcasecmp(value, "pass") == 0)
@@ -748,6 +812,7 @@ static char *policy_canonical(const lk_gw_policy *p) {
   fprintf(f, "limiter = %s\n", lk_gw_limiter_format(p->limiter_on, &p->limiter, big, sizeof big));
   fprintf(f, "bulkhead = %s\n",
           lk_gw_bulkhead_format(p->bulkhead_on, &p->bulkhead, big, sizeof big));
+  fprintf(f, "shared = %s\n", lk_gw_shared_format(&p->shared, big, sizeof big));
   fprintf(f, "idempotency = %s\n", p->idem == LK_GW_IDEM_INJECT ? "inject" : "pass");
   fprintf(f, "honor-retried = %s\n", h->honor_retried ? "true" : "false");
   if (h->ca_file)
@@ -808,6 +873,9 @@ static int builder_finish(pol_builder *b, lk_gw_policy *p, int line, const char 
   p->limiter = b->limiter;
   p->bulkhead_on = b->bulkhead_on;
   p->bulkhead = b->bulkhead;
+  p->shared = b->shared;
+  if (p->shared.url[0] && p->budget.enabled && p->budget.kind != LK_BUDGET_RATIO)
+    return bad(e, line, NULL, "%s: a shared budget is a ratio budget (budget = ratio:...)", what);
   p->idem = b->idem;
   if (b->s.nheaders) {
     p->headers = calloc(b->s.nheaders, sizeof *p->headers);

@@ -177,6 +177,13 @@ typedef struct lk_gw_header {
 
 struct lk_gw_policy_rt; /* the protection objects of one policy version (opaque) */
 
+/* Where a route's limiter and budget live when a fleet of gateways shares them (shared = ). */
+typedef struct lk_gw_shared {
+  char url[200];   /* redis://HOST:PORT; "" = none (the objects are this process's own) */
+  int fleet;       /* gateways sharing them: the fallback allows 1/fleet; default 1 */
+  int64_t timeout; /* longest wait for Redis per decision; default 2 ms */
+} lk_gw_shared;
+
 /* One version of a route's policy. */
 typedef struct lk_gw_policy {
   char version[LK_GW_VERSION_MAX]; /* "p" + 8 hex digits of a hash of `canonical`: equal policies
@@ -196,6 +203,9 @@ typedef struct lk_gw_policy {
   lk_limiter_config limiter;
   bool bulkhead_on;          /* bulkhead = MAX[:queue=N]; default none */
   lk_bulkhead_config bulkhead;
+  lk_gw_shared shared;       /* shared = none | redis://HOST:PORT[,fleet=N][,timeout=DUR]: the
+                                route's limiter and (ratio) budget are the fleet's, on Redis
+                                (shared.h), with the local fallback at 1/fleet; default none */
   lk_gw_idem idem;           /* idempotency = pass|inject */
   int64_t deadline;          /* deadline = ; for a caller that sends none; default 3 s */
   int64_t deadline_cap;      /* deadline-cap = ; a caller's Linkd-Deadline / grpc-timeout is cut

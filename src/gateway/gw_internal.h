@@ -14,6 +14,8 @@ char *lk_gw_dur_exact(int64_t ns, char *buf, size_t cap);
  * *on false for "none". format: the canonical spec, which parses back to the same config. */
 int lk_gw_breaker_parse(const char *v, bool *on, lk_breaker_config *c, char *m, size_t cap);
 char *lk_gw_breaker_format(bool on, const lk_breaker_config *c, char *buf, size_t cap);
+int lk_gw_shared_parse(const char *v, lk_gw_shared *out, char *m, size_t cap);
+char *lk_gw_shared_format(const lk_gw_shared *s, char *buf, size_t cap);
 int lk_gw_limiter_parse(const char *v, bool *on, lk_limiter_config *c, char *m, size_t cap);
 char *lk_gw_limiter_format(bool on, const lk_limiter_config *c, char *buf, size_t cap);
 int lk_gw_bulkhead_parse(const char *v, bool *on, lk_bulkhead_config *c, char *m, size_t cap);

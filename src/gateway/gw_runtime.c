@@ -11,6 +11,8 @@
 #include "gw_config.h"
 #include "gw_internal.h"
 
+#include <linkd/shared.h>
+
 #include <linkd/error.h>
 
 #include <inttypes.h>
@@ -322,8 +324,26 @@ static int protection(lk_gw_runtime *rt, sh_kind kind, const char *route, const 
     return -1;
   const char *why = NULL;
   int rc = LK_OK;
+  /* A fleet-wide object (shared = ): the fleet's limiter or ratio budget on Redis under a key
+   * named after the route, deciding locally at 1/fleet when Redis is slow or away. */
+  bool fleet = p->shared.url[0] && (kind == SH_BUDGET || kind == SH_LIMITER);
+  lk_shared_config sc;
+  lk_shared_config_init_default(&sc);
+  char prefix[300];
+  if (fleet) {
+    snprintf(prefix, sizeof prefix, "linkd:gw:%s:%s", route,
+             kind == SH_BUDGET ? "budget" : "limiter");
+    sc.url = p->shared.url;
+    sc.prefix = prefix;
+    sc.fleet_size = p->shared.fleet;
+    sc.timeout = p->shared.timeout;
+  }
   switch (kind) {
   case SH_BUDGET: {
+    if (fleet) {
+      rc = lk_shared_budget_new(&sc, &p->budget.ratio, &s->u.budget, &why);
+      break;
+    }
     char m[256];
     if (cli_budget_new(&p->budget, &s->u.budget, m, sizeof m) != 0) {
       snprintf(err, cap, "route %s: %s", route, m);
@@ -339,7 +359,10 @@ static int protection(lk_gw_runtime *rt, sh_kind kind, const char *route, const 
     rc = lk_breaker_new(&bc, &s->u.breaker.b, &why);
     break;
   }
-  case SH_LIMITER: rc = lk_limiter_new(&p->limiter, &s->u.limiter, &why); break;
+  case SH_LIMITER:
+    rc = fleet ? lk_shared_limiter_new(&sc, &p->limiter, &s->u.limiter, &why)
+               : lk_limiter_new(&p->limiter, &s->u.limiter, &why);
+    break;
   case SH_BULKHEAD: rc = lk_bulkhead_new(&p->bulkhead, &s->u.bulkhead, &why); break;
   default: rc = LK_EINVAL; break;
   }
@@ -377,8 +400,13 @@ static int policy_attach(lk_gw_runtime *rt, const lk_gw_route *r, lk_gw_policy *
     return -1;
   char spec[512];
   int rc = 0;
+  char where[300];
+  lk_gw_shared_format(&p->shared, where, sizeof where);
+  size_t n;
   if (p->budget.enabled) {
     cli_budget_format(&p->budget, spec, sizeof spec);
+    n = strlen(spec);
+    snprintf(spec + n, sizeof spec - n, " @%s", where); /* a local and a fleet budget differ */
     rc = protection(rt, SH_BUDGET, r->name, spec, p, &p->rt->budget, err, cap);
   }
   if (!rc && p->breaker_on) {
@@ -387,6 +415,8 @@ static int policy_attach(lk_gw_runtime *rt, const lk_gw_route *r, lk_gw_policy *
   }
   if (!rc && p->limiter_on) {
     lk_gw_limiter_format(true, &p->limiter, spec, sizeof spec);
+    n = strlen(spec);
+    snprintf(spec + n, sizeof spec - n, " @%s", where);
     rc = protection(rt, SH_LIMITER, r->name, spec, p, &p->rt->limiter, err, cap);
   }
   if (!rc && p->bulkhead_on) {

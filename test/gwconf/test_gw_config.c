@@ -328,6 +328,14 @@ static void test_errors_name_file_line_key(void **state) {
   expect_error(CL RT "next.connect-timeout = 1s\n",
                "[route r]: candidate (next.*) policy: connect-timeout 1s is longer");
   expect_error(CL RT "colour = red\n", "gw.conf:5: colour: unknown key in [route]");
+  expect_error(CL RT "shared = 127.0.0.1:6379\n", "gw.conf:5: shared: '127.0.0.1:6379' is not");
+  expect_error(CL RT "shared = redis://127.0.0.1\n", "gw.conf:5: shared: 'redis://127.0.0.1'");
+  expect_error(CL RT "shared = redis://127.0.0.1:6379,fleet=0\n", "gw.conf:5: shared:");
+  expect_error(CL RT "shared = redis://127.0.0.1:6379,timeout=1m\n",
+               "gw.conf:5: shared: 'redis://127.0.0.1:6379,timeout=1m': timeout= takes 1us");
+  expect_error(CL RT "shared = redis://127.0.0.1:6379,colour=red\n", "gw.conf:5: shared:");
+  expect_error(CL RT "shared = redis://127.0.0.1:6379\nbudget = tokens:10:1\n",
+               "[route r]: policy: a shared budget is a ratio budget");
   expect_error(CL RT RT, "gw.conf:5: section [route r] is already defined on line 3");
   expect_error(CL RT "[route s]\ncluster = b\n",
                "gw.conf:5: [route s]: route 'r' (line 3) has the same host and prefix");
@@ -391,12 +399,36 @@ static void test_match(void **state) {
 
 /* The dump lists every value; loading it gives the same dump (the header line aside) and the
  * same policy versions. */
+/* shared = : where the route's limiter and budget live; the default is none, the values are
+ * kept as written and the timeout defaults to 2 ms. */
+static void test_shared_key(void **state) {
+  (void)state;
+  char err[512];
+  lk_gw_config *c = load(CL RT, err, sizeof err);
+  assert_non_null(c);
+  assert_string_equal(c->routes[0].policy.shared.url, "");
+  lk_gw_config_unref(c);
+  c = load(CL RT "shared = redis://127.0.0.1:6390,fleet=3\nnext.shared = none\n", err, sizeof err);
+  if (!c)
+    fail_msg("%s", err);
+  const lk_gw_policy *p = &c->routes[0].policy;
+  assert_string_equal(p->shared.url, "redis://127.0.0.1:6390");
+  assert_int_equal(p->shared.fleet, 3);
+  assert_int_equal(p->shared.timeout, LK_MS(2));
+  assert_non_null(strstr(p->canonical, "shared = redis://127.0.0.1:6390,fleet=3,timeout=2ms\n"));
+  assert_non_null(c->routes[0].next);
+  assert_string_equal(c->routes[0].next->shared.url, ""); /* the candidate keeps its own */
+  assert_string_not_equal(p->version, c->routes[0].next->version);
+  lk_gw_config_unref(c);
+}
+
 static void test_dump_round_trip(void **state) {
   (void)state;
   /* The third: a default connect timeout (500ms) above the attempt timeout, found by the fuzz
    * target: the dump must not spell out a combination the loader refuses. */
-  const char *texts[] = {minimal, full, CL RT "attempt-timeout = 150ms\n"};
-  for (size_t i = 0; i < 3; i++) {
+  const char *texts[] = {minimal, full, CL RT "attempt-timeout = 150ms\n",
+                         CL RT "limiter = 50/s\nshared = redis://127.0.0.1:6390,fleet=3\n"};
+  for (size_t i = 0; i < 4; i++) {
     char err[512];
     lk_gw_config *a = load(texts[i], err, sizeof err);
     assert_non_null(a);
@@ -494,7 +526,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_minimal_defaults), cmocka_unit_test(test_every_key),
       cmocka_unit_test(test_errors_name_file_line_key), cmocka_unit_test(test_nul_and_size),
-      cmocka_unit_test(test_match), cmocka_unit_test(test_dump_round_trip),
+      cmocka_unit_test(test_match), cmocka_unit_test(test_dump_round_trip), cmocka_unit_test(test_shared_key),
       cmocka_unit_test(test_versions), cmocka_unit_test(test_protection_specs),
       cmocka_unit_test(test_file_and_refs),
   };

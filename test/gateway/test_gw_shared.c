@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/* shared = : two `linkd serve` processes whose route limiter is the fleet's, on a real
+ * redis-server the test starts, admit together what one limiter would; the same two with their
+ * own limiters admit twice as much. Redis killed: each falls back to its share (1/fleet). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "faultd_client.h"
+#include "gwtest.h"
+#include "tmpsrv.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static faultd_proc F;
+static gw_proc G[2];
+static lk_tmpsrv R;
+
+static int teardown(void **state) {
+  (void)state;
+  for (int i = 0; i < 2; i++)
+    gw_stop(&G[i], 3000);
+  faultd_stop(&F);
+  lk_tmpsrv_destroy(&R);
+  return 0;
+}
+
+/* 10 per second for the route, a burst of 1, and a deadline long enough that every call waits
+ * for its token: the rate of answers is the rate of tokens. */
+static void start_gateway(gw_proc *g, const char *shared) {
+  char cfg[2048];
+  snprintf(cfg, sizeof cfg,
+           "[listen]\naddress = 127.0.0.1:0\n\n[admin]\naddress = 127.0.0.1:0\n\n"
+           "[cluster c]\nendpoint = 127.0.0.1:%d\n\n"
+           "[route r]\ncluster = c\nlimiter = 10/s:burst=1\ndeadline = 2s\n"
+           "max-attempts = 1\nshared = %s\n",
+           faultd_port(&F), shared);
+  gw_start(g, cfg);
+}
+
+typedef struct driver {
+  int port;
+  int64_t until_ms;
+  int ok, refused, other;
+  pthread_t th;
+} driver;
+
+static void *drive(void *arg) {
+  driver *d = arg;
+  for (int i = 0; i < 5000 && gw_now_ms() < d->until_ms; i++) {
+    gw_resp r;
+    gw_request(d->port, "GET", "/s", NULL, NULL, &r);
+    if (r.status == 200)
+      d->ok++;
+    else if (r.status == 503 || r.status == 504) /* no token in time; or it came too late */
+      d->refused++;
+    else if (d->other++ < 3)
+      printf("# other: %d %.200s\n", r.status, r.head);
+    gw_resp_free(&r);
+  }
+  return NULL;
+}
+
+/* Both gateways called as fast as they answer for `ms`: the 200s of both together. */
+static int run_both(int ms) {
+  driver d[2];
+  int64_t until = gw_now_ms() + ms;
+  for (int i = 0; i < 2; i++) {
+    d[i] = (driver){.port = G[i].port, .until_ms = until};
+    assert_int_equal(pthread_create(&d[i].th, NULL, drive, &d[i]), 0);
+  }
+  int ok = 0;
+  for (int i = 0; i < 2; i++) {
+    pthread_join(d[i].th, NULL);
+    printf("# gateway %d: %d ok, %d refused, %d other\n", i, d[i].ok, d[i].refused, d[i].other);
+    assert_int_equal(d[i].other, 0);
+    assert_int_equal(d[i].refused, 0);
+    ok += d[i].ok;
+  }
+  return ok;
+}
+
+static void test_fleet_limiter_across_gateways(void **state) {
+  (void)state;
+  assert_int_equal(lk_tmpsrv_redis_start(&R), 0);
+  assert_int_equal(faultd_start(&F, "ok", NULL), 0);
+  char shared[128];
+  /* a generous wait for Redis: this test is about sharing, not about a loaded machine */
+  snprintf(shared, sizeof shared, "redis://127.0.0.1:%d,fleet=2,timeout=50ms", R.port);
+  for (int i = 0; i < 2; i++)
+    start_gateway(&G[i], shared);
+  /* 2 s at 10/s for the fleet: about 20, where two limiters of their own admit about 40 */
+  int ok = run_both(2000);
+  printf("# shared: %d admitted in 2 s by both gateways (10/s for the fleet)\n", ok);
+  assert_in_range(ok, 16, 26);
+  /* Redis gone: each decides alone at its share, 5/s, so the fleet stays near 10/s */
+  assert_int_equal(lk_tmpsrv_stop(&R, SIGKILL), 0);
+  gw_sleep_ms(200);
+  ok = run_both(2000);
+  printf("# Redis down: %d admitted in 2 s (each at 1/2 of 10/s)\n", ok);
+  assert_in_range(ok, 14, 28);
+  const char *err = gw_stderr(&G[0]);
+  assert_non_null(strstr(err, "deciding locally"));
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(gw_stop(&G[i], 3000), 0);
+
+  /* the baseline: the same gateways with limiters of their own admit twice as much */
+  for (int i = 0; i < 2; i++)
+    start_gateway(&G[i], "none");
+  ok = run_both(2000);
+  printf("# own limiters: %d admitted in 2 s\n", ok);
+  assert_in_range(ok, 34, 46);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_fleet_limiter_across_gateways, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
