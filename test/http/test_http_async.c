@@ -12,11 +12,11 @@
 #include <linkd/bulkhead.h>
 #include <linkd/limiter.h>
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
@@ -267,7 +267,7 @@ static void test_external_close_hook(void **s) {
   (void)s;
   /* the server closes each connection after its answer while advertising keep-alive: the
    * client pools it, finds it dead when the next batch would reuse it, and closes it */
-  const char *args[] = {"--max-seconds", "60", "--close-after", "1", "--close-when",
+  const char *args[] = {"--max-seconds",  "60", "--close-after", "1", "--close-when",
                         "after_response", NULL};
   assert_int_equal(faultd_start(&FP, "keepalive_close", args), 0);
   ext_loop l = {.ep = epoll_create1(EPOLL_CLOEXEC), .timer_at = -1};
