@@ -188,8 +188,12 @@ static void one_round_of_closes(faultd_proc *f) {
     gw_resp_free(&r);
   }
   close(kept);
+  /* every answer came from upstream; a request written on a connection the server was closing
+   * is sent again by libcurl on a new one (it had no answer), so the server may see a few more */
   faultd_req q[128];
-  assert_int_equal(faultd_requests(f, q, 128), 80);
+  int seen = faultd_requests(f, q, 128);
+  printf("# upstream saw %d requests for 80\n", seen);
+  assert_true(seen >= 80);
 }
 
 /* eject-5xx = 2: the 503 server is ejected after two 5xx and gets nothing for the ejection time,
