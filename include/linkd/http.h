@@ -556,10 +556,11 @@ typedef struct lk_http_client lk_http_client;
  * Callbacks run inside lk_http_* calls on the client's thread and must not call back into the
  * client. The client's own wake-up eventfd (cancellation, lk_http_client_wakeup) is reported
  * through socket_fn like any other descriptor.
- *   close_fn:  optional; `fd`, a connection's socket, is about to be closed (after socket_fn
- *              said events == 0 for it). A loop that keeps its watcher registered between a
- *              pooled connection's transfers (to spare an epoll_ctl pair per request) must drop
- *              it here: the number may be reused at once. The client closes `fd` after it. */
+ *   close_fn:  optional; `fd`, a connection's socket, is about to be closed (if it was
+ *              watched, socket_fn has said events == 0 for it). A loop that keeps its watcher
+ *              registered between a pooled connection's transfers (to spare an epoll_ctl pair
+ *              per request) must drop it here: the number may be reused at once. The client
+ *              closes `fd` after it. */
 typedef void (*lk_http_socket_fn)(void *ud, int fd, int events);
 typedef void (*lk_http_timer_fn)(void *ud, int64_t delay);
 typedef void (*lk_http_close_fn)(void *ud, int fd);
