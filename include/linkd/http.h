@@ -555,9 +555,15 @@ typedef struct lk_http_client lk_http_client;
  *              delay < 0 disarms it.
  * Callbacks run inside lk_http_* calls on the client's thread and must not call back into the
  * client. The client's own wake-up eventfd (cancellation, lk_http_client_wakeup) is reported
- * through socket_fn like any other descriptor. */
+ * through socket_fn like any other descriptor.
+ *   close_fn:  optional; `fd`, a connection's socket, is about to be closed (if it was
+ *              watched, socket_fn has said events == 0 for it). A loop that keeps its watcher
+ *              registered between a pooled connection's transfers (to spare an epoll_ctl pair
+ *              per request) must drop it here: the number may be reused at once. The client
+ *              closes `fd` after it. */
 typedef void (*lk_http_socket_fn)(void *ud, int fd, int events);
 typedef void (*lk_http_timer_fn)(void *ud, int64_t delay);
+typedef void (*lk_http_close_fn)(void *ud, int fd);
 
 typedef struct lk_http_client_config {
   long max_connections;      /* total open connections; 0 = unlimited (default) */
@@ -574,6 +580,7 @@ typedef struct lk_http_client_config {
    * get one; calls to further origins run without. */
   const lk_budget_ratio_config *origin_budget;
   const lk_breaker_config *origin_breaker;
+  lk_http_close_fn close_fn; /* external loop mode only; NULL (default): not told */
 } lk_http_client_config;
 
 /* The per-origin defaults: Finagle's RetryBudget (20 % of requests over 10 s, plus 10 retries

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int64_t now_of(const lk_try *t) { return t->k->clock->now(t->k->clock); }
 
@@ -137,6 +138,14 @@ static size_t on_stream_read(char *buf, size_t size, size_t n, void *ud) {
   return (size_t)got;
 }
 
+/* A connection's socket is closed: an external loop that asked (close_fn) drops its watcher
+ * first. The connection remembers the handle that opened it, whose `client` outlives it. */
+static int on_close_socket(void *ud, curl_socket_t fd) {
+  lk_http_client *c = ud;
+  c->cfg.close_fn(c->cfg.loop_ud, (int)fd);
+  return close(fd);
+}
+
 #define SET(opt, val)                                                                            \
   do {                                                                                           \
     if (curl_easy_setopt(e, opt, val) != CURLE_OK)                                               \
@@ -158,6 +167,10 @@ int lk__easy_init(lk_easy *x) {
   SET(CURLOPT_HEADERDATA, (void *)x);
   SET(CURLOPT_WRITEFUNCTION, on_body);
   SET(CURLOPT_WRITEDATA, (void *)x);
+  if (x->client && x->client->external && x->client->cfg.close_fn) {
+    SET(CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
+    SET(CURLOPT_CLOSESOCKETDATA, (void *)x->client);
+  }
   /* An attempt abandoned while libcurl's threaded resolver is still in getaddrinfo (a resolver
    * that never answers) must not block the loop: without QUICK_EXIT, removing the transfer joins
    * the resolver thread, which glibc keeps for timeout x attempts (~10 s by default), far past

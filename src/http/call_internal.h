@@ -21,6 +21,7 @@ typedef struct lk_try lk_try;
 typedef struct lk_easy {
   CURL *h;
   lk_try *t;
+  struct lk_http_client *client; /* the owner, for the close hook (outlives the handle) */
   uint64_t req_id; /* request configured last (0: none) */
   unsigned sig;    /* policy-derived options configured last */
   long timeout_ms; /* CURLOPT_TIMEOUT_MS set last (0: none) */

@@ -32,6 +32,8 @@ lk_easy *lk__client_easy_get(lk_http_client *c) {
     free(x);
     x = NULL;
   }
+  if (x)
+    x->client = c;
   if (x && lk__easy_init(x) != LK_OK) {
     easy_free(x);
     x = NULL;

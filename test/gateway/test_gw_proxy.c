@@ -143,6 +143,59 @@ static void test_retry_goes_to_another_endpoint(void **state) {
   assert_int_equal(second, nb); /* each call that met the 503 retried here */
 }
 
+/* An upstream that closes every connection after its answer while advertising keep-alive: the
+ * gateway keeps a pooled connection's watcher registered between transfers, and libcurl closes
+ * the dead connection when it would reuse it. The number is reused at once, by the next upstream
+ * socket or a new client connection; a stale watcher would take that socket's events (a hang)
+ * or make the loop abort on its registration. Every request is answered. */
+static void one_round_of_closes(faultd_proc *f);
+
+static void test_upstream_closes_pooled_connections(void **state) {
+  (void)state;
+  /* F1 closes after its answer while advertising keep-alive (libcurl finds the connection dead
+   * when it would reuse it); F2 is asked for Connection: close (libcurl closes the connection as
+   * its transfer ends, straight after its CURL_POLL_REMOVE, with no readiness in between) */
+  const char *args[] = {"--close-after", "1", "--close-when", "after_response", NULL};
+  start_faultd(&F1, "keepalive_close", args);
+  start_faultd(&F2, "ok", NULL);
+  char ep[128];
+  endpoint_line(ep, sizeof ep, &F1);
+  char cfg_extra[512];
+  threads = 1; /* one loop: the numbers it frees are the ones it gets next */
+  for (int round = 0; round < 2; round++) {
+    if (round == 1) {
+      assert_int_equal(gw_stop(&G, 5000), 0);
+      endpoint_line(ep, sizeof ep, &F2);
+    }
+    snprintf(cfg_extra, sizeof cfg_extra, "%s", round == 1 ? "header = Connection: close" : "");
+    start_gw(ep, cfg_extra, NULL);
+    one_round_of_closes(round == 0 ? &F1 : &F2);
+  }
+  threads = 2;
+}
+
+static void one_round_of_closes(faultd_proc *f) {
+  int kept = gw_connect(G.port);
+  for (int i = 0; i < 40; i++) {
+    gw_resp r;
+    gw_request(G.port, "GET", "/fresh", NULL, NULL, &r); /* a new client connection */
+    assert_int_equal(r.status, 200);
+    gw_resp_free(&r);
+    /* and one that stays, as the upstream side's numbers come and go */
+    gw_send_str(kept, "GET /kept HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_int_equal(gw_read(kept, &r, 5000, NULL), 0);
+    assert_int_equal(r.status, 200);
+    gw_resp_free(&r);
+  }
+  close(kept);
+  /* every answer came from upstream; a request written on a connection the server was closing
+   * is sent again by libcurl on a new one (it had no answer), so the server may see a few more */
+  faultd_req q[128];
+  int seen = faultd_requests(f, q, 128);
+  printf("# upstream saw %d requests for 80\n", seen);
+  assert_true(seen >= 80);
+}
+
 /* eject-5xx = 2: the 503 server is ejected after two 5xx and gets nothing for the ejection time,
  * then it is picked again. */
 static void test_ejection_and_return(void **state) {
@@ -565,6 +618,7 @@ int main(void) {
       cmocka_unit_test_prestate_setup_teardown(test_proxies_and_logs, NULL, teardown, &one),
       cmocka_unit_test_prestate_setup_teardown(test_proxies_and_logs, NULL, teardown, &two),
       cmocka_unit_test_teardown(test_retry_goes_to_another_endpoint, teardown),
+      cmocka_unit_test_teardown(test_upstream_closes_pooled_connections, teardown),
       cmocka_unit_test_teardown(test_ejection_and_return, teardown),
       cmocka_unit_test_teardown(test_deadline_in_and_out, teardown),
       cmocka_unit_test_teardown(test_retried_header, teardown),

@@ -12,6 +12,7 @@
 #include <linkd/bulkhead.h>
 #include <linkd/limiter.h>
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,6 +146,9 @@ typedef struct ext_loop {
   int64_t timer_at; /* -1 none */
   int watched;
   int socket_calls, timer_calls;
+  /* close_fn: closes seen, and those of a descriptor already closed or still watched */
+  int closes, closes_bad;
+  bool want[1024]; /* descriptors with a non-zero interest */
 } ext_loop;
 
 static void ext_socket(void *ud, int fd, int events) {
@@ -156,6 +160,8 @@ static void ext_socket(void *ud, int fd, int events) {
     ev.events |= EPOLLIN;
   if (events & LK_HTTP_POLL_OUT)
     ev.events |= EPOLLOUT;
+  if (fd >= 0 && fd < 1024)
+    l->want[fd] = events != 0;
   if (events == 0) {
     if (epoll_ctl(l->ep, EPOLL_CTL_DEL, fd, NULL) == 0)
       l->watched--;
@@ -243,6 +249,55 @@ static void test_external_loop(void **s) {
   lk_http_request_free(req);
   lk_http_client_free(c);
   assert_int_equal(l.watched, 0); /* everything unregistered */
+  close(l.ep);
+}
+
+static void ext_close(void *ud, int fd) {
+  ext_loop *l = ud;
+  l->closes++;
+  /* told before the close (the number still names the socket), after its interest went */
+  if (fcntl(fd, F_GETFD) == -1 || fd < 0 || fd >= 1024 || l->want[fd])
+    l->closes_bad++;
+}
+
+/* close_fn hears of every connection the client closes, while the descriptor is still open and
+ * after socket_fn dropped its interest: what lets a loop keep a pooled connection's watcher
+ * between transfers (linkd serve) without a stale registration on a reused number. */
+static void test_external_close_hook(void **s) {
+  (void)s;
+  /* the server closes each connection after its answer while advertising keep-alive: the
+   * client pools it, finds it dead when the next batch would reuse it, and closes it */
+  const char *args[] = {"--max-seconds",  "60", "--close-after", "1", "--close-when",
+                        "after_response", NULL};
+  assert_int_equal(faultd_start(&FP, "keepalive_close", args), 0);
+  ext_loop l = {.ep = epoll_create1(EPOLL_CLOEXEC), .timer_at = -1};
+  assert_true(l.ep >= 0);
+  lk_http_client_config cfg;
+  lk_http_client_config_init_default(&cfg);
+  cfg.socket_fn = ext_socket;
+  cfg.timer_fn = ext_timer;
+  cfg.close_fn = ext_close;
+  cfg.loop_ud = &l;
+  lk_http_client *c = lk_http_client_new(&cfg);
+  assert_non_null(c);
+  lk_http_request *req = req_for("GET", "/close");
+  lk_http_policy pol;
+  ht_policy(&pol);
+  tally t = {0};
+  for (int batch = 0; batch < 2; batch++) {
+    for (int i = 0; i < 8; i++)
+      assert_int_equal(lk_http_submit(c, req, &pol, NULL, on_done, &t), LK_OK);
+    ext_run(c, &l);
+  }
+  assert_int_equal(t.ok, 16);
+  int during = l.closes;
+  lk_http_result_free(t.keep);
+  lk_http_request_free(req);
+  lk_http_client_free(c); /* closes what the pool still holds */
+  printf("# close_fn: %d during the calls, %d in all\n", during, l.closes);
+  assert_true(during >= 1);
+  assert_true(l.closes >= 8); /* at least a connection per call of a batch, each one told */
+  assert_int_equal(l.closes_bad, 0);
   close(l.ep);
 }
 
@@ -805,6 +860,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_many_concurrent, teardown),
       cmocka_unit_test_teardown(test_delays_are_timers, teardown),
       cmocka_unit_test_teardown(test_external_loop, teardown),
+      cmocka_unit_test_teardown(test_external_close_hook, teardown),
       cmocka_unit_test_teardown(test_cancel_from_thread, teardown),
       cmocka_unit_test_teardown(test_cancel_many, teardown),
       cmocka_unit_test_teardown(test_client_moves_between_threads, teardown),

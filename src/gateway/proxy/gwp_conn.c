@@ -567,6 +567,29 @@ void gwp_respond(gwp_req *r, int status, const char *reason, const char *extra, 
   }
   c->state = GWP_WRITING;
   r->wr.data = r;
+  /* A response nearly always fits the socket's buffer: written here at once it skips libuv's
+   * write request, whose completion stops and restarts the descriptor's POLLOUT interest (one
+   * epoll_ctl per response). Not with pipelined bytes waiting: the next request would then be
+   * parsed from inside this call (a parser callback or the upstream call's completion). */
+  if (!c->pending && c->tcp.write_queue_size == 0) {
+    int w = uv_try_write((uv_stream_t *)&c->tcp, bufs, nb);
+    if (w < 0 && w != UV_EAGAIN) {
+      on_written(&r->wr, w);
+      return;
+    }
+    size_t done = w > 0 ? (size_t)w : 0;
+    while (nb > 0 && done >= bufs[0].len) {
+      done -= bufs[0].len;
+      bufs[0] = bufs[1];
+      nb--;
+    }
+    if (nb == 0) {
+      on_written(&r->wr, 0);
+      return;
+    }
+    bufs[0].base += done;
+    bufs[0].len -= done;
+  }
   if (uv_write(&r->wr, (uv_stream_t *)&c->tcp, bufs, nb, on_written) != 0) {
     c->req = NULL;
     c->state = GWP_IDLE;

@@ -10,22 +10,32 @@
 /* Headers that are about one connection, not the request (RFC 9110 7.6.1), or that the HTTP
  * layer sets itself per attempt; never forwarded as the caller sent them. */
 static bool hop_by_hop(const char *name) {
-  static const char *const names[] = {"Connection",
-                                      "Keep-Alive",
-                                      "Proxy-Connection",
-                                      "Transfer-Encoding",
-                                      "TE",
-                                      "Trailer",
-                                      "Upgrade",
-                                      "Content-Length",
-                                      "Expect",
-                                      "Proxy-Authorization",
-                                      "Linkd-Deadline",
-                                      "grpc-timeout",
-                                      "Linkd-Attempt",
-                                      LK_HTTP_RETRIED_HEADER};
+  /* asked for every header of every request and response: the length rules out most names
+   * before any case-insensitive comparison */
+  static const struct {
+    const char *s;
+    size_t n;
+  } names[] = {
+#define HOP(x) {x, sizeof x - 1}
+      HOP("Connection"),
+      HOP("Keep-Alive"),
+      HOP("Proxy-Connection"),
+      HOP("Transfer-Encoding"),
+      HOP("TE"),
+      HOP("Trailer"),
+      HOP("Upgrade"),
+      HOP("Content-Length"),
+      HOP("Expect"),
+      HOP("Proxy-Authorization"),
+      HOP("Linkd-Deadline"),
+      HOP("grpc-timeout"),
+      HOP("Linkd-Attempt"),
+      HOP(LK_HTTP_RETRIED_HEADER),
+#undef HOP
+  };
+  size_t n = strlen(name);
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (strcasecmp(name, names[i]) == 0)
+    if (names[i].n == n && strcasecmp(name, names[i].s) == 0)
       return true;
   return false;
 }

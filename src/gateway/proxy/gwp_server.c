@@ -21,17 +21,38 @@
 /* --- lk_http on the loop ---------------------------------------------------------------------- */
 
 /* One watcher per upstream descriptor, kept across libcurl's REMOVE / re-add of the same
- * descriptor (a pooled connection is unwatched between its transfers): stopping a uv_poll drops
- * its epoll registration at once (so a number that libcurl closes and reuses starts clean), and
- * keeping the handle saves a close and an init per request. */
+ * descriptor: a pooled connection is unwatched between its transfers, but its registration
+ * stays in epoll (`registered`) and the next transfer, which waits for the same POLLIN, needs no
+ * epoll_ctl at all (an ADD and a DEL per request otherwise). Readiness on a descriptor libcurl
+ * does not want (a parked connection the upstream closed) stops the watcher then, once. Before
+ * libcurl closes a descriptor (close_fn) its watcher is stopped, which drops the registration
+ * while the number still names that socket: a number reused by the next socket starts clean. */
 typedef struct gwp_poll {
   uv_poll_t h;
   int fd;
-  int events; /* what is being watched (UV_READABLE | UV_WRITABLE), 0 stopped */
+  int wanted;     /* what libcurl asked for (UV_READABLE | UV_WRITABLE), 0: nothing */
+  int registered; /* what the uv_poll watches, 0 stopped */
 } gwp_poll;
+
+static void on_poll(uv_poll_t *h, int status, int events);
+
+static void poll_set(gwp_poll *w, int uv_ev) {
+  if (uv_ev == w->registered)
+    return;
+  w->registered = uv_ev;
+  if (uv_ev == 0)
+    uv_poll_stop(&w->h);
+  else
+    uv_poll_start(&w->h, uv_ev, on_poll);
+}
 
 static void on_poll(uv_poll_t *h, int status, int events) {
   gwp_server *s = h->loop->data;
+  gwp_poll *w = (gwp_poll *)h;
+  if (w->wanted == 0) { /* parked: libcurl checks the connection when it reuses it */
+    poll_set(w, 0);
+    return;
+  }
   int ev = 0;
   if (status < 0)
     ev = LK_HTTP_POLL_IN | LK_HTTP_POLL_OUT; /* let libcurl find the error */
@@ -39,7 +60,7 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     ev |= LK_HTTP_POLL_IN;
   if (events & UV_WRITABLE)
     ev |= LK_HTTP_POLL_OUT;
-  lk_http_client_socket_action(s->client, ((gwp_poll *)h)->fd, ev);
+  lk_http_client_socket_action(s->client, w->fd, ev);
 }
 
 static void on_poll_closed(uv_handle_t *h) { free(h); }
@@ -76,13 +97,18 @@ static void socket_fn(void *ud, int fd, int events) {
     w->fd = fd;
     s->polls[fd] = w;
   }
-  if (uv_ev == w->events)
+  w->wanted = uv_ev;
+  if (uv_ev != 0) /* REMOVE leaves the registration as it is (see above) */
+    poll_set(w, uv_ev);
+}
+
+/* libcurl is about to close `fd`: its watcher stops while the number is still that socket's. */
+static void close_fn(void *ud, int fd) {
+  gwp_server *s = ud;
+  if (fd < 0 || (size_t)fd >= s->npolls || !s->polls[fd])
     return;
-  w->events = uv_ev;
-  if (uv_ev == 0)
-    uv_poll_stop(&w->h);
-  else
-    uv_poll_start(&w->h, uv_ev, on_poll);
+  s->polls[fd]->wanted = 0;
+  poll_set(s->polls[fd], 0);
 }
 
 /* At shutdown: every watcher goes. */
@@ -449,6 +475,7 @@ static int worker_init(gwp_server *w, gwp_shared *sh, int id, uv_loop_t *loop, i
   lk_http_client_config_init_default(&cc);
   cc.socket_fn = socket_fn;
   cc.timer_fn = timer_fn;
+  cc.close_fn = close_fn;
   cc.loop_ud = w;
   w->client = lk_http_client_new(&cc);
   if (!w->client) {
