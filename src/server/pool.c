@@ -81,8 +81,32 @@ static void drop(req *r, int status, const char *code, const char *outcome, cons
   r->outcome = outcome;
 }
 
+/* The end of a request's stay with the workers: from here r is the MHD thread's again. */
+static void end(lk_server *s, req *r) {
+  add_ns(&s->stats.busy_ns, lk_now_ns() - r->t_pop);
+  r->ph = PH_WORKED;
+  MHD_resume_connection(r->conn); /* r is the MHD thread's again */
+}
+
+/* After the handler: on the worker, or on the thread that committed the request's write. */
+static void worked(req *r) {
+  lk_server *s = r->srv;
+  int64_t t_end = lk_now_ns();
+  add_ns(&s->stats.work_ns, t_end - r->t_pop);
+  if (lk_deadline_expired(r->dl, t_end) || peer_gone(r)) {
+    atomic_fetch_add(&s->stats.work_abandoned, 1);
+    add_ns(&s->stats.work_abandoned_ns, t_end - r->t_pop);
+    lk_series_add(&s->series, LK_SERIES_ABANDONED, t_end);
+  } else {
+    atomic_fetch_add(&s->stats.work_done, 1);
+    lk_series_add(&s->series, LK_SERIES_COMPLETED, t_end);
+  }
+  end(s, r);
+}
+
 static void process(lk_server *s, req *r, lk_admq_verdict v, int64_t queued_at, int64_t t_pop) {
   server_metrics_queue_wait(s, t_pop - queued_at);
+  r->t_pop = t_pop;
   if (atomic_load(&s->hard_stop)) {
     drop(r, 503, "shutting_down", "shutting_down", "the server is shutting down");
   } else if (v == LK_ADMQ_DROP) {
@@ -107,25 +131,15 @@ static void process(lk_server *s, req *r, lk_admq_verdict v, int64_t queued_at, 
       bool ok = expected <= 0 || (e->cpu ? spend_cpu(s, expected) : spend_sleep(s, expected));
       if (!ok) {
         drop(r, 503, "shutting_down", "shutting_down", "the server is shutting down");
+        worked(r);
       } else {
         resp_init(&r->resp, 500);
-        handle(r, &r->resp);
+        handle_then(r, worked);
       }
-      int64_t t_end = lk_now_ns();
-      add_ns(&s->stats.work_ns, t_end - t_pop);
-      if (lk_deadline_expired(r->dl, t_end) || peer_gone(r)) {
-        atomic_fetch_add(&s->stats.work_abandoned, 1);
-        add_ns(&s->stats.work_abandoned_ns, t_end - t_pop);
-        lk_series_add(&s->series, LK_SERIES_ABANDONED, t_end);
-      } else {
-        atomic_fetch_add(&s->stats.work_done, 1);
-        lk_series_add(&s->series, LK_SERIES_COMPLETED, t_end);
-      }
+      return;
     }
   }
-  add_ns(&s->stats.busy_ns, lk_now_ns() - t_pop);
-  r->ph = PH_WORKED;
-  MHD_resume_connection(r->conn); /* r is the MHD thread's again */
+  end(s, r);
 }
 
 static void *worker_main(void *arg) {

@@ -88,6 +88,16 @@ struct lk_server {
   struct lk_guard *guard;            /* read deadlines (strict.c) */
 };
 
+struct req;
+/* A write in progress (routes.c): what its transaction needs and what follows its commit. */
+typedef struct req_write {
+  struct req *r;
+  lk_resp *out;
+  int64_t now_wall;
+  bool loan_applied;
+  void (*then)(struct req *r);
+} req_write;
+
 /* One request's state across the handler calls MHD makes for it. */
 typedef struct req {
   lk_server *srv;
@@ -128,6 +138,8 @@ typedef struct req {
   bool stream_can_send; /* slow_body: the next chunk may go now */
   bool stream_waiting;  /* partial_stall: the stall has begun */
   bool dropped;         /* answered by the queue logic without running (resp holds the error) */
+  int64_t t_pop;        /* taken from the admission queue, CLOCK_MONOTONIC */
+  req_write wr;         /* the write handle_then started */
 } req;
 
 /* --- responses (resp.c) --------------------------------------------------------------------- */
@@ -149,6 +161,9 @@ bool route_method_ok(req *r, lk_resp *out);
 bool input_parse(req *r, lk_resp *out);
 /* Runs the request (read, or write in one transaction with its idempotency record). */
 void handle(req *r, lk_resp *out);
+/* handle(r, &r->resp), then then(r): at once, or for a write once its transaction committed,
+ * possibly on the thread that committed it (SQLite's group commit; see lk_store_write_async). */
+void handle_then(req *r, void (*then)(req *r));
 /* Fills a replay of a stored record. */
 void resp_from_record(lk_resp *out, const lk_idem_record *rec);
 
