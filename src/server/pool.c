@@ -154,7 +154,11 @@ static void *worker_main(void *arg) {
       /* Exit only when no slot is even reserved: a reserved slot is a push on its way. */
       if (p->stop && lk_admq_depth(&p->q) == 0)
         break;
+      p->idle++;
       pthread_cond_wait(&p->cv, &p->mu);
+      p->idle--;
+      if (p->wakes > 0)
+        p->wakes--;
       continue;
     }
     pthread_mutex_unlock(&p->mu);
@@ -227,7 +231,14 @@ void pool_push(lk_server *s, req *r) {
   lk_pool *p = &s->pool;
   pthread_mutex_lock(&p->mu);
   lk_admq_push(&p->q, r, lk_now_ns());
-  pthread_cond_signal(&p->cv);
+  /* A worker is woken only for an item that no woken worker is on its way to take (a woken
+   * worker takes items until the queue is empty): requests pushed in a burst while a worker
+   * wakes up cost one wake-up, not one each, and an item still never waits while a worker
+   * sleeps. */
+  if (p->idle > p->wakes && p->q.n > p->wakes) {
+    p->wakes++;
+    pthread_cond_signal(&p->cv);
+  }
   pthread_mutex_unlock(&p->mu);
 }
 

@@ -58,6 +58,8 @@ typedef struct lk_pool {
   pthread_cond_t cv; /* an item was pushed, or stop */
   lk_admq q;
   bool q_ready, stop;
+  unsigned idle;  /* workers waiting on cv */
+  unsigned wakes; /* signals sent that no woken worker has answered yet */
   pthread_t *threads;
   unsigned n_started;
   lk_work_spec work;
