@@ -235,11 +235,13 @@ void pool_push(lk_server *s, req *r) {
    * worker takes items until the queue is empty): requests pushed in a burst while a worker
    * wakes up cost one wake-up, not one each, and an item still never waits while a worker
    * sleeps. */
-  if (p->idle > p->wakes && p->q.n > p->wakes) {
+  bool wake = p->idle > p->wakes && p->q.n > p->wakes;
+  if (wake)
     p->wakes++;
-    pthread_cond_signal(&p->cv);
-  }
   pthread_mutex_unlock(&p->mu);
+  /* After the unlock: a worker woken under it would only block again on mu. */
+  if (wake)
+    pthread_cond_signal(&p->cv);
 }
 
 void pool_depth(lk_server *s, size_t *depth, size_t *max) {
