@@ -144,6 +144,9 @@ static void process(lk_server *s, req *r, lk_admq_verdict v, int64_t queued_at, 
 
 static void *worker_main(void *arg) {
   lk_server *s = arg;
+  /* Named, as MHD names its threads: unnamed threads show as "libraryd", the main thread's name,
+   * in top and perf, which made the workers' CPU look like the main thread's. */
+  pthread_setname_np(pthread_self(), "lk-worker");
   lk_pool *p = &s->pool;
   pthread_mutex_lock(&p->mu);
   for (;;) {

@@ -599,6 +599,7 @@ static int listen_on(const char *addr, int port, int *bound, char *err, size_t c
 
 static void *purge_main(void *arg) {
   lk_server *s = arg;
+  pthread_setname_np(pthread_self(), "lk-purge");
   int64_t every = s->cfg.purge_interval_ns;
   if (every <= 0) {
     every = s->cfg.idem_retention_ns / 4;
