@@ -222,16 +222,39 @@ void pool_stop(lk_server *s) {
   p->q_ready = false;
 }
 
-int pool_reserve(lk_server *s) {
+int pool_reserve(lk_server *s, bool *idle) {
   lk_pool *p = &s->pool;
   pthread_mutex_lock(&p->mu);
+  *idle = lk_admq_depth(&p->q) == 0;
   int rc = p->stop ? -1 : lk_admq_reserve(&p->q) ? 1 : 0;
   pthread_mutex_unlock(&p->mu);
   return rc;
 }
 
-void pool_push(lk_server *s, req *r) {
+/* What a worker popping r now would do before handle_then: nothing (no service cost, no queue
+ * wait to judge, the deadline checked by run() a moment ago). */
+static bool passes_through(lk_server *s, const req *r, int64_t now) {
+  const lk_work_entry *e = lk_work_find(&s->pool.work, r->method, r->path);
+  if (e && lk_work_scaled(e->ns, lk_faults_slowdown(s->faults, r->method, r->path, now)) > 0)
+    return false;
+  return !lk_deadline_expired(r->dl, now);
+}
+
+void pool_push(lk_server *s, req *r, bool idle) {
   lk_pool *p = &s->pool;
+  int64_t now = lk_now_ns();
+  if (idle && passes_through(s, r, now)) {
+    r->t_pop = now;
+    resp_init(&r->resp, 500);
+    if (handle_join(r, worked)) { /* r may be answered and gone already */
+      server_metrics_queue_wait(s, 0);
+      atomic_fetch_add(&s->stats.joined_group, 1);
+      pthread_mutex_lock(&p->mu);
+      lk_admq_unreserve(&p->q);
+      pthread_mutex_unlock(&p->mu);
+      return;
+    }
+  }
   pthread_mutex_lock(&p->mu);
   lk_admq_push(&p->q, r, lk_now_ns());
   /* A worker is woken only for an item that no woken worker is on its way to take (a woken

@@ -290,6 +290,13 @@ static bool is_write_route(const req *r) {
   return r->route == RT_LOANS || (r->write && (r->route == RT_BOOKS || r->route == RT_BOOK));
 }
 
+bool handle_join(req *r, void (*then)(req *r)) {
+  if (!is_write_route(r))
+    return false;
+  r->wr = (req_write){r, &r->resp, lk_wall_ns(), false, then};
+  return lk_store_write_join(r->srv->store, r->dl, write_tx, &r->wr, write_done, &r->wr);
+}
+
 void handle_then(req *r, void (*then)(req *r)) {
   if (!is_write_route(r)) {
     handle(r, &r->resp);

@@ -287,7 +287,8 @@ static enum MHD_Result run(req *r) {
     }
     return finish(r);
   }
-  int slot = pool_reserve(s);
+  bool idle;
+  int slot = pool_reserve(s, &idle);
   if (slot <= 0) {
     release_claim(r);
     if (slot < 0)
@@ -305,7 +306,7 @@ static enum MHD_Result run(req *r) {
   /* Suspended before it is pushed, so a worker can never resume it before the suspension. */
   r->ph = PH_QUEUED;
   MHD_suspend_connection(r->conn);
-  pool_push(s, r);
+  pool_push(s, r, idle);
   return MHD_YES;
 }
 

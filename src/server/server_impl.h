@@ -49,7 +49,7 @@ typedef struct lk_server_stats {
   /* capacity (pool.c); *_ns are sums of CLOCK_MONOTONIC intervals */
   atomic_uint_fast64_t admitted, work_done, work_abandoned, work_ns, work_abandoned_ns,
       dropped_queue_full, dropped_deadline_expired, dropped_deadline_too_short, dropped_codel,
-      busy_ns;
+      busy_ns, joined_group; /* joined_group: writes queued straight into a running group */
 } lk_server_stats;
 
 /* The workers and their admission queue (pool.c). */
@@ -166,6 +166,9 @@ void handle(req *r, lk_resp *out);
 /* handle(r, &r->resp), then then(r): at once, or for a write once its transaction committed,
  * possibly on the thread that committed it (SQLite's group commit; see lk_store_write_async). */
 void handle_then(req *r, void (*then)(req *r));
+/* handle_then for a write, if it can join the group being committed (lk_store_write_join);
+ * false, and nothing done, otherwise. Never waits for a commit. */
+bool handle_join(req *r, void (*then)(req *r));
 /* Fills a replay of a stored record. */
 void resp_from_record(lk_resp *out, const lk_idem_record *rec);
 
@@ -180,10 +183,13 @@ int json_loan(const lk_loan *l, char **out, size_t *len);
 int pool_start(lk_server *s, const char *work, char *err, size_t errcap);
 /* Lets the workers answer what is queued (503 once hard_stop is set), then joins them. */
 void pool_stop(lk_server *s);
-/* Takes a queue slot for r: 1, 0 when the queue is full, -1 when the pool is stopping. */
-int pool_reserve(lk_server *s);
-/* Queues r (its connection already suspended) in the slot taken by pool_reserve. */
-void pool_push(lk_server *s, req *r);
+/* Takes a queue slot for r: 1, 0 when the queue is full, -1 when the pool is stopping. *idle:
+ * nothing else was queued or on its way. */
+int pool_reserve(lk_server *s, bool *idle);
+/* Queues r (its connection already suspended) in the slot taken by pool_reserve. A write that
+ * costs no service time, found the queue idle and can join the group being committed goes
+ * there instead and gives the slot back: a worker would only pass it on. */
+void pool_push(lk_server *s, req *r, bool idle);
 /* Queue depth now and the largest seen. */
 void pool_depth(lk_server *s, size_t *depth, size_t *max);
 

@@ -167,6 +167,12 @@ int lk_store_write(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg);
 typedef void (*lk_store_done_fn)(void *done_arg, int rc);
 void lk_store_write_async(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg,
                           lk_store_done_fn done, void *done_arg);
+/* lk_store_write_async only if a group is being committed (SQLite's group commit): the write
+ * joins the queue that thread commits next, and true. false, and nothing done, when no group is
+ * running or the store does not group. Never commits on the calling thread, so a thread that
+ * must not wait for an fsync may call it. */
+bool lk_store_write_join(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg,
+                         lk_store_done_fn done, void *done_arg);
 
 /* Write transactions so far: commits = COMMITs attempted (each one fsync with sync=full), writes
  * = lk_store_write calls that reached the writer, largest = most writes in one commit. SQLite

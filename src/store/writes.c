@@ -249,6 +249,31 @@ void sq_write_async(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg,
   pthread_mutex_unlock(&s->gmu);
 }
 
+bool sq_write_join(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg,
+                   lk_store_done_fn done, void *done_arg) {
+  if (!s->cfg.group_commit)
+    return false;
+  gc_member *m = malloc(sizeof *m);
+  if (!m)
+    return false;
+  *m = (gc_member){fn, arg, dl, LK_OK, false, PTHREAD_COND_INITIALIZER, done, done_arg, NULL};
+  pthread_mutex_lock(&s->gmu);
+  /* `leading` is cleared under gmu only once the queue is empty or its head is a waiter woken
+   * to lead, so a write queued while it is set is committed by this leader or the next. */
+  bool joined = s->leading;
+  if (joined) {
+    if (s->gq_tail)
+      s->gq_tail->next = m;
+    else
+      s->gq_head = m;
+    s->gq_tail = m;
+  }
+  pthread_mutex_unlock(&s->gmu);
+  if (!joined)
+    free(m);
+  return joined;
+}
+
 size_t sq_queued(sq_store *s) {
   pthread_mutex_lock(&s->gmu);
   size_t n = 0;

@@ -404,6 +404,48 @@ static void test_async_writes_join_the_next_group(void **state) {
   lk_store_close(s);
 }
 
+/* A write joins a group only while one is being committed: never on the caller's thread. */
+static void test_join_only_a_running_group(void **state) {
+  lk_store *s = open_store(*state, true);
+  int64_t book = new_book(s, 10);
+  async_op idle = {.op = {.s = s, .book = book, .dl = lk_deadline_none()}};
+  snprintf(idle.op.key, sizeof idle.op.key, "idle");
+  assert_false(lk_store_write_join(s, idle.op.dl, loan_tx, &idle.op, async_done, &idle));
+  assert_int_equal(idle.calls, 0);
+  assert_false(has_record(s, "idle"));
+
+  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+  gate_arg ga = {s, &g, -1};
+  pthread_t gt;
+  assert_int_equal(pthread_create(&gt, NULL, gate_main, &ga), 0);
+  pthread_mutex_lock(&g.mu);
+  while (!g.entered)
+    pthread_cond_wait(&g.cv, &g.mu);
+  pthread_mutex_unlock(&g.mu);
+  async_op j = {.op = {.s = s, .book = book, .dl = lk_deadline_none()}};
+  snprintf(j.op.key, sizeof j.op.key, "joined");
+  assert_true(lk_store_write_join(s, j.op.dl, loan_tx, &j.op, async_done, &j));
+  assert_int_equal(j.calls, 0);
+  assert_int_equal(lk_store_queued(s), 1);
+  pthread_mutex_lock(&g.mu);
+  g.open = true;
+  pthread_cond_broadcast(&g.cv);
+  pthread_mutex_unlock(&g.mu);
+  pthread_join(gt, NULL);
+  assert_int_equal(j.calls, 1);
+  assert_int_equal(j.rc, LK_OK);
+  assert_true(pthread_equal(j.thread, gt));
+  assert_true(j.durable_at_done);
+  assert_int_equal(stock_of(s, book), 9);
+  lk_store_close(s);
+
+  /* Without grouping there is never a group to join. */
+  s = open_store(*state, false);
+  assert_false(lk_store_write_join(s, idle.op.dl, loan_tx, &idle.op, async_done, &idle));
+  assert_int_equal(idle.calls, 0);
+  lk_store_close(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_concurrent_keyed_loans_grouped, setup, teardown),
@@ -411,6 +453,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_failing_write_spares_its_group, setup, teardown),
       cmocka_unit_test_setup_teardown(test_async_write_alone, setup, teardown),
       cmocka_unit_test_setup_teardown(test_async_writes_join_the_next_group, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_join_only_a_running_group, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
