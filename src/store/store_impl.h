@@ -108,8 +108,8 @@ int sq_tenant_totals(sq_store *s, lk_store_tenant_cb cb, void *arg);
 int sq_write(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg);
 void sq_write_async(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg,
                     lk_store_done_fn done, void *done_arg);
-bool sq_write_join(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg,
-                   lk_store_done_fn done, void *done_arg);
+bool sq_write_join(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg, lk_store_done_fn done,
+                   void *done_arg);
 int sq_tx_book_get(sq_tx *tx, int64_t id, lk_book *out);
 int sq_tx_book_create(sq_tx *tx, const lk_book *in, int64_t *id);
 int sq_tx_book_update(sq_tx *tx, const lk_book *in);

@@ -249,8 +249,8 @@ void sq_write_async(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg,
   pthread_mutex_unlock(&s->gmu);
 }
 
-bool sq_write_join(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg,
-                   lk_store_done_fn done, void *done_arg) {
+bool sq_write_join(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg, lk_store_done_fn done,
+                   void *done_arg) {
   if (!s->cfg.group_commit)
     return false;
   gc_member *m = malloc(sizeof *m);
@@ -416,8 +416,8 @@ int sq_tx_loan_create(sq_tx *tx, lk_loan *loan) {
   return LK_OK;
 }
 
-int sq_tx_idem_put(sq_tx *tx, const char *tenant, const char *key,
-                         const lk_idem_record *rec, int64_t min_created_wall_ns) {
+int sq_tx_idem_put(sq_tx *tx, const char *tenant, const char *key, const lk_idem_record *rec,
+                   int64_t min_created_wall_ns) {
   sqlite3_stmt *st = store_stmt(tx->c, ST_IDEM_DELETE_EXPIRED);
   if (!st)
     return LK_EIO;

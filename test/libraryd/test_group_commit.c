@@ -322,7 +322,7 @@ static void test_failing_write_spares_its_group(void **state) {
 typedef struct async_op {
   loan_op op;
   int calls, rc;
-  pthread_t thread;      /* the one that called done */
+  pthread_t thread;     /* the one that called done */
   bool durable_at_done; /* the key's record was readable from another connection by then */
 } async_op;
 
