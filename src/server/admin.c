@@ -202,8 +202,9 @@ static enum MHD_Result stats(lk_server *s, struct MHD_Connection *c) {
   lk_store_commit_stats cs;
   lk_store_commit_stats_get(s->store, &cs);
   json_object_set_new(server, "store_commits",
-                      json_pack("{s:I,s:I,s:I}", "commits", (json_int_t)cs.commits, "writes",
-                                (json_int_t)cs.writes, "largest_group", (json_int_t)cs.largest));
+                      json_pack("{s:I,s:I,s:I,s:I}", "commits", (json_int_t)cs.commits, "writes",
+                                (json_int_t)cs.writes, "largest_group", (json_int_t)cs.largest,
+                                "joined_from_io_thread", ST(joined_group)));
   return reply(c, 200,
                json_pack("{s:I,s:I,s:I,s:I,s:o,s:o,s:{s:o,s:o}}", "books", (json_int_t)counts.books,
                          "loans", (json_int_t)counts.loans, "keyed_loans",

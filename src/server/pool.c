@@ -81,8 +81,32 @@ static void drop(req *r, int status, const char *code, const char *outcome, cons
   r->outcome = outcome;
 }
 
+/* The end of a request's stay with the workers: from here r is the MHD thread's again. */
+static void end(lk_server *s, req *r) {
+  add_ns(&s->stats.busy_ns, lk_now_ns() - r->t_pop);
+  r->ph = PH_WORKED;
+  MHD_resume_connection(r->conn); /* r is the MHD thread's again */
+}
+
+/* After the handler: on the worker, or on the thread that committed the request's write. */
+static void worked(req *r) {
+  lk_server *s = r->srv;
+  int64_t t_end = lk_now_ns();
+  add_ns(&s->stats.work_ns, t_end - r->t_pop);
+  if (lk_deadline_expired(r->dl, t_end) || peer_gone(r)) {
+    atomic_fetch_add(&s->stats.work_abandoned, 1);
+    add_ns(&s->stats.work_abandoned_ns, t_end - r->t_pop);
+    lk_series_add(&s->series, LK_SERIES_ABANDONED, t_end);
+  } else {
+    atomic_fetch_add(&s->stats.work_done, 1);
+    lk_series_add(&s->series, LK_SERIES_COMPLETED, t_end);
+  }
+  end(s, r);
+}
+
 static void process(lk_server *s, req *r, lk_admq_verdict v, int64_t queued_at, int64_t t_pop) {
   server_metrics_queue_wait(s, t_pop - queued_at);
+  r->t_pop = t_pop;
   if (atomic_load(&s->hard_stop)) {
     drop(r, 503, "shutting_down", "shutting_down", "the server is shutting down");
   } else if (v == LK_ADMQ_DROP) {
@@ -107,29 +131,22 @@ static void process(lk_server *s, req *r, lk_admq_verdict v, int64_t queued_at, 
       bool ok = expected <= 0 || (e->cpu ? spend_cpu(s, expected) : spend_sleep(s, expected));
       if (!ok) {
         drop(r, 503, "shutting_down", "shutting_down", "the server is shutting down");
+        worked(r);
       } else {
         resp_init(&r->resp, 500);
-        handle(r, &r->resp);
+        handle_then(r, worked);
       }
-      int64_t t_end = lk_now_ns();
-      add_ns(&s->stats.work_ns, t_end - t_pop);
-      if (lk_deadline_expired(r->dl, t_end) || peer_gone(r)) {
-        atomic_fetch_add(&s->stats.work_abandoned, 1);
-        add_ns(&s->stats.work_abandoned_ns, t_end - t_pop);
-        lk_series_add(&s->series, LK_SERIES_ABANDONED, t_end);
-      } else {
-        atomic_fetch_add(&s->stats.work_done, 1);
-        lk_series_add(&s->series, LK_SERIES_COMPLETED, t_end);
-      }
+      return;
     }
   }
-  add_ns(&s->stats.busy_ns, lk_now_ns() - t_pop);
-  r->ph = PH_WORKED;
-  MHD_resume_connection(r->conn); /* r is the MHD thread's again */
+  end(s, r);
 }
 
 static void *worker_main(void *arg) {
   lk_server *s = arg;
+  /* Named, as MHD names its threads: unnamed threads show as "libraryd", the main thread's name,
+   * in top and perf, which made the workers' CPU look like the main thread's. */
+  pthread_setname_np(pthread_self(), "lk-worker");
   lk_pool *p = &s->pool;
   pthread_mutex_lock(&p->mu);
   for (;;) {
@@ -140,7 +157,11 @@ static void *worker_main(void *arg) {
       /* Exit only when no slot is even reserved: a reserved slot is a push on its way. */
       if (p->stop && lk_admq_depth(&p->q) == 0)
         break;
+      p->idle++;
       pthread_cond_wait(&p->cv, &p->mu);
+      p->idle--;
+      if (p->wakes > 0)
+        p->wakes--;
       continue;
     }
     pthread_mutex_unlock(&p->mu);
@@ -201,20 +222,52 @@ void pool_stop(lk_server *s) {
   p->q_ready = false;
 }
 
-int pool_reserve(lk_server *s) {
+int pool_reserve(lk_server *s, bool *idle) {
   lk_pool *p = &s->pool;
   pthread_mutex_lock(&p->mu);
+  *idle = lk_admq_depth(&p->q) == 0;
   int rc = p->stop ? -1 : lk_admq_reserve(&p->q) ? 1 : 0;
   pthread_mutex_unlock(&p->mu);
   return rc;
 }
 
-void pool_push(lk_server *s, req *r) {
+/* What a worker popping r now would do before handle_then: nothing (no service cost, no queue
+ * wait to judge, the deadline checked by run() a moment ago). */
+static bool passes_through(lk_server *s, const req *r, int64_t now) {
+  const lk_work_entry *e = lk_work_find(&s->pool.work, r->method, r->path);
+  if (e && lk_work_scaled(e->ns, lk_faults_slowdown(s->faults, r->method, r->path, now)) > 0)
+    return false;
+  return !lk_deadline_expired(r->dl, now);
+}
+
+void pool_push(lk_server *s, req *r, bool idle) {
   lk_pool *p = &s->pool;
+  int64_t now = lk_now_ns();
+  if (idle && passes_through(s, r, now)) {
+    r->t_pop = now;
+    resp_init(&r->resp, 500);
+    if (handle_join(r, worked)) { /* r may be answered and gone already */
+      server_metrics_queue_wait(s, 0);
+      atomic_fetch_add(&s->stats.joined_group, 1);
+      pthread_mutex_lock(&p->mu);
+      lk_admq_unreserve(&p->q);
+      pthread_mutex_unlock(&p->mu);
+      return;
+    }
+  }
   pthread_mutex_lock(&p->mu);
   lk_admq_push(&p->q, r, lk_now_ns());
-  pthread_cond_signal(&p->cv);
+  /* A worker is woken only for an item that no woken worker is on its way to take (a woken
+   * worker takes items until the queue is empty): requests pushed in a burst while a worker
+   * wakes up cost one wake-up, not one each, and an item still never waits while a worker
+   * sleeps. */
+  bool wake = p->idle > p->wakes && p->q.n > p->wakes;
+  if (wake)
+    p->wakes++;
   pthread_mutex_unlock(&p->mu);
+  /* After the unlock: a worker woken under it would only block again on mu. */
+  if (wake)
+    pthread_cond_signal(&p->cv);
 }
 
 void pool_depth(lk_server *s, size_t *depth, size_t *max) {

@@ -168,13 +168,6 @@ static void get_loan(req *r, lk_resp *out) {
 
 /* --- writes: the business effect and the key's record in one transaction -------------------- */
 
-typedef struct write_ctx {
-  req *r;
-  lk_resp *out;
-  int64_t now_wall;
-  bool loan_applied;
-} write_ctx;
-
 static int book_response(lk_store_tx *tx, lk_resp *out, int64_t id, int status) {
   lk_book b;
   int rc = lk_store_tx_book_get(tx, id, &b);
@@ -188,7 +181,7 @@ static int book_response(lk_store_tx *tx, lk_resp *out, int64_t id, int status) 
   return LK_OK;
 }
 
-static int apply(lk_store_tx *tx, write_ctx *w) {
+static int apply(lk_store_tx *tx, req_write *w) {
   req *r = w->r;
   lk_resp *out = w->out;
   int rc;
@@ -257,19 +250,20 @@ static int apply(lk_store_tx *tx, write_ctx *w) {
 }
 
 static int write_tx(lk_store_tx *tx, void *arg) {
-  write_ctx *w = arg;
+  req_write *w = arg;
   int rc = apply(tx, w);
   if (rc != LK_OK || !w->r->keyed)
     return rc;
   return idem_complete(tx, w->r, w->out, w->now_wall);
 }
 
-static void do_write(req *r, lk_resp *out) {
-  write_ctx w = {r, out, lk_wall_ns(), false};
-  int rc = lk_store_write(r->srv->store, r->dl, write_tx, &w);
+/* After the commit (or the failure) of w's transaction. */
+static void write_finished(req_write *w, int rc) {
+  req *r = w->r;
+  lk_resp *out = w->out;
   if (rc == LK_OK) {
     r->completed = r->keyed;
-    if (w.loan_applied)
+    if (w->loan_applied)
       atomic_fetch_add(&r->srv->stats.loans_applied, 1);
     return;
   }
@@ -279,6 +273,40 @@ static void do_write(req *r, lk_resp *out) {
     idem_replay_existing(r, out);
   else
     store_failure(r, out, rc);
+}
+
+static void do_write(req *r, lk_resp *out) {
+  req_write w = {r, out, lk_wall_ns(), false, NULL};
+  write_finished(&w, lk_store_write(r->srv->store, r->dl, write_tx, &w));
+}
+
+static void write_done(void *arg, int rc) {
+  req_write *w = arg;
+  write_finished(w, rc);
+  w->then(w->r);
+}
+
+static bool is_write_route(const req *r) {
+  return r->route == RT_LOANS || (r->write && (r->route == RT_BOOKS || r->route == RT_BOOK));
+}
+
+bool handle_join(req *r, void (*then)(req *r)) {
+  if (!is_write_route(r))
+    return false;
+  r->wr = (req_write){r, &r->resp, lk_wall_ns(), false, then};
+  return lk_store_write_join(r->srv->store, r->dl, write_tx, &r->wr, write_done, &r->wr);
+}
+
+void handle_then(req *r, void (*then)(req *r)) {
+  if (!is_write_route(r)) {
+    handle(r, &r->resp);
+    then(r);
+    return;
+  }
+  /* The worker does not wait for the commit: with group commit the thread that commits the
+   * group completes each of its writes, so a write costs no wake-up of a waiting worker. */
+  r->wr = (req_write){r, &r->resp, lk_wall_ns(), false, then};
+  lk_store_write_async(r->srv->store, r->dl, write_tx, &r->wr, write_done, &r->wr);
 }
 
 void handle(req *r, lk_resp *out) {

@@ -287,7 +287,8 @@ static enum MHD_Result run(req *r) {
     }
     return finish(r);
   }
-  int slot = pool_reserve(s);
+  bool idle;
+  int slot = pool_reserve(s, &idle);
   if (slot <= 0) {
     release_claim(r);
     if (slot < 0)
@@ -305,7 +306,7 @@ static enum MHD_Result run(req *r) {
   /* Suspended before it is pushed, so a worker can never resume it before the suspension. */
   r->ph = PH_QUEUED;
   MHD_suspend_connection(r->conn);
-  pool_push(s, r);
+  pool_push(s, r, idle);
   return MHD_YES;
 }
 
@@ -599,6 +600,7 @@ static int listen_on(const char *addr, int port, int *bound, char *err, size_t c
 
 static void *purge_main(void *arg) {
   lk_server *s = arg;
+  pthread_setname_np(pthread_self(), "lk-purge");
   int64_t every = s->cfg.purge_interval_ns;
   if (every <= 0) {
     every = s->cfg.idem_retention_ns / 4;

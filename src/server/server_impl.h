@@ -49,7 +49,7 @@ typedef struct lk_server_stats {
   /* capacity (pool.c); *_ns are sums of CLOCK_MONOTONIC intervals */
   atomic_uint_fast64_t admitted, work_done, work_abandoned, work_ns, work_abandoned_ns,
       dropped_queue_full, dropped_deadline_expired, dropped_deadline_too_short, dropped_codel,
-      busy_ns;
+      busy_ns, joined_group; /* joined_group: writes queued straight into a running group */
 } lk_server_stats;
 
 /* The workers and their admission queue (pool.c). */
@@ -58,6 +58,8 @@ typedef struct lk_pool {
   pthread_cond_t cv; /* an item was pushed, or stop */
   lk_admq q;
   bool q_ready, stop;
+  unsigned idle;  /* workers waiting on cv */
+  unsigned wakes; /* signals sent that no woken worker has answered yet */
   pthread_t *threads;
   unsigned n_started;
   lk_work_spec work;
@@ -87,6 +89,16 @@ struct lk_server {
   struct lk_server_metrics *metrics; /* NULL when built without the metrics registry */
   struct lk_guard *guard;            /* read deadlines (strict.c) */
 };
+
+struct req;
+/* A write in progress (routes.c): what its transaction needs and what follows its commit. */
+typedef struct req_write {
+  struct req *r;
+  lk_resp *out;
+  int64_t now_wall;
+  bool loan_applied;
+  void (*then)(struct req *r);
+} req_write;
 
 /* One request's state across the handler calls MHD makes for it. */
 typedef struct req {
@@ -128,6 +140,8 @@ typedef struct req {
   bool stream_can_send; /* slow_body: the next chunk may go now */
   bool stream_waiting;  /* partial_stall: the stall has begun */
   bool dropped;         /* answered by the queue logic without running (resp holds the error) */
+  int64_t t_pop;        /* taken from the admission queue, CLOCK_MONOTONIC */
+  req_write wr;         /* the write handle_then started */
 } req;
 
 /* --- responses (resp.c) --------------------------------------------------------------------- */
@@ -149,6 +163,12 @@ bool route_method_ok(req *r, lk_resp *out);
 bool input_parse(req *r, lk_resp *out);
 /* Runs the request (read, or write in one transaction with its idempotency record). */
 void handle(req *r, lk_resp *out);
+/* handle(r, &r->resp), then then(r): at once, or for a write once its transaction committed,
+ * possibly on the thread that committed it (SQLite's group commit; see lk_store_write_async). */
+void handle_then(req *r, void (*then)(req *r));
+/* handle_then for a write, if it can join the group being committed (lk_store_write_join);
+ * false, and nothing done, otherwise. Never waits for a commit. */
+bool handle_join(req *r, void (*then)(req *r));
 /* Fills a replay of a stored record. */
 void resp_from_record(lk_resp *out, const lk_idem_record *rec);
 
@@ -163,10 +183,13 @@ int json_loan(const lk_loan *l, char **out, size_t *len);
 int pool_start(lk_server *s, const char *work, char *err, size_t errcap);
 /* Lets the workers answer what is queued (503 once hard_stop is set), then joins them. */
 void pool_stop(lk_server *s);
-/* Takes a queue slot for r: 1, 0 when the queue is full, -1 when the pool is stopping. */
-int pool_reserve(lk_server *s);
-/* Queues r (its connection already suspended) in the slot taken by pool_reserve. */
-void pool_push(lk_server *s, req *r);
+/* Takes a queue slot for r: 1, 0 when the queue is full, -1 when the pool is stopping. *idle:
+ * nothing else was queued or on its way. */
+int pool_reserve(lk_server *s, bool *idle);
+/* Queues r (its connection already suspended) in the slot taken by pool_reserve. A write that
+ * costs no service time, found the queue idle and can join the group being committed goes
+ * there instead and gives the slot back: a worker would only pass it on. */
+void pool_push(lk_server *s, req *r, bool idle);
 /* Queue depth now and the largest seen. */
 void pool_depth(lk_server *s, size_t *depth, size_t *max);
 

@@ -71,6 +71,7 @@ static void cut_log(lk_guard *g, const char *what, int64_t limit_ns) {
  * client dribbling bytes is only stopped here. */
 static void *guard_main(void *arg) {
   lk_guard *g = arg;
+  pthread_setname_np(pthread_self(), "lk-guard");
   int64_t tick = g->head_ns < g->body_ns ? g->head_ns : g->body_ns;
   tick /= 10;
   tick = tick < 10 * LK_NS_PER_MS ? 10 * LK_NS_PER_MS : tick;

@@ -57,6 +57,7 @@ static void sift_down(item *h, size_t n, size_t i) {
 
 static void *run(void *arg) {
   lk_waker *w = arg;
+  pthread_setname_np(pthread_self(), "lk-waker");
   pthread_mutex_lock(&w->mu);
   for (;;) {
     int64_t now = lk_now_ns();

@@ -82,6 +82,19 @@ int lk_store_write(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
   return s->ops->write(s, dl, fn, arg);
 }
 
+void lk_store_write_async(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg,
+                          lk_store_done_fn done, void *done_arg) {
+  if (s->ops->write_async)
+    s->ops->write_async(s, dl, fn, arg, done, done_arg);
+  else
+    done(done_arg, s->ops->write(s, dl, fn, arg));
+}
+
+bool lk_store_write_join(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg,
+                         lk_store_done_fn done, void *done_arg) {
+  return s->ops->write_join && s->ops->write_join(s, dl, fn, arg, done, done_arg);
+}
+
 int lk_store_tx_book_get(lk_store_tx *tx, int64_t id, lk_book *out) {
   return tx->ops->tx_book_get(tx, id, out);
 }

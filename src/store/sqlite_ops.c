@@ -53,6 +53,16 @@ static int op_write(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
   return sq_write(SQ(s), dl, fn, arg);
 }
 
+static void op_write_async(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg,
+                           lk_store_done_fn done, void *done_arg) {
+  sq_write_async(SQ(s), dl, fn, arg, done, done_arg);
+}
+
+static bool op_write_join(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg,
+                          lk_store_done_fn done, void *done_arg) {
+  return sq_write_join(SQ(s), dl, fn, arg, done, done_arg);
+}
+
 static int op_idem_purge(lk_store *s, int64_t before_wall_ns, int64_t *deleted) {
   return sq_idem_purge(SQ(s), before_wall_ns, deleted);
 }
@@ -109,6 +119,8 @@ const lk_store_ops sq_ops = {
     .loan_groups = op_loan_groups,
     .tenant_totals = op_tenant_totals,
     .write = op_write,
+    .write_async = op_write_async,
+    .write_join = op_write_join,
     .idem_purge = op_idem_purge,
     .idem_claim = op_idem_claim,
     .idem_release = op_idem_release,

@@ -157,6 +157,23 @@ int lk_store_tenant_totals(lk_store *s, lk_store_tenant_cb cb, void *arg);
 typedef int (*lk_store_tx_fn)(lk_store_tx *tx, void *arg);
 int lk_store_write(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg);
 
+/* lk_store_write without waiting: done(done_arg, rc) is called exactly once with what
+ * lk_store_write would have returned, after the COMMIT that made the write durable (never
+ * before), on this thread before the call returns or on the thread that committed the group.
+ * With SQLite's group commit the call only queues the write, unless no group is running: then
+ * this thread commits groups until the queue is empty (the writes that arrive meanwhile), so a
+ * caller that must not block for a commit may not call it. Without group commit, and on
+ * PostgreSQL, it is lk_store_write followed by done. done must not call lk_store_write. */
+typedef void (*lk_store_done_fn)(void *done_arg, int rc);
+void lk_store_write_async(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg,
+                          lk_store_done_fn done, void *done_arg);
+/* lk_store_write_async only if a group is being committed (SQLite's group commit): the write
+ * joins the queue that thread commits next, and true. false, and nothing done, when no group is
+ * running or the store does not group. Never commits on the calling thread, so a thread that
+ * must not wait for an fsync may call it. */
+bool lk_store_write_join(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg,
+                         lk_store_done_fn done, void *done_arg);
+
 /* Write transactions so far: commits = COMMITs attempted (each one fsync with sync=full), writes
  * = lk_store_write calls that reached the writer, largest = most writes in one commit. SQLite
  * only (zeros for PostgreSQL, which commits each write in its own transaction). */

@@ -22,6 +22,12 @@ typedef struct lk_store_ops {
                      void *arg);
   int (*tenant_totals)(lk_store *s, lk_store_tenant_cb cb, void *arg);
   int (*write)(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg);
+  /* optional: NULL means write, then done */
+  void (*write_async)(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg,
+                      lk_store_done_fn done, void *done_arg);
+  /* optional: NULL means never */
+  bool (*write_join)(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg,
+                     lk_store_done_fn done, void *done_arg);
   int (*idem_purge)(lk_store *s, int64_t before_wall_ns, int64_t *deleted);
   int (*idem_claim)(lk_store *s, const char *tenant, const char *key, uint64_t owner,
                     int64_t lease_ns, lk_deadline dl);

@@ -46,7 +46,8 @@ typedef struct sq_tx {
   store_conn *c;
 } sq_tx;
 
-/* One write waiting for, or inside, a group commit; lives on its caller's stack. */
+/* One write waiting for, or inside, a group commit. A waiting caller's lives on its stack; an
+ * asynchronous one's (on_done set) is malloc'd and freed once on_done has been called. */
 typedef struct gc_member {
   lk_store_tx_fn fn;
   void *arg;
@@ -54,6 +55,8 @@ typedef struct gc_member {
   int rc;
   bool done;         /* under gmu: rc is final and the caller may return */
   pthread_cond_t cv; /* signalled when done, or when this member is to lead the next group */
+  lk_store_done_fn on_done;
+  void *done_arg;
   struct gc_member *next;
 } gc_member;
 
@@ -103,6 +106,10 @@ int sq_loan_groups(sq_store *s, bool by_key, bool only_dupes, int limit, lk_stor
                    void *arg);
 int sq_tenant_totals(sq_store *s, lk_store_tenant_cb cb, void *arg);
 int sq_write(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg);
+void sq_write_async(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg,
+                    lk_store_done_fn done, void *done_arg);
+bool sq_write_join(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg, lk_store_done_fn done,
+                   void *done_arg);
 int sq_tx_book_get(sq_tx *tx, int64_t id, lk_book *out);
 int sq_tx_book_create(sq_tx *tx, const lk_book *in, int64_t *id);
 int sq_tx_book_update(sq_tx *tx, const lk_book *in);

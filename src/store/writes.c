@@ -4,6 +4,7 @@
 
 #include <linkd/error.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 static int exec_simple(store_conn *c, const char *sql) {
@@ -131,6 +132,61 @@ static void write_group(sq_store *s, gc_member *first) {
 
 #define GC_GROUP_MAX 256 /* members per transaction: bounds the time a group holds the writer */
 
+/* Commits groups from the head of the queue; called with gmu held and `leading` set, returns with
+ * gmu held and `leading` clear. me is the calling waiter's member (NULL for an asynchronous
+ * write's caller). Leadership passes to a waiter at the head of the queue (woken to lead, as its
+ * thread is idle anyway) and stays here while the head is asynchronous: nobody waits for those,
+ * so nobody else would commit them. */
+static void lead(sq_store *s, gc_member *me) {
+  for (;;) {
+    gc_member *batch = s->gq_head, *last = batch;
+    for (int n = 1; n < GC_GROUP_MAX && last->next; n++)
+      last = last->next;
+    s->gq_head = last->next;
+    if (!s->gq_head)
+      s->gq_tail = NULL;
+    last->next = NULL;
+    pthread_mutex_unlock(&s->gmu);
+
+    pthread_mutex_lock(&s->wmu);
+    write_group(s, batch);
+    pthread_mutex_unlock(&s->wmu);
+
+    /* The COMMIT has returned: asynchronous members complete here, outside both locks (their
+     * callbacks take locks of their own), without a thread hand-off each. The waiters are
+     * collected for gmu; nothing but this thread reads `next` of a batch's members. */
+    gc_member *waiting = NULL, **tail = &waiting;
+    for (gc_member *g = batch, *n; g; g = n) {
+      n = g->next;
+      if (g->on_done) {
+        g->on_done(g->done_arg, g->rc);
+        free(g);
+      } else {
+        *tail = g;
+        tail = &g->next;
+      }
+    }
+    *tail = NULL;
+
+    pthread_mutex_lock(&s->gmu);
+    /* A waiter returns (and its frame vanishes) once it sees done, which needs gmu, held here
+     * until the loop ends: read next before marking, signal after. */
+    for (gc_member *g = waiting, *n; g; g = n) {
+      n = g->next;
+      g->done = true;
+      if (g != me)
+        pthread_cond_signal(&g->cv);
+    }
+    if (!s->gq_head)
+      break;
+    if (!s->gq_head->on_done) {
+      pthread_cond_signal(&s->gq_head->cv); /* the next group's leader */
+      break;
+    }
+  }
+  s->leading = false;
+}
+
 int sq_write(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
   const lk_clock *clk = s->cfg.clock;
   if (lk_deadline_expired(dl, clk->now(clk)))
@@ -146,7 +202,7 @@ int sq_write(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
    * next group. No timer: a group is whatever queued up meanwhile, so a lone write is not
    * delayed. Each waiter has its own condition variable and is woken only when it is done or
    * is to lead, not by every group that finishes. */
-  gc_member me = {fn, arg, dl, LK_OK, false, PTHREAD_COND_INITIALIZER, NULL};
+  gc_member me = {fn, arg, dl, LK_OK, false, PTHREAD_COND_INITIALIZER, NULL, NULL, NULL};
   pthread_mutex_lock(&s->gmu);
   if (s->gq_tail)
     s->gq_tail->next = &me;
@@ -154,40 +210,68 @@ int sq_write(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
     s->gq_head = &me;
   s->gq_tail = &me;
   while (!me.done) {
+    /* Not leading: the queue is empty or its head is a waiter woken to lead. */
     if (s->leading || s->gq_head != &me) {
       pthread_cond_wait(&me.cv, &s->gmu);
       continue;
     }
     s->leading = true;
-    gc_member *batch = s->gq_head, *last = batch;
-    for (int n = 1; n < GC_GROUP_MAX && last->next; n++)
-      last = last->next;
-    s->gq_head = last->next;
-    if (!s->gq_head)
-      s->gq_tail = NULL;
-    last->next = NULL;
-    pthread_mutex_unlock(&s->gmu);
-
-    pthread_mutex_lock(&s->wmu);
-    write_group(s, batch);
-    pthread_mutex_unlock(&s->wmu);
-
-    pthread_mutex_lock(&s->gmu);
-    /* A member returns (and its frame vanishes) once it sees done, which needs gmu, held here
-     * until the loop ends: read next before marking, signal after. */
-    for (gc_member *g = batch, *n; g; g = n) {
-      n = g->next;
-      g->done = true;
-      if (g != &me)
-        pthread_cond_signal(&g->cv);
-    }
-    s->leading = false;
-    if (s->gq_head)
-      pthread_cond_signal(&s->gq_head->cv); /* the next group's leader */
+    lead(s, &me); /* me is in its first group */
   }
   pthread_mutex_unlock(&s->gmu);
   pthread_cond_destroy(&me.cv);
   return me.rc;
+}
+
+void sq_write_async(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg,
+                    lk_store_done_fn done, void *done_arg) {
+  const lk_clock *clk = s->cfg.clock;
+  if (!s->cfg.group_commit || lk_deadline_expired(dl, clk->now(clk))) {
+    done(done_arg, sq_write(s, dl, fn, arg));
+    return;
+  }
+  gc_member *m = malloc(sizeof *m);
+  if (!m) {
+    done(done_arg, LK_ENOMEM);
+    return;
+  }
+  *m = (gc_member){fn, arg, dl, LK_OK, false, PTHREAD_COND_INITIALIZER, done, done_arg, NULL};
+  pthread_mutex_lock(&s->gmu);
+  if (s->gq_tail)
+    s->gq_tail->next = m;
+  else
+    s->gq_head = m;
+  s->gq_tail = m;
+  if (!s->leading) {
+    s->leading = true;
+    lead(s, NULL);
+  }
+  pthread_mutex_unlock(&s->gmu);
+}
+
+bool sq_write_join(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg, lk_store_done_fn done,
+                   void *done_arg) {
+  if (!s->cfg.group_commit)
+    return false;
+  gc_member *m = malloc(sizeof *m);
+  if (!m)
+    return false;
+  *m = (gc_member){fn, arg, dl, LK_OK, false, PTHREAD_COND_INITIALIZER, done, done_arg, NULL};
+  pthread_mutex_lock(&s->gmu);
+  /* `leading` is cleared under gmu only once the queue is empty or its head is a waiter woken
+   * to lead, so a write queued while it is set is committed by this leader or the next. */
+  bool joined = s->leading;
+  if (joined) {
+    if (s->gq_tail)
+      s->gq_tail->next = m;
+    else
+      s->gq_head = m;
+    s->gq_tail = m;
+  }
+  pthread_mutex_unlock(&s->gmu);
+  if (!joined)
+    free(m);
+  return joined;
 }
 
 size_t sq_queued(sq_store *s) {
@@ -332,8 +416,8 @@ int sq_tx_loan_create(sq_tx *tx, lk_loan *loan) {
   return LK_OK;
 }
 
-int sq_tx_idem_put(sq_tx *tx, const char *tenant, const char *key,
-                         const lk_idem_record *rec, int64_t min_created_wall_ns) {
+int sq_tx_idem_put(sq_tx *tx, const char *tenant, const char *key, const lk_idem_record *rec,
+                   int64_t min_created_wall_ns) {
   sqlite3_stmt *st = store_stmt(tx->c, ST_IDEM_DELETE_EXPIRED);
   if (!st)
     return LK_EIO;

@@ -91,17 +91,22 @@ static int64_t stat_int(json_t *st, const char *a, const char *b) {
   return (int64_t)json_integer_value(v);
 }
 
-static void crash_cycles(const char *sync, const char *group, int threads) {
+/* work: the --work spec ("none": no service time, so keyed writes can join a running group
+ * straight from MHD's threads). */
+/* libraryd's default --work (server/work.h's LK_WORK_DEFAULT). */
+#define LK_WORK_DEFAULT_SPEC "GET /books/*=1ms,POST /books/*/loans=3ms"
+
+static void crash_cycles(const char *sync, const char *group, int threads, const char *work) {
   rng_state = lk_test_seed();
   lib_proc p;
   const char *args[] = {
-      "--sync",    sync, "--group-commit",     group,  "--log", "off", "--threads", "3",
-      "--workers", "16", "--queue-discipline", "fifo", NULL};
+      "--sync",    sync, "--group-commit",     group,  "--log",  "off", "--threads", "3",
+      "--workers", "16", "--queue-discipline", "fifo", "--work", work,  NULL};
   assert_int_equal(lib_start(&p, args), 0);
   int64_t book = lib_create_book(p.port, INITIAL_STOCK);
   assert_true(book > 0);
   static stream st[THREADS_MAX];
-  int64_t distinct = 0, acked_total = 0, unacked_applied = 0, largest_group = 0;
+  int64_t distinct = 0, acked_total = 0, unacked_applied = 0, largest_group = 0, joined = 0;
   for (int cycle = 0; cycle < 3; cycle++) {
     pthread_t th[THREADS_MAX];
     for (int t = 0; t < threads; t++) {
@@ -131,6 +136,7 @@ static void crash_cycles(const char *sync, const char *group, int threads) {
     json_t *before = lib_stats(&p); /* how many writes shared a commit so far */
     assert_non_null(before);
     int64_t largest = stat_int(json_object_get(before, "server"), "store_commits", "largest_group");
+    joined += stat_int(json_object_get(before, "server"), "store_commits", "joined_from_io_thread");
     json_decref(before);
     if (largest > largest_group)
       largest_group = largest;
@@ -178,31 +184,44 @@ static void crash_cycles(const char *sync, const char *group, int threads) {
   }
   fprintf(stderr,
           "crash (sync %s, group commit %s, %d threads): %lld keys, %lld acknowledged, %lld "
-          "applied-but-unanswered, largest group %lld\n",
+          "applied-but-unanswered, largest group %lld, %lld joined from the I/O threads\n",
           sync, group, threads, (long long)distinct, (long long)acked_total,
-          (long long)unacked_applied, (long long)largest_group);
+          (long long)unacked_applied, (long long)largest_group, (long long)joined);
   assert_true(acked_total > 0); /* the stream really ran before each kill */
   if (!strcmp(group, "on"))
     assert_true(largest_group > 1); /* the kills hit a daemon that was grouping commits */
   else
     assert_int_equal(largest_group, 1);
+  /* Writes are handed from MHD's threads straight into a running group, past the workers, only
+   * when they cost no service time. */
+  if (!strcmp(group, "on") && !strcmp(work, "none"))
+    assert_true(joined > 0);
+  else
+    assert_int_equal(joined, 0);
   assert_int_equal(lib_stop(&p), 0);
   lib_cleanup(&p);
 }
 
 static void test_kill9_sync_full(void **state) {
   (void)state;
-  crash_cycles("full", "off", 3);
+  crash_cycles("full", "off", 3, LK_WORK_DEFAULT_SPEC);
 }
 
 static void test_kill9_sync_normal(void **state) {
   (void)state;
-  crash_cycles("normal", "off", 3);
+  crash_cycles("normal", "off", 3, LK_WORK_DEFAULT_SPEC);
 }
 
 static void test_kill9_group_commit_sync_full(void **state) {
   (void)state;
-  crash_cycles("full", "on", THREADS_MAX);
+  crash_cycles("full", "on", THREADS_MAX, LK_WORK_DEFAULT_SPEC);
+}
+
+/* The same without service time: most writes then join a running group from MHD's threads and
+ * are completed by the committing thread, never passing a worker. */
+static void test_kill9_group_commit_joined_sync_full(void **state) {
+  (void)state;
+  crash_cycles("full", "on", THREADS_MAX, "none");
 }
 
 int main(void) {
@@ -211,6 +230,7 @@ int main(void) {
       cmocka_unit_test(test_kill9_sync_full),
       cmocka_unit_test(test_kill9_sync_normal),
       cmocka_unit_test(test_kill9_group_commit_sync_full),
+      cmocka_unit_test(test_kill9_group_commit_joined_sync_full),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   curl_global_cleanup();

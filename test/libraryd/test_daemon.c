@@ -3,6 +3,7 @@
  * errors name the line and what was expected, database problems name their real cause. */
 #include "harness.h"
 
+#include <dirent.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -182,12 +183,56 @@ static void test_database_errors_name_the_cause(void **state) {
   rmdir(dir);
 }
 
+/* Counts the daemon's threads named `name` (/proc/PID/task/TID/comm). */
+static int threads_named(pid_t pid, const char *name) {
+  char dir[64];
+  snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.')
+      continue;
+    char path[400], comm[32] = "";
+    snprintf(path, sizeof path, "%s/%s/comm", dir, e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f)
+      continue;
+    if (fgets(comm, sizeof comm, f)) {
+      comm[strcspn(comm, "\n")] = '\0';
+      n += !strcmp(comm, name);
+    }
+    fclose(f);
+  }
+  closedir(d);
+  return n;
+}
+
+/* Profiles and top tell the threads apart: workers (and the waker and purge threads) carry a
+ * name, not the main thread's. */
+static void test_threads_are_named(void **state) {
+  (void)state;
+  lib_proc p;
+  const char *args[] = {"--workers", "3", "--log", "off", NULL};
+  assert_int_equal(lib_start(&p, args), 0);
+  /* Counted before any assertion, so that a failure does not leave the daemon running. */
+  int workers = threads_named(p.pid, "lk-worker"), wakers = threads_named(p.pid, "lk-waker"),
+      purgers = threads_named(p.pid, "lk-purge");
+  assert_int_equal(lib_stop(&p), 0);
+  lib_cleanup(&p);
+  assert_int_equal(workers, 3);
+  assert_int_equal(wakers, 1);
+  assert_int_equal(purgers, 1);
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sighup_reopens_log_and_reloads_faults),
       cmocka_unit_test(test_config_errors_name_the_line),
       cmocka_unit_test(test_database_errors_name_the_cause),
+      cmocka_unit_test(test_threads_are_named),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   curl_global_cleanup();

@@ -315,11 +315,145 @@ static void test_failing_write_spares_its_group(void **state) {
   lk_store_close(s);
 }
 
+/* --- asynchronous writes ---------------------------------------------------------------------- */
+
+#define ASYNC_N 5
+
+typedef struct async_op {
+  loan_op op;
+  int calls, rc;
+  pthread_t thread;     /* the one that called done */
+  bool durable_at_done; /* the key's record was readable from another connection by then */
+} async_op;
+
+static void async_done(void *arg, int rc) {
+  async_op *a = arg;
+  a->calls++;
+  a->rc = rc;
+  a->thread = pthread_self();
+  a->durable_at_done = has_record(a->op.s, a->op.key);
+}
+
+/* With no group running, the caller commits its own write and is told before the call returns. */
+static void test_async_write_alone(void **state) {
+  lk_store *s = open_store(*state, true);
+  int64_t book = new_book(s, 10);
+  async_op a = {.op = {.s = s, .book = book, .dl = lk_deadline_none()}};
+  snprintf(a.op.key, sizeof a.op.key, "alone");
+  lk_store_write_async(s, a.op.dl, loan_tx, &a.op, async_done, &a);
+  assert_int_equal(a.calls, 1);
+  assert_int_equal(a.rc, LK_OK);
+  assert_true(pthread_equal(a.thread, pthread_self()));
+  assert_true(a.durable_at_done);
+  assert_int_equal(stock_of(s, book), 9);
+  lk_store_close(s);
+}
+
+/* Behind a running group, asynchronous writes only queue; the leader commits them with the
+ * waiter queued after them in one group and calls each done once, after that COMMIT. */
+static void test_async_writes_join_the_next_group(void **state) {
+  lk_store *s = open_store(*state, true);
+  int64_t book = new_book(s, 100);
+  lk_store_commit_stats before;
+  lk_store_commit_stats_get(s, &before);
+  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+  gate_arg ga = {s, &g, -1};
+  pthread_t gt;
+  assert_int_equal(pthread_create(&gt, NULL, gate_main, &ga), 0);
+  pthread_mutex_lock(&g.mu);
+  while (!g.entered)
+    pthread_cond_wait(&g.cv, &g.mu);
+  pthread_mutex_unlock(&g.mu);
+
+  static async_op a[ASYNC_N];
+  for (int i = 0; i < ASYNC_N; i++) {
+    a[i] = (async_op){.op = {.s = s, .book = book, .dl = lk_deadline_none()}};
+    snprintf(a[i].op.key, sizeof a[i].op.key, "a%d", i);
+    lk_store_write_async(s, a[i].op.dl, loan_tx, &a[i].op, async_done, &a[i]);
+    assert_int_equal(a[i].calls, 0); /* queued, not committed: the call did not wait */
+  }
+  assert_int_equal(lk_store_queued(s), ASYNC_N);
+  loan_op w = {.s = s, .book = book, .dl = lk_deadline_none(), .rc = 1};
+  snprintf(w.key, sizeof w.key, "waiter");
+  pthread_t wt;
+  assert_int_equal(pthread_create(&wt, NULL, loan_main, &w), 0);
+  for (int k = 0; k < 500 && lk_store_queued(s) < ASYNC_N + 1; k++)
+    usleep(2 * 1000);
+  assert_int_equal(lk_store_queued(s), ASYNC_N + 1);
+
+  pthread_mutex_lock(&g.mu);
+  g.open = true;
+  pthread_cond_broadcast(&g.cv);
+  pthread_mutex_unlock(&g.mu);
+  pthread_join(gt, NULL);
+  pthread_join(wt, NULL);
+  assert_int_equal(ga.rc, LK_OK);
+  assert_int_equal(w.rc, LK_OK);
+  for (int i = 0; i < ASYNC_N; i++) {
+    assert_int_equal(a[i].calls, 1);
+    assert_int_equal(a[i].rc, LK_OK);
+    assert_true(pthread_equal(a[i].thread, gt)); /* the gate's thread led on */
+    assert_true(a[i].durable_at_done);
+  }
+  lk_store_commit_stats after;
+  lk_store_commit_stats_get(s, &after);
+  assert_int_equal(after.writes - before.writes, ASYNC_N + 2);
+  assert_int_equal(after.commits - before.commits, 2);
+  assert_int_equal(after.largest, ASYNC_N + 1);
+  assert_int_equal(stock_of(s, book), 100 - ASYNC_N - 1);
+  lk_store_close(s);
+}
+
+/* A write joins a group only while one is being committed: never on the caller's thread. */
+static void test_join_only_a_running_group(void **state) {
+  lk_store *s = open_store(*state, true);
+  int64_t book = new_book(s, 10);
+  async_op idle = {.op = {.s = s, .book = book, .dl = lk_deadline_none()}};
+  snprintf(idle.op.key, sizeof idle.op.key, "idle");
+  assert_false(lk_store_write_join(s, idle.op.dl, loan_tx, &idle.op, async_done, &idle));
+  assert_int_equal(idle.calls, 0);
+  assert_false(has_record(s, "idle"));
+
+  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+  gate_arg ga = {s, &g, -1};
+  pthread_t gt;
+  assert_int_equal(pthread_create(&gt, NULL, gate_main, &ga), 0);
+  pthread_mutex_lock(&g.mu);
+  while (!g.entered)
+    pthread_cond_wait(&g.cv, &g.mu);
+  pthread_mutex_unlock(&g.mu);
+  async_op j = {.op = {.s = s, .book = book, .dl = lk_deadline_none()}};
+  snprintf(j.op.key, sizeof j.op.key, "joined");
+  assert_true(lk_store_write_join(s, j.op.dl, loan_tx, &j.op, async_done, &j));
+  assert_int_equal(j.calls, 0);
+  assert_int_equal(lk_store_queued(s), 1);
+  pthread_mutex_lock(&g.mu);
+  g.open = true;
+  pthread_cond_broadcast(&g.cv);
+  pthread_mutex_unlock(&g.mu);
+  pthread_join(gt, NULL);
+  assert_int_equal(j.calls, 1);
+  assert_int_equal(j.rc, LK_OK);
+  assert_true(pthread_equal(j.thread, gt));
+  assert_true(j.durable_at_done);
+  assert_int_equal(stock_of(s, book), 9);
+  lk_store_close(s);
+
+  /* Without grouping there is never a group to join. */
+  s = open_store(*state, false);
+  assert_false(lk_store_write_join(s, idle.op.dl, loan_tx, &idle.op, async_done, &idle));
+  assert_int_equal(idle.calls, 0);
+  lk_store_close(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_concurrent_keyed_loans_grouped, setup, teardown),
       cmocka_unit_test_setup_teardown(test_concurrent_keyed_loans_ungrouped, setup, teardown),
       cmocka_unit_test_setup_teardown(test_failing_write_spares_its_group, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_async_write_alone, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_async_writes_join_the_next_group, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_join_only_a_running_group, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
