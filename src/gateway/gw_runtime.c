@@ -82,6 +82,7 @@ typedef struct route_series {
   lk_counter *attempts, *retries, *deadline, *streamed, *streamed_nr, *injected;
   lk_hist *duration, *queue_wait;
   lk_gauge *retry_ratio, *budget_consumption, *breaker_state, *rollout_share, *rolled_back;
+  lk_gauge *shared_local[2], *shared_redis[2]; /* shared = : [0] limiter, [1] budget; else NULL */
 } route_series;
 
 struct lk_gw_policy_rt {
@@ -240,7 +241,7 @@ void lk_gw_runtime_observe_unrouted(lk_gw_runtime *rt, int status) {
  * Attach and detach
  * ========================================================================================== */
 
-static void series_for_route(lk_metrics *m, const char *route, const char *version,
+static void series_for_route(lk_metrics *m, const char *route, const char *version, bool fleet,
                              route_series *s) {
   const char *const l[] = {"route", route, "policy", version, NULL};
   static const char *const codes[6] = {"none", "1xx", "2xx", "3xx", "4xx", "5xx"};
@@ -278,6 +279,17 @@ static void series_for_route(lk_metrics *m, const char *route, const char *versi
       m, "linkd_gw_rollout_share", "Share of new requests given this policy version", l, 100);
   s->rolled_back = lk_metrics_gauge(m, "linkd_gw_rollout_rolled_back",
                                     "1 if this candidate policy version was rolled back", l);
+  static const char *const objects[2] = {"limiter", "budget"};
+  for (int i = 0; fleet && i < 2; i++) {
+    const char *const lo[] = {"route", route, "policy", version, "object", objects[i], NULL};
+    s->shared_local[i] = lk_metrics_gauge(
+        m, "linkd_gw_shared_local_decisions",
+        "Decisions of the route's fleet-wide object taken here, Redis being slow or away, since "
+        "the object was made",
+        lo);
+    s->shared_redis[i] = lk_metrics_gauge(
+        m, "linkd_gw_shared_using_redis", "1 while the fleet-wide object decides on Redis", lo);
+  }
 }
 
 static void series_for_endpoint(lk_metrics *m, const char *cluster, const char *ep,
@@ -429,7 +441,7 @@ static int policy_attach(lk_gw_runtime *rt, const lk_gw_route *r, lk_gw_policy *
   p->http.breaker = p->rt->breaker ? p->rt->breaker->u.breaker.b : NULL;
   p->http.limiter = p->rt->limiter ? p->rt->limiter->u.limiter : NULL;
   p->http.bulkhead = p->rt->bulkhead ? p->rt->bulkhead->u.bulkhead : NULL;
-  series_for_route(rt->metrics, r->name, p->version, &p->rt->m);
+  series_for_route(rt->metrics, r->name, p->version, p->shared.url[0] != 0, &p->rt->m);
   return 0;
 }
 
@@ -944,6 +956,15 @@ static void refresh_policy(const lk_gw_route *r, const lk_gw_policy *p, int vers
                                                       : 100.0 - r->rollout.percent);
   lk_gauge_set(m->rollout_share, (int64_t)(share * 100.0 + 0.5));
   lk_gauge_set(m->rolled_back, version == 1 && rolled);
+  lk_shared_stats ss;
+  if (m->shared_local[0] && p->http.limiter && lk_shared_limiter_stats(p->http.limiter, &ss) == 0) {
+    lk_gauge_set(m->shared_local[0], (int64_t)ss.fallback);
+    lk_gauge_set(m->shared_redis[0], ss.using_redis);
+  }
+  if (m->shared_local[1] && p->http.budget && lk_shared_budget_stats(p->http.budget, &ss) == 0) {
+    lk_gauge_set(m->shared_local[1], (int64_t)ss.fallback);
+    lk_gauge_set(m->shared_redis[1], ss.using_redis);
+  }
 }
 
 void lk_gw_runtime_refresh(lk_gw_runtime *rt, const lk_gw_config *current, int64_t now) {

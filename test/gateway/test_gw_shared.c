@@ -106,6 +106,30 @@ static void test_fleet_limiter_across_gateways(void **state) {
   assert_in_range(ok, 14, 28);
   const char *err = gw_stderr(&G[0]);
   assert_non_null(strstr(err, "deciding locally"));
+  /* and says so on /metrics */
+  gw_resp m;
+  gw_request(G[0].admin_port, "GET", "/metrics", NULL, NULL, &m);
+  assert_int_equal(m.status, 200);
+  const char *using_redis = strstr(m.body, "linkd_gw_shared_using_redis{route=\"r\"");
+  assert_non_null(using_redis);
+  assert_non_null(strstr(using_redis, "object=\"limiter\"} 0\n"));
+  long n = -1;
+  for (const char *line = m.body; line && *line;
+       line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    const char *end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    char buf[512];
+    snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), line);
+    static const char name[] = "linkd_gw_shared_local_decisions{route=\"r\"";
+    if (strncmp(buf, name, sizeof name - 1) == 0 &&
+        strstr(buf, "object=\"limiter\"}"))
+      n = strtol(strchr(buf, '}') + 1, NULL, 10);
+  }
+  if (n <= 0) {
+    const char *x = strstr(m.body, "linkd_gw_shared");
+    fail_msg("no local decisions of the limiter on /metrics:\n%.600s", x ? x : m.body);
+  }
+  gw_resp_free(&m);
   for (int i = 0; i < 2; i++)
     assert_int_equal(gw_stop(&G[i], 3000), 0);
 
