@@ -177,6 +177,9 @@ typedef struct lk_outbox_stats {
   int64_t oldest_pending; /* wall ns the oldest PENDING entry was created; 0 if none */
 } lk_outbox_stats;
 
+/* Fills *out from the file in one read transaction, so counts and totals describe one moment.
+ * LK_OK, LK_EINVAL (a NULL argument), or the error of the read as for the other calls (*out is
+ * then partly zero). Safe from any thread (under the handle's lock). */
 LK_EXPORT int lk_outbox_stats_get(lk_outbox *ob, lk_outbox_stats *out);
 
 /* Writes the stats in the Prometheus text format (linkd_outbox_entries{state="..."} gauges and
