@@ -4,6 +4,7 @@
  * rollback after its effect, a duplicate key, an expired deadline) leaves its neighbours
  * committed and only its own changes undone; with grouping off every write has its own
  * commit. */
+#include "dbdir.h"
 #include "store.h"
 
 #include <linkd/clock.h>
@@ -19,34 +20,6 @@
 #include <unistd.h>
 
 #include <cmocka.h>
-
-typedef struct fixture {
-  char dir[128];
-  char path[192];
-} fixture;
-
-static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
-  snprintf(f->dir, sizeof f->dir, "/tmp/libraryd-gc-XXXXXX");
-  if (!mkdtemp(f->dir))
-    return -1;
-  snprintf(f->path, sizeof f->path, "%s/t.db", f->dir);
-  *state = f;
-  return 0;
-}
-
-static int teardown(void **state) {
-  fixture *f = *state;
-  const char *sfx[] = {"", "-wal", "-shm"};
-  for (int i = 0; i < 3; i++) {
-    char p[220];
-    snprintf(p, sizeof p, "%s%s", f->path, sfx[i]);
-    unlink(p);
-  }
-  rmdir(f->dir);
-  free(f);
-  return 0;
-}
 
 static lk_store *open_store(const fixture *f, bool group) {
   lk_store_config cfg;
@@ -448,12 +421,12 @@ static void test_join_only_a_running_group(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_concurrent_keyed_loans_grouped, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_concurrent_keyed_loans_ungrouped, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_failing_write_spares_its_group, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_async_write_alone, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_async_writes_join_the_next_group, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_join_only_a_running_group, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_concurrent_keyed_loans_grouped, dbdir_setup, dbdir_teardown),
+      cmocka_unit_test_setup_teardown(test_concurrent_keyed_loans_ungrouped, dbdir_setup, dbdir_teardown),
+      cmocka_unit_test_setup_teardown(test_failing_write_spares_its_group, dbdir_setup, dbdir_teardown),
+      cmocka_unit_test_setup_teardown(test_async_write_alone, dbdir_setup, dbdir_teardown),
+      cmocka_unit_test_setup_teardown(test_async_writes_join_the_next_group, dbdir_setup, dbdir_teardown),
+      cmocka_unit_test_setup_teardown(test_join_only_a_running_group, dbdir_setup, dbdir_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

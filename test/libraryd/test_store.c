@@ -2,6 +2,7 @@
 /* Unit tests of libraryd's SQLite store on real files: schema creation and migration, seeding,
  * write transactions (loans, idempotency records, rollback, deadlines), purge, statistics and
  * concurrent loans. */
+#include "dbdir.h"
 #include "store.h"
 
 #include <linkd/clock.h>
@@ -18,34 +19,6 @@
 #include <unistd.h>
 
 #include <cmocka.h>
-
-typedef struct fixture {
-  char dir[128];
-  char path[192];
-} fixture;
-
-static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
-  snprintf(f->dir, sizeof f->dir, "/tmp/libraryd-store-XXXXXX");
-  if (!mkdtemp(f->dir))
-    return -1;
-  snprintf(f->path, sizeof f->path, "%s/t.db", f->dir);
-  *state = f;
-  return 0;
-}
-
-static int teardown(void **state) {
-  fixture *f = *state;
-  const char *sfx[] = {"", "-wal", "-shm"};
-  for (int i = 0; i < 3; i++) {
-    char p[220];
-    snprintf(p, sizeof p, "%s%s", f->path, sfx[i]);
-    unlink(p);
-  }
-  rmdir(f->dir);
-  free(f);
-  return 0;
-}
 
 static lk_store *open_store(const fixture *f, bool seed) {
   lk_store_config cfg;
@@ -388,13 +361,13 @@ static void test_concurrent_loans_never_oversell(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_new_file_is_migrated_and_seeded, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_migration_from_v1_keeps_data, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_newer_schema_is_refused, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_loans_and_records_commit_together, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_expired_records, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_duplicate_statistics, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_concurrent_loans_never_oversell, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_new_file_is_migrated_and_seeded, dbdir_setup, dbdir_teardown),
+      cmocka_unit_test_setup_teardown(test_migration_from_v1_keeps_data, dbdir_setup, dbdir_teardown),
+      cmocka_unit_test_setup_teardown(test_newer_schema_is_refused, dbdir_setup, dbdir_teardown),
+      cmocka_unit_test_setup_teardown(test_loans_and_records_commit_together, dbdir_setup, dbdir_teardown),
+      cmocka_unit_test_setup_teardown(test_expired_records, dbdir_setup, dbdir_teardown),
+      cmocka_unit_test_setup_teardown(test_duplicate_statistics, dbdir_setup, dbdir_teardown),
+      cmocka_unit_test_setup_teardown(test_concurrent_loans_never_oversell, dbdir_setup, dbdir_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
