@@ -84,6 +84,8 @@ static const char usage[] =
     "\n"
     "Exit status: 0 done, 1 failure, 64 usage error, 130 interrupted. See docs/demo.md.\n";
 
+void linkd_demo_help(FILE *f) { fputs(usage, f); }
+
 typedef struct demo_opts {
   uint64_t ops, seed;
   uint64_t concurrency, rate, storm_seconds;

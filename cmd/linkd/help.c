@@ -2,7 +2,10 @@
 #include "help.h"
 
 #include "args.h"
+#include "demo.h"
 #include "outbox.h"
+#include "serve.h"
+#include "sim_cli.h"
 
 #include <string.h>
 
@@ -125,6 +128,18 @@ void cli_help_command(FILE *f, const char *command) {
   }
   if (command && strcmp(command, "outbox") == 0) {
     cli_outbox_help(f);
+    return;
+  }
+  if (command && strcmp(command, "demo") == 0) {
+    linkd_demo_help(f);
+    return;
+  }
+  if (command && strcmp(command, "serve") == 0) {
+    linkd_serve_help(f);
+    return;
+  }
+  if (command && strcmp(command, "sim") == 0) {
+    linkd_sim_help(f);
     return;
   }
   if (command && strcmp(command, "seed-example") == 0) {

@@ -24,6 +24,8 @@ static const char usage[] =
     "                      default: one per CPU)\n"
     "  -h, --help          this text\n";
 
+void linkd_serve_help(FILE *f) { fputs(usage, f); }
+
 int linkd_serve_main(int argc, char **argv) {
   lk_gw_serve_opts o = {0};
   for (int i = 1; i < argc; i++) {

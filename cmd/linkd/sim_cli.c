@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f) {
+void linkd_sim_help(FILE *f) {
   fputs(
       "usage: linkd sim [options] SCENARIO-FILE\n"
       "\n"
@@ -186,7 +186,7 @@ int linkd_sim_main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
+      linkd_sim_help(stdout);
       return CLI_EXIT_OK;
     }
     if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
@@ -213,7 +213,7 @@ int linkd_sim_main(int argc, char **argv) {
         html = v;
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "linkd sim: unknown option '%s'\n", a);
-      usage(stderr);
+      linkd_sim_help(stderr);
       return CLI_EXIT_USAGE;
     } else if (path) {
       fprintf(stderr, "linkd sim: one scenario file, not '%s' too\n", a);
@@ -223,7 +223,7 @@ int linkd_sim_main(int argc, char **argv) {
     }
   }
   if (!path) {
-    usage(stderr);
+    linkd_sim_help(stderr);
     return CLI_EXIT_USAGE;
   }
   sim_scenario *sc = malloc(sizeof *sc);

@@ -10,6 +10,9 @@
 /* argv[0] is "sim". Returns the process exit code. */
 int linkd_sim_main(int argc, char **argv);
 
+/* The text of `linkd sim --help`. */
+void linkd_sim_help(FILE *f);
+
 /* One row of --compare: the scenario run with every client group on one policy. */
 typedef struct sim_compare_row {
   char policy[SIM_NAME_MAX];

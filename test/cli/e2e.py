@@ -1219,6 +1219,10 @@ def help_and_docs(ctx):
     check(serve.rc == 0 and "config" in serve_opts, "serve --help lists its options", serve)
     for o in serve_opts - {"help", "config"}:
         check(o in man_opts, "docs/linkd.1 documents serve's --%s" % o)
+    for cmd, r in (("demo", demo), ("outbox", outbox), ("sim", sim), ("serve", serve)):
+        r2 = linkd(ctx, "help", cmd)
+        check(r2.rc == 0 and r2.out == r.out, "'linkd help %s' = 'linkd %s --help'" % (cmd, cmd),
+              r2)
     for o in man_opts | md_opts:
         check(o in opts or o in demo_opts or o in outbox_opts or o in sim_opts or o in serve_opts
               or o == "version", "the docs mention --%s, which linkd lacks" % o)
