@@ -123,8 +123,8 @@ typedef struct lk_breaker_config {
   void *on_transition_ctx;                /* passed to on_transition; not owned */
 } lk_breaker_config;
 
-/* Every kind except LK_F_NONE, CLIENT_4XX and HTTP_425 (the server answered: not its fault) and
- * the ignored defaults below. 408 counts: the server is slow. */
+/* Every kind except LK_F_NONE, CLIENT_4XX, HTTP_425 and KEY_IN_USE (the server answered: not its
+ * fault) and the ignored defaults below. 408 counts: the server is slow. */
 LK_EXPORT uint64_t lk_breaker_failures_default(void);
 /* Kinds that say nothing about the downstream's health: CANCELLED, BREAKER_OPEN,
  * BUDGET_EXHAUSTED, RATE_LIMITED, BULKHEAD_FULL (never reached it), and TOO_MANY_REQUESTS: a 429 is

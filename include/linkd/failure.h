@@ -51,7 +51,8 @@ LK_BEGIN_DECLS
   X(RATE_LIMITED, DEADLINE_EXCEEDED, TERMINAL)                                                   \
   X(BULKHEAD_FULL, DEADLINE_EXCEEDED, TERMINAL)                                                  \
   X(RESULT_RETRYABLE, SERVER_5XX, MAYBE_PROCESSED)                                               \
-  X(TRANSPORT_ERROR, RESET_AFTER_SEND, MAYBE_PROCESSED)
+  X(TRANSPORT_ERROR, RESET_AFTER_SEND, MAYBE_PROCESSED)                                          \
+  X(KEY_IN_USE, CLIENT_4XX, REFUSED)
 
 typedef enum lk_failure {
 #define LK_FAILURE_ENUM_(name, seed, cls) LK_F_##name,

@@ -38,7 +38,7 @@ typedef struct lk_retry_config {
   int64_t min_attempt;       /* ns; 0 = the seed's rule (delay < remaining); default 0 */
 } lk_retry_config;
 
-/* Every kind of class NOT_SENT, MAYBE_PROCESSED and REFUSED (408 and 425 included), except
+/* Every kind of class NOT_SENT, MAYBE_PROCESSED and REFUSED (408, 425, KEY_IN_USE included), except
  * DNS_FAILED (no such host) and TLS_FAILED (TLS protocol or certificate failure), which a retry
  * would only repeat; DNS_TIMEOUT and TLS_TIMEOUT are in the set. */
 LK_EXPORT uint64_t lk_retry_on_default(void);

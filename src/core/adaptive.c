@@ -29,6 +29,7 @@ lk_adaptive_outcome lk_adaptive_outcome_of(lk_failure kind) {
   case LK_F_CLIENT_4XX:
   case LK_F_HTTP_408:
   case LK_F_HTTP_425:
+  case LK_F_KEY_IN_USE:
   case LK_F_DNS_FAILED:
   case LK_F_DNS_TIMEOUT:
   case LK_F_TLS_FAILED:

@@ -26,7 +26,8 @@ uint64_t lk_breaker_ignore_default(void) {
 
 uint64_t lk_breaker_failures_default(void) {
   uint64_t not_failures = LK_FAILURE_BIT(LK_F_NONE) | LK_FAILURE_BIT(LK_F_CLIENT_4XX) |
-                          LK_FAILURE_BIT(LK_F_HTTP_425) | lk_breaker_ignore_default();
+                          LK_FAILURE_BIT(LK_F_HTTP_425) | LK_FAILURE_BIT(LK_F_KEY_IN_USE) |
+                          lk_breaker_ignore_default();
   return all_kinds() & ~not_failures;
 }
 

@@ -674,6 +674,11 @@ static void attempt_classify(lk_try *t, lk_outcome *o) {
   int64_t v;
   if (ra && lk_http_retry_after_parse(ra, strlen(ra), lk_wall_ns(), &v) == LK_OK)
     o->retry_after = v;
+  /* A keyed request answered 409 with a Retry-After: the key's first request is still being
+   * processed (libraryd, the IETF Idempotency-Key draft). This one was not; asking again later
+   * gets the first one's result. Without a key or a Retry-After a 409 is the resource's verdict. */
+  if (o->kind == LK_F_CLIENT_4XX && o->ev.status == 409 && o->retry_after >= 0 && k->res->has_key)
+    o->kind = LK_F_KEY_IN_USE;
   if (p->classify && !o->cancelled) {
     if (lk__resp_view(&t->cur)) {
       lk_failure f = p->classify(p->classify_ctx, &t->cur.view, o->kind);

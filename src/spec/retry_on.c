@@ -73,7 +73,8 @@ static int token_set(const char *t, size_t len, uint64_t *out, char *err, size_t
       return 0;
     }
   if (word_eq(t, len, "4xx")) {
-    *out = status_range_set(400, 499);
+    /* KEY_IN_USE is a 409 answered to a keyed request with a Retry-After */
+    *out = status_range_set(400, 499) | LK_FAILURE_BIT(LK_F_KEY_IN_USE);
     return 0;
   }
   if (word_eq(t, len, "5xx")) {

@@ -80,11 +80,13 @@ static void tokens(void **state) {
   assert_int_equal(set_of("connect-refused,empty-response", 0),
                    B(CONNECT_REFUSED) | B(EMPTY_RESPONSE));
   assert_int_equal(set_of("server-5xx", 0), B(SERVER_5XX));
-  assert_int_equal(set_of("4xx", 0),
-                   B(CLIENT_4XX) | B(HTTP_408) | B(HTTP_425) | B(TOO_MANY_REQUESTS));
+  assert_int_equal(set_of("4xx", 0), B(CLIENT_4XX) | B(HTTP_408) | B(HTTP_425) |
+                                         B(TOO_MANY_REQUESTS) | B(KEY_IN_USE));
+  assert_int_equal(set_of("key-in-use", 0), B(KEY_IN_USE));
   assert_int_equal(set_of("5XX", 0),
                    B(SERVER_5XX) | B(HTTP_500) | B(HTTP_502) | B(HTTP_503) | B(HTTP_504));
-  assert_int_equal(set_of("refused", 0), B(TOO_MANY_REQUESTS) | B(HTTP_408) | B(HTTP_425));
+  assert_int_equal(set_of("refused", 0),
+                   B(TOO_MANY_REQUESTS) | B(HTTP_408) | B(HTTP_425) | B(KEY_IN_USE));
   assert_int_equal(set_of("permanent", 0), B(CLIENT_4XX));
   uint64_t not_sent = set_of("not-sent", 0);
   assert_true(not_sent & B(CONNECT_REFUSED));

@@ -197,6 +197,9 @@ static void finer_kinds_follow_their_class(void **state) {
   /* Refused: 408 and 425 retry for any method, like 429. */
   assert_true(decide(&p, 1, "POST", false, true, LK_F_HTTP_408, -1, plenty).retry);
   assert_true(decide(&p, 1, "PATCH", false, true, LK_F_HTTP_425, -1, plenty).retry);
+  assert_true(decide(&p, 1, "POST", true, true, LK_F_KEY_IN_USE, -1, plenty).retry);
+  /* ... while a plain 409 is the resource's verdict */
+  assert_false(decide(&p, 1, "POST", true, true, LK_F_CLIENT_4XX, -1, plenty).retry);
   /* Terminal: never, whatever retry_on says. */
   lk_retry_config c = p.cfg;
   c.retry_on = UINT64_MAX;

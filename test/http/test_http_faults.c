@@ -456,6 +456,37 @@ static void test_recovers(void **s) {
   ht_free(&r);
 }
 
+/* A keyed POST answered 409 with a Retry-After is a resend that met its first request still
+ * running: asked again, with the same key, it gets that request's result. Without the key, or
+ * without the Retry-After, a 409 is the resource's answer and final. */
+static void test_409_key_in_use(void **s) {
+  (void)s;
+  const char *wait[] = {"--script", "409:ra=0,201", NULL};
+  lk_http_policy pol;
+  ht_policy(&pol);
+  ht_run r;
+  scenario(POST_KEY, "status", wait, &pol, NULL, 0, 2, &r);
+  assert_int_equal(r.err, LK_OK);
+  assert_int_equal(r.nattempts, 2);
+  assert_int_equal(r.att[0].failure, LK_F_KEY_IN_USE);
+  assert_true(r.att[0].decision.retry);
+  assert_int_equal(lk_http_result_status(r.res), 201);
+  ht_free(&r);
+  ht_policy(&pol);
+  scenario(POST_NOKEY, "status", wait, &pol, NULL, 0, 1, &r);
+  assert_int_equal(r.nattempts, 1);
+  assert_int_equal(r.att[0].failure, LK_F_CLIENT_4XX);
+  assert_int_equal(lk_http_result_status(r.res), 409);
+  ht_free(&r);
+  const char *verdict[] = {"--script", "409,201", NULL};
+  ht_policy(&pol);
+  scenario(POST_KEY, "status", verdict, &pol, NULL, 0, 1, &r);
+  assert_int_equal(r.nattempts, 1);
+  assert_int_equal(r.att[0].failure, LK_F_CLIENT_4XX);
+  assert_int_equal(r.err, LK_EHTTP);
+  ht_free(&r);
+}
+
 /* 404 is final and typed as an HTTP error with the response. */
 static void test_404_final(void **s) {
   (void)s;
@@ -701,6 +732,7 @@ static void test_tls_phases(void **s) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_refused, teardown),
+      cmocka_unit_test_teardown(test_409_key_in_use, teardown),
       cmocka_unit_test_teardown(test_connect_timeout, teardown),
       cmocka_unit_test_teardown(test_accept_noread, teardown),
       cmocka_unit_test_teardown(test_read_then_reset, teardown),
