@@ -248,6 +248,11 @@ static void json_policy(FILE *f, const lk_http_policy *p, const cli_budget_spec 
   char bud[128];
   fputs("],\"budget\":", f);
   cli_json_string(f, cli_budget_format(budget, bud, sizeof bud));
+  fprintf(f, ",\"verify_tls\":%s,\"ca_file\":", p->verify_tls ? "true" : "false");
+  if (p->ca_file)
+    cli_json_string(f, p->ca_file);
+  else
+    fputs("null", f);
   fputc('}', f);
 }
 
@@ -284,7 +289,17 @@ int cli_print_json(FILE *f, const cli_call_info *ci, const lk_http_result *r, in
   fputs(",\"response\":", f);
   const lk_http_response *resp = lk_http_result_response(r);
   if (resp) {
-    fprintf(f, "{\"status\":%d,\"complete\":%s,\"body_bytes\":%zu,\"headers\":[", resp->status,
+    fprintf(f, "{\"status\":%d,\"version\":", resp->status);
+    /* as -i prints it: "1.1", "2"; null when the status line's version did not parse */
+    if (resp->version >= 20 && resp->version % 10 == 0)
+      fprintf(f, "\"%d\"", resp->version / 10);
+    else if (resp->version > 0)
+      fprintf(f, "\"%d.%d\"", resp->version / 10, resp->version % 10);
+    else
+      fputs("null", f);
+    fputs(",\"reason\":", f);
+    cli_json_string(f, resp->reason ? resp->reason : "");
+    fprintf(f, ",\"complete\":%s,\"body_bytes\":%zu,\"headers\":[",
             resp->complete ? "true" : "false", resp->body_len);
     for (size_t i = 0; i < resp->header_count; i++) {
       fputs(i ? ",{\"name\":" : "{\"name\":", f);

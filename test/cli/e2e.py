@@ -815,6 +815,10 @@ def json_schema(ctx):
         check([a["decision"] for a in t] == ["RETRY", "RETRY", "SUCCESS"], "decisions", t)
         check(any(h["name"].lower() == "content-type" for h in doc["response"]["headers"]),
               "response headers", doc["response"])
+        check(doc["response"]["version"] == "1.1" and doc["response"]["reason"] == "OK",
+              "the status line's version and reason", doc["response"])
+        check(doc["policy"]["verify_tls"] is True and doc["policy"]["ca_file"] is None,
+              "TLS settings", doc["policy"])
         docs.append(doc)
     with Faultd(ctx, "refuse") as fd:
         r = linkd(ctx, "delete", "--max-attempts", "2", *FAST, "--json", fd.url())
@@ -855,6 +859,7 @@ class ctx_schema_roundtrip:
             ("extra top-level key", lambda d: d.__setitem__("extra", 1)),
             ("bad decision", lambda d: d["result"]["timeline"][0].__setitem__("decision", "MAYBE")),
             ("header without value", lambda d: d["response"]["headers"][0].pop("value")),
+            ("version as a number", lambda d: d["response"].__setitem__("version", 1.1)),
             ("negative duration", lambda d: d["result"]["timeline"][0].__setitem__("duration_ms",
                                                                                  -1)),
             ("bool as a number", lambda d: d["result"].__setitem__("attempts", True)),
