@@ -12,7 +12,7 @@
  *     cancelled?                                                     -> LK_ECANCELED
  *     no attempt starts once the deadline has passed                 -> LK_EDEADLINE
  *     bulkhead slot  (FIFO wait <= min(pool_timeout, remaining))     -> LK_EBULKHEAD_FULL, final
- *     rate limiter   (reserve a token, wait <= remaining)            -> LK_ERATE_LIMITED, final
+ *     rate limiter   (token; wait <= remaining - retry min_attempt)  -> LK_ERATE_LIMITED, final
  *     breaker allow? (with breaker_wait: wait for its next probe)    -> LK_EBREAKER_OPEN, final
  *     attempt timeout = min(attempt_timeout, remaining); ATTEMPT_START
  *     the operation runs and reports an lk_exec_outcome; ATTEMPT_END

@@ -9,7 +9,7 @@
  *   for each attempt:
  *     no attempt starts once the deadline has passed                 -> LK_EDEADLINE
  *     bulkhead slot  (wait <= min(pool_timeout, remaining))          -> LK_EBULKHEAD_FULL, final
- *     rate limiter   (reserve a token, wait <= remaining)            -> LK_ERATE_LIMITED, final
+ *     rate limiter   (token; wait <= remaining - retry min_attempt)  -> LK_ERATE_LIMITED, final
  *     breaker allow?                                                 -> LK_EBREAKER_OPEN, final
  *     attempt timeout = min(attempt_timeout, remaining); connect timeout <= that
  *     send with headers Idempotency-Key (same on every attempt), Linkd-Deadline (this attempt's

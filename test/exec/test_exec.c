@@ -411,6 +411,19 @@ static void test_bulkhead_full_and_limiter_wait(void **state) {
   f.pol.deadline = LK_MS(100);
   assert_int_equal(fix_run(&f), LK_ERATE_LIMITED);
   assert_int_equal(f.sc.calls, 0);
+  /* a token in time for the deadline but not for a useful attempt (min_attempt) is not taken:
+   * the call is refused and the next caller gets that token */
+  fix_init(&f, steps, 1);
+  int64_t t0 = LK_SEC(1000), w0 = lk_limiter_wait_time(lim, t0);
+  assert_true(w0 > 0);
+  f.pol.limiter = lim;
+  f.pol.deadline = w0 + LK_MS(100);
+  lk_retry_config rc = f.pol.retry.cfg;
+  rc.min_attempt = LK_MS(300);
+  assert_int_equal(lk_retry_policy_init(&f.pol.retry, &rc, NULL), LK_OK);
+  assert_int_equal(fix_run(&f), LK_ERATE_LIMITED);
+  assert_int_equal(f.sc.calls, 0);
+  assert_int_equal(lk_limiter_wait_time(lim, t0), w0);
   lk_limiter_free(lim);
 }
 
