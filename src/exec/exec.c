@@ -333,7 +333,8 @@ static void step(lk_exec_call *k, int64_t now) {
   }
   if (p->limiter && !k->limiter_reserved) {
     /* a token that comes too late for a useful attempt would be spent on a certain timeout */
-    int64_t w = lk_limiter_reserve(p->limiter, now, lk_sat_sub(remaining, p->retry.cfg.min_attempt));
+    int64_t w =
+        lk_limiter_reserve(p->limiter, now, lk_sat_sub(remaining, p->retry.cfg.min_attempt));
     if (w < 0) {
       lk__slot_release(&k->slot, p->bulkhead);
       refuse(k, now, LK_F_RATE_LIMITED, LK_ERATE_LIMITED);
