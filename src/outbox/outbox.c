@@ -1,14 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* outbox.c: opening the file, its schema, and the statements shared by the other parts. */
 #include "outbox_impl.h"
+#include "sqlite/lk_sqlite.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 static const char *const stmt_sql[OB_ST_COUNT] = {
     [OB_ST_INSERT] = "INSERT INTO entries(state, method, url, headers, body, idem_key, created_ns, "
@@ -175,43 +173,6 @@ void ob_entry_from_row(sqlite3_stmt *st, lk_outbox_entry *e) {
 
 /* --- opening ------------------------------------------------------------------------------- */
 
-static void set_err(char *errbuf, size_t errcap, const char *what, sqlite3 *db) {
-  if (!errbuf || !errcap)
-    return;
-  int sys = db ? sqlite3_system_errno(db) : 0;
-  if (sys) /* SQLite's "unable to open database file" hides the OS's reason */
-    snprintf(errbuf, errcap, "%s: %s (%s)", what, sqlite3_errmsg(db), strerror(sys));
-  else
-    snprintf(errbuf, errcap, "%s: %s", what, db ? sqlite3_errmsg(db) : "out of memory");
-}
-
-/* The directory must exist and be writable: WAL mode creates the -wal and -shm files next to
- * the file, and the sender its lock file. Named here rather than as SQLite's generic error. */
-static int check_dir(const char *path, char *errbuf, size_t errcap) {
-  char dir[4096];
-  const char *slash = strrchr(path, '/');
-  if (!slash)
-    snprintf(dir, sizeof dir, ".");
-  else if (slash == path)
-    snprintf(dir, sizeof dir, "/");
-  else
-    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-  struct stat sb;
-  if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-    if (errbuf && errcap)
-      snprintf(errbuf, errcap, "the outbox's directory '%s' %s", dir,
-               errno == ENOENT ? "does not exist" : "is not a directory");
-    return LK_ESYS;
-  }
-  if (access(dir, W_OK | X_OK) != 0) {
-    if (errbuf && errcap)
-      snprintf(errbuf, errcap, "the outbox's directory '%s' is not writable (%s)", dir,
-               strerror(errno));
-    return LK_ESYS;
-  }
-  return LK_OK;
-}
-
 static int user_version(sqlite3 *db, int *v) {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
@@ -226,7 +187,7 @@ static int migrate(lk_outbox *ob, char *errbuf, size_t errcap) {
   /* IMMEDIATE: two processes opening one new file must not both create the schema. */
   int rc = ob_begin(ob);
   if (rc != LK_OK) {
-    set_err(errbuf, errcap, "begin", ob->db);
+    lk__sqlite_err(errbuf, errcap, "begin", ob->db);
     return rc;
   }
   int v;
@@ -244,7 +205,7 @@ static int migrate(lk_outbox *ob, char *errbuf, size_t errcap) {
     if (rc == LK_OK)
       rc = ob_exec(ob, sql);
     if (rc != LK_OK)
-      set_err(errbuf, errcap, "schema", ob->db);
+      lk__sqlite_err(errbuf, errcap, "schema", ob->db);
   }
   if (rc != LK_OK) {
     ob_rollback(ob);
@@ -252,7 +213,7 @@ static int migrate(lk_outbox *ob, char *errbuf, size_t errcap) {
   }
   rc = ob_commit(ob);
   if (rc != LK_OK)
-    set_err(errbuf, errcap, "commit", ob->db);
+    lk__sqlite_err(errbuf, errcap, "commit", ob->db);
   return rc;
 }
 
@@ -264,9 +225,8 @@ int lk_outbox_open(const lk_outbox_config *cfg, lk_outbox **out, char *errbuf, s
   if (!cfg || !out || !cfg->path || !*cfg->path || cfg->retention <= 0 || cfg->default_ttl <= 0 ||
       cfg->busy_timeout_ms < 0)
     return LK_EINVAL;
-  int rc = check_dir(cfg->path, errbuf, errcap);
-  if (rc != LK_OK)
-    return rc;
+  if (lk__sqlite_check_location(cfg->path, "outbox", errbuf, errcap) != 0)
+    return LK_ESYS;
   lk_outbox *ob = calloc(1, sizeof *ob);
   if (!ob)
     return LK_ENOMEM;
@@ -283,7 +243,7 @@ int lk_outbox_open(const lk_outbox_config *cfg, lk_outbox **out, char *errbuf, s
   /* NOMUTEX: ob->mu serialises the connection. */
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
   if (sqlite3_open_v2(ob->path, &ob->db, flags, NULL) != SQLITE_OK) {
-    set_err(errbuf, errcap, ob->path, ob->db);
+    lk__sqlite_err(errbuf, errcap, ob->path, ob->db);
     lk_outbox_close(ob);
     return LK_ESYS;
   }
@@ -297,9 +257,9 @@ int lk_outbox_open(const lk_outbox_config *cfg, lk_outbox **out, char *errbuf, s
   sqlite3_busy_timeout(ob->db, cfg->busy_timeout_ms);
   /* FULL: the WAL is fsynced at every COMMIT, so an acknowledged enqueue survives power loss,
    * not only a crash of the process. */
-  rc = ob_exec(ob, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA temp_store=MEMORY;");
+  int rc = ob_exec(ob, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA temp_store=MEMORY;");
   if (rc != LK_OK) {
-    set_err(errbuf, errcap, "pragmas", ob->db);
+    lk__sqlite_err(errbuf, errcap, "pragmas", ob->db);
     lk_outbox_close(ob);
     return rc == LK_EAGAIN ? rc : LK_ESYS;
   }

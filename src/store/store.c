@@ -1,15 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* store.c: opening the database, the connection pool and prepared statements. */
 #include "store_impl.h"
+#include "sqlite/lk_sqlite.h"
 
 #include <linkd/error.h>
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 static const char *const stmt_sql[ST_COUNT] = {
     [ST_BOOK_GET] = "SELECT id, title, author, year, isbn, stock FROM books WHERE id = ?1",
@@ -73,58 +71,10 @@ static int progress_cb(void *arg) {
   return c->clock->now(c->clock) >= c->deadline;
 }
 
-static void set_err(char *errbuf, size_t errcap, const char *what, sqlite3 *db) {
-  if (!errbuf || !errcap)
-    return;
-  int sys = db ? sqlite3_system_errno(db) : 0;
-  if (sys) /* SQLite's own text ("unable to open database file") hides the OS's reason */
-    snprintf(errbuf, errcap, "%s: %s (%s)", what, sqlite3_errmsg(db), strerror(sys));
-  else
-    snprintf(errbuf, errcap, "%s: %s", what, db ? sqlite3_errmsg(db) : "out of memory");
-}
-
-/* Names the real cause of what would otherwise surface as SQLite's "unable to open database
- * file" or a disk I/O error at the first write: the directory must exist and be writable (WAL
- * mode creates the -wal and -shm files next to the database), and an existing file must be
- * writable. LK_OK or LK_ESYS with the reason in errbuf. */
-static int check_location(const char *path, char *errbuf, size_t errcap) {
-  char dir[4096];
-  const char *slash = strrchr(path, '/');
-  if (!slash)
-    snprintf(dir, sizeof dir, ".");
-  else if (slash == path)
-    snprintf(dir, sizeof dir, "/");
-  else
-    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-  struct stat st;
-  if (stat(dir, &st) != 0) {
-    snprintf(errbuf, errcap, "the database directory '%s' %s", dir,
-             errno == ENOENT ? "does not exist" : strerror(errno));
-    return LK_ESYS;
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    snprintf(errbuf, errcap, "'%s' (the database's directory) is not a directory", dir);
-    return LK_ESYS;
-  }
-  if (access(dir, W_OK | X_OK) != 0) {
-    snprintf(errbuf, errcap,
-             "the database directory '%s' is not writable (%s); WAL mode creates the -wal and "
-             "-shm files there",
-             dir, strerror(errno));
-    return LK_ESYS;
-  }
-  if (access(path, F_OK) == 0 && access(path, R_OK | W_OK) != 0) {
-    snprintf(errbuf, errcap, "the database file is read-only (%s); libraryd needs to write it",
-             strerror(errno));
-    return LK_ESYS;
-  }
-  return LK_OK;
-}
-
 store_conn *store_conn_open(sq_store *s, bool writer, char *errbuf, size_t errcap) {
   store_conn *c = calloc(1, sizeof *c);
   if (!c) {
-    set_err(errbuf, errcap, "open", NULL);
+    lk__sqlite_err(errbuf, errcap, "open", NULL);
     return NULL;
   }
   c->clock = s->cfg.clock;
@@ -133,7 +83,7 @@ store_conn *store_conn_open(sq_store *s, bool writer, char *errbuf, size_t errca
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
   int rc = sqlite3_open_v2(s->path, &c->db, flags, NULL);
   if (rc != SQLITE_OK) {
-    set_err(errbuf, errcap, s->path, c->db);
+    lk__sqlite_err(errbuf, errcap, s->path, c->db);
     store_conn_close(c);
     return NULL;
   }
@@ -155,7 +105,7 @@ store_conn *store_conn_open(sq_store *s, bool writer, char *errbuf, size_t errca
            "PRAGMA temp_store=MEMORY;",
            s->cfg.sync == LK_STORE_SYNC_NORMAL ? "NORMAL" : "FULL");
   if (sqlite3_exec(c->db, sql, NULL, NULL, NULL) != SQLITE_OK) {
-    set_err(errbuf, errcap, "pragmas", c->db);
+    lk__sqlite_err(errbuf, errcap, "pragmas", c->db);
     store_conn_close(c);
     return NULL;
   }
@@ -231,19 +181,16 @@ int sq_open(const lk_store_config *cfg, sq_store **out, char *errbuf, size_t err
   pthread_mutex_init(&s->wmu, NULL);
   pthread_mutex_init(&s->pmu, NULL);
   pthread_mutex_init(&s->gmu, NULL);
-  char scratch[256];
-  int rc = check_location(s->path, errbuf && errcap ? errbuf : scratch,
-                          errbuf && errcap ? errcap : sizeof scratch);
-  if (rc != LK_OK) {
+  if (lk__sqlite_check_location(s->path, "database", errbuf, errcap) != 0) {
     sq_close(s);
-    return rc;
+    return LK_ESYS;
   }
   s->writer = store_conn_open(s, true, errbuf, errcap);
   if (!s->writer) {
     sq_close(s);
     return LK_ESYS;
   }
-  rc = store_migrate(s, s->writer, errbuf, errcap);
+  int rc = store_migrate(s, s->writer, errbuf, errcap);
   if (rc != LK_OK) {
     sq_close(s);
     return rc;
