@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -97,8 +98,12 @@ static int spawn(lib_proc *p, const char *const *extra) {
   if (pid < 0)
     return -1;
   if (pid == 0) {
+    /* Dies with the test (a failed assertion skips the teardown), and holds none of the test's
+     * descriptors: an orphaned libraryd with ctest's stdout open would keep ctest waiting. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     int fd = open(p->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
+      dup2(fd, 1);
       dup2(fd, 2);
       close(fd);
     }
@@ -159,6 +164,7 @@ int lib_run_args(const char *const *args) {
   if (pid < 0)
     return -1;
   if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     int fd = open("/dev/null", O_WRONLY);
     if (fd >= 0) {
       dup2(fd, 1);
@@ -200,6 +206,8 @@ int lib_run_capture(const char *const *args, bool unprivileged, char *out, size_
     return -1;
   }
   if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    dup2(cfd, 1);
     dup2(cfd, 2);
     close(cfd);
     if (unprivileged && getuid() == 0 &&
