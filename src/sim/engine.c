@@ -329,6 +329,8 @@ static void call_start(run *R, int site_ix, int target, uint32_t parent, int64_t
   c->target = (uint8_t)target;
   c->attempt = 0;
   c->live = 1;
+  c->waiting = 0;    /* the slot's last call may have ended waiting, its give-up still queued */
+  c->give_up_on = 0; /* (stale by gen): this call's own must be set when it waits */
   c->last = LK_F_NONE;
   c->ticket.cost = 0;
   R->r->calls_started++;

@@ -432,6 +432,31 @@ static void test_breaker_waiters_woken(void **state) {
   sim_result_free(&r);
 }
 
+/* A call the breaker makes wait gives up with BREAKER_OPEN 1 ms before its deadline, also when its
+ * slot held a call that ended while waiting (here: woken, then refused by the limiter; the slot's
+ * flag that a give-up was queued then outlived it, the next call waited past its deadline and
+ * failed DEADLINE_EXCEEDED at a later wake, 63 of them). */
+static void test_breaker_waiter_gives_up(void **state) {
+  (void)state;
+  static const char text[] =
+      "seed 7\nduration 1s\ndrain 1s\nwindow 100ms\nnetwork delay=const:100us\n"
+      "policy p attempts=1 timeout=100ms deadline=300ms breaker=yes breaker.window=10 "
+      "breaker.min=5 breaker.open=50ms breaker.probes=1 breaker.wait=yes limiter=2000:20\n"
+      "tier a workers=100 service=const:200ms queue=100\n"
+      "client c loop=closed count=200 think=const:5ms target=a policy=p\n"
+      "trigger outage tier=a from=0s to=200ms fail=refused\n";
+  sim_scenario s;
+  parse_or_fail(text, &s);
+  sim_result r;
+  run_or_fail(&s, &r);
+  assert_int_equal(r.calls_unfinished, 0);
+  assert_int_equal(r.double_ends, 0);
+  assert_int_equal(r.group[0].ends[LK_F_DEADLINE_EXCEEDED], 0);
+  assert_int_equal(r.group[0].ends[LK_F_BREAKER_OPEN], 63);
+  assert_true(r.group[0].ends[LK_F_RATE_LIMITED] > 10000);
+  sim_result_free(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_heap_order),
@@ -445,6 +470,7 @@ int main(void) {
       cmocka_unit_test(test_events_per_attempt),
       cmocka_unit_test(test_exp_draws),
       cmocka_unit_test(test_breaker_waiters_woken),
+      cmocka_unit_test(test_breaker_waiter_gives_up),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
