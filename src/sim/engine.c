@@ -93,12 +93,21 @@ typedef struct site {
   tfifo timers;
   /* Calls the breaker refused that wait for it (breaker.wait=yes), in the order they came: woken
    * together by one EV_WAKE when the breaker's retry-at time comes or a probe's outcome makes it
-   * known, instead of each asking again every 5 ms. Entries of calls that gave up are stale. */
+   * known, instead of each asking again every 5 ms. An entry's t is its call's give-up time, or
+   * INT64_MIN once the call has ended without leaving the queue; entries of calls that gave up
+   * are stale. */
   tfifo waiters;
+  /* Calls waiting, and the length the queue would have if every wake walked all of it (each
+   * wake leaves only the calls still waiting; a call that gives up leaves a stale entry until
+   * the next wake). That length, not the calls, decides whether a probe's outcome wakes: a
+   * wake that stops early (waiters_wake) keeps the outputs what they were. */
+  uint32_t waiting_n, walked_n;
   tfifo give_ups;  /* the waiters' give-up times in the order they were set, while that order is
                       also their time order (a call's deadline is mostly its start + a constant);
                       one out of order goes into the event queue as an EV_GIVE_UP */
   int64_t wake_at; /* of the EV_WAKE in the queue; INT64_MAX for none */
+  bool refused;        /* breaker_wait ran for the call a wake let ask */
+  int64_t refused_at;  /* the retry-at time it computed */
   const sim_policy *pol;
   lk_retry_policy retry;
   lk_budget *budget;
@@ -469,13 +478,18 @@ static void breaker_wait(run *R, uint32_t ci) {
   int64_t at = s->pol->breaker_wait ? lk_breaker_retry_at(s->breaker, R->now) : INT64_MAX;
   if (at != LK_BREAKER_RETRY_UNKNOWN && at <= R->now)
     at = lk_sat_add(R->now, LK_MS(5));
+  s->refused_at = at;
   if (at >= give_up || R->now >= give_up) {
+    s->refused = true;
     call_end(R, ci, LK_F_BREAKER_OPEN, LK_REASON_NOT_RETRYABLE);
     return;
   }
-  if (!ring_add(R, &s->waiters, (sim_ev){0, ci, c->gen & GEN_MASK}))
+  if (!ring_add(R, &s->waiters, (sim_ev){give_up, ci, c->gen & GEN_MASK}))
     return;
   c->waiting = 1;
+  s->waiting_n++;
+  s->walked_n++;
+  s->refused = true;
   if (!c->give_up_on && give_up <= R->span) {
     c->give_up_on = 1;
     tfifo *g = &s->give_ups;
@@ -490,8 +504,67 @@ static void breaker_wait(run *R, uint32_t ci) {
     wake_at(R, c->site, at);
 }
 
+/* The breaker refused, at this wake, the call whose entry was just requeued at the back of q (or
+ * that ended): every call behind it would be refused the same way. Nothing between their asks
+ * can change the breaker: a refusal changes no state that lk_breaker_acquire_permit or
+ * lk_breaker_retry_at read, an admitted attempt's outcome comes in a later event, and a call that
+ * ends here touches only other sites (its parent's, a closed-loop client's next call). Each would
+ * then have been requeued in the same order, or have ended (breaker_wait) when its give-up time
+ * is no later than the breaker's retry-at time `at` (or now, when that is unknown). So only those
+ * are touched, found by the give-up times in the entries, in queue order; the rest stay where
+ * they are, cold, and the refused call goes back in front of them. */
+static void waiters_refused(run *R, int site_ix, uint32_t left, bool requeued, int64_t at) {
+  site *s = &R->sites[site_ix];
+  tfifo *q = &s->waiters;
+  uint32_t mask = q->cap - 1;
+  if (requeued) { /* from the back to the front: where it was, ahead of those not asked */
+    sim_ev e = q->a[(q->head + q->n - 1) & mask];
+    q->head = (q->head - 1) & mask;
+    q->a[q->head] = e;
+  }
+  bool known = at != LK_BREAKER_RETRY_UNKNOWN;
+  int64_t bound = known && at > R->now ? at : R->now;
+  bool woken = !known || s->wake_at <= at;
+  for (uint32_t k = 0, i = (q->head + (requeued ? 1u : 0u)) & mask; k < left && !R->oom;
+       k++, i = (i + 1) & mask) {
+    sim_ev *e = &q->a[i];
+    if (e->t == INT64_MIN)
+      continue;
+    if (e->t > bound) {
+      /* Still waiting: an entry whose give-up time has not come belongs to a call that waits (a
+       * call ended here is marked, and a waiting call has one entry). */
+      if (!woken) {
+        woken = true;
+        wake_at(R, site_ix, at);
+      }
+      continue;
+    }
+    call *c = &R->calls[e->idx];
+    if (!call_current(R, e->idx, e->tg) || !c->waiting)
+      continue;
+    c->waiting = 0;
+    s->waiting_n--;
+    e->t = INT64_MIN;
+    call_end(R, e->idx, LK_F_BREAKER_OPEN, LK_REASON_NOT_RETRYABLE);
+  }
+}
+
+/* Drops the stale entries a wake that stopped early left behind, keeping the order of the rest, so
+ * that the queue holds memory for the calls waiting, not for all that ever waited. An entry whose
+ * give-up time has passed is stale (its give-up was handled); one due now is kept. */
+static void waiters_compact(tfifo *q, int64_t now) {
+  uint32_t mask = q->cap - 1, n = 0;
+  for (uint32_t k = 0; k < q->n; k++) {
+    sim_ev e = q->a[(q->head + k) & mask];
+    if (e.t >= now)
+      q->a[(q->head + n++) & mask] = e;
+  }
+  q->n = n;
+}
+
 /* EV_WAKE: every call waiting at the site asks the breaker again, in the order they came; those
- * refused again queue behind. */
+ * refused again queue behind. Once one is refused the rest are settled without asking
+ * (waiters_refused), unless a limiter comes first: each ask takes one of its tokens. */
 static void waiters_wake(run *R, int site_ix, int64_t t) {
   site *s = &R->sites[site_ix];
   if (t != s->wake_at)
@@ -502,12 +575,24 @@ static void waiters_wake(run *R, int site_ix, int64_t t) {
     sim_ev e = q->a[q->head];
     q->head = (q->head + 1) & (q->cap - 1);
     q->n--;
+    if (e.t < t)
+      continue; /* gave up already, or ended (INT64_MIN) */
     call *c = &R->calls[e.idx];
     if (!call_current(R, e.idx, e.tg) || !c->waiting)
       continue;
     c->waiting = 0;
+    s->waiting_n--;
+    s->refused = false;
+    R->r->waiter_asks++;
     attempt_begin(R, e.idx);
+    if (s->refused && !s->limiter) {
+      waiters_refused(R, site_ix, k - 1, R->calls[e.idx].waiting, s->refused_at);
+      if (q->n > 2 * s->waiting_n + 1024)
+        waiters_compact(q, t);
+      break;
+    }
   }
+  s->walked_n = s->waiting_n;
 }
 
 static void waiter_give_up(run *R, uint32_t ci, uint32_t gen);
@@ -537,6 +622,7 @@ static void waiter_give_up(run *R, uint32_t ci, uint32_t gen) {
   c->give_up_on = 0;
   if (c->waiting) {
     c->waiting = 0; /* its entry in the site's queue is stale once the call has ended */
+    R->sites[c->site].waiting_n--;
     call_end(R, ci, LK_F_BREAKER_OPEN, LK_REASON_NOT_RETRYABLE);
   }
 }
@@ -638,7 +724,7 @@ static void attempt_end(run *R, uint32_t ci, lk_failure kind) {
   c->last = kind;
   if (s->breaker) {
     lk_breaker_record_permit(s->breaker, &c->permit, now, now - c->attempt_start, kind);
-    if (s->waiters.n > 0) { /* a probe's outcome may say when the breaker admits again */
+    if (s->walked_n > 0) { /* a probe's outcome may say when the breaker admits again */
       int64_t at = lk_breaker_retry_at(s->breaker, now);
       if (at != LK_BREAKER_RETRY_UNKNOWN)
         wake_at(R, c->site, at > now ? at : now);
