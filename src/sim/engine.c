@@ -562,6 +562,8 @@ static void waiters_compact(tfifo *q, int64_t now) {
   q->n = n;
 }
 
+#define WAKE_AHEAD 8
+
 /* EV_WAKE: every call waiting at the site asks the breaker again, in the order they came; those
  * refused again queue behind. Once one is refused the rest are settled without asking
  * (waiters_refused), unless a limiter comes first: each ask takes one of its tokens. */
@@ -572,6 +574,8 @@ static void waiters_wake(run *R, int site_ix, int64_t t) {
   s->wake_at = INT64_MAX;
   tfifo *q = &s->waiters;
   for (uint32_t k = q->n; k > 0 && !R->oom; k--) {
+    if (k > WAKE_AHEAD) /* the calls are cold and their indices known: load them early */
+      __builtin_prefetch(&R->calls[q->a[(q->head + WAKE_AHEAD) & (q->cap - 1)].idx]);
     sim_ev e = q->a[q->head];
     q->head = (q->head + 1) & (q->cap - 1);
     q->n--;
