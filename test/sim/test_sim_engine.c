@@ -122,6 +122,128 @@ static void test_calendar_order(void **state) {
   }
 }
 
+/* The calendar as one list per bucket over the whole ring, each event put at its bucket's head
+ * when it comes: the order a bucket's events enter the heap, and so the order of simultaneous
+ * events, that the two-level ring (heap.h) must keep. */
+typedef struct ref_queue {
+  sim_heap front, far;
+  uint32_t *ring, *next;
+  sim_ev *node;
+  uint32_t n_node;
+  int64_t cur;
+  uint64_t in_ring;
+} ref_queue;
+
+static void ref_add(ref_queue *q, sim_ev e) {
+  uint32_t i = q->n_node++; /* never reused: the test is short */
+  q->node = realloc(q->node, q->n_node * sizeof *q->node);
+  q->next = realloc(q->next, q->n_node * sizeof *q->next);
+  assert_non_null(q->node);
+  assert_non_null(q->next);
+  uint32_t *head = &q->ring[(e.t >> SIM_CAL_SHIFT) & (SIM_CAL_BUCKETS - 1)];
+  q->node[i] = e;
+  q->next[i] = *head;
+  *head = i;
+  q->in_ring++;
+}
+
+static void ref_push(ref_queue *q, sim_ev e) {
+  int64_t b = e.t >> SIM_CAL_SHIFT;
+  if (b <= q->cur)
+    assert_int_equal(sim_heap_push(&q->front, e), 0);
+  else if (b < q->cur + SIM_CAL_BUCKETS)
+    ref_add(q, e);
+  else
+    assert_int_equal(sim_heap_push(&q->far, e), 0);
+}
+
+static int ref_pop(ref_queue *q, sim_ev *out) {
+  while (q->front.n == 0) {
+    if (q->in_ring == 0) {
+      if (q->far.n == 0)
+        return 0;
+      q->cur = q->far.a[0].t >> SIM_CAL_SHIFT;
+    } else {
+      q->cur++;
+    }
+    while (q->far.n && (q->far.a[0].t >> SIM_CAL_SHIFT) < q->cur + SIM_CAL_BUCKETS) {
+      sim_ev e;
+      sim_heap_pop(&q->far, &e);
+      ref_add(q, e);
+    }
+    uint32_t *head = &q->ring[q->cur & (SIM_CAL_BUCKETS - 1)];
+    for (uint32_t i = *head; i != SIM_NIL_EV; i = q->next[i]) {
+      assert_int_equal(sim_heap_push(&q->front, q->node[i]), 0);
+      q->in_ring--;
+    }
+    *head = SIM_NIL_EV;
+  }
+  sim_heap_pop(&q->front, out);
+  return 1;
+}
+
+/* Simultaneous events pop in the same order from the two-level ring as from one list per bucket:
+ * times on a coarse grid make ties common, in the current bucket, the current page, later pages,
+ * beyond the ring and after jumps over empty stretches. */
+static void test_calendar_ties(void **state) {
+  (void)state;
+  ref_queue r = {0};
+  r.ring = malloc(SIM_CAL_BUCKETS * sizeof *r.ring);
+  assert_non_null(r.ring);
+  memset(r.ring, 0xff, SIM_CAL_BUCKETS * sizeof *r.ring);
+  sim_queue q;
+  assert_int_equal(sim_queue_init(&q), 0);
+  lk_rand_fast g;
+  lk_rand_fast_seeded(&g, 5);
+  static const int64_t grid[] = {1, 4096, 100000, 1048576, 50000000};
+  int64_t now = 0;
+  uint64_t popped = 0;
+  for (uint32_t id = 0, round = 0; round < 20000; round++) {
+    int k = (int)lk_rand_below(&g.base, round % 5000 < 4000 ? 4 : 2);
+    for (int i = 0; i < k; i++) {
+      int64_t step = grid[lk_rand_below(&g.base, 5)];
+      uint64_t u = lk_rand_below(&g.base, 1000); /* mostly near, a few beyond the ring */
+      int64_t span = u < 400 ? 20000 : u < 800 ? 3000000 : u < 995 ? 200000000 : 18000000000;
+      int64_t t = now + (int64_t)lk_rand_below(&g.base, (uint64_t)span);
+      t = t / step * step;
+      if (t < now)
+        t = now;
+      sim_ev e = {t, id++, 0};
+      ref_push(&r, e);
+      assert_int_equal(sim_queue_push(&q, e), 0);
+    }
+    for (int j = 0; j < 2; j++) {
+      sim_ev a, b;
+      int got = ref_pop(&r, &a);
+      assert_int_equal(sim_queue_pop(&q, &b), got);
+      if (!got)
+        break;
+      assert_int_equal(a.t, b.t);
+      assert_int_equal(a.idx, b.idx);
+      now = a.t;
+      popped++;
+    }
+  }
+  sim_ev a, b;
+  while (ref_pop(&r, &a)) {
+    assert_int_equal(sim_queue_pop(&q, &b), 1);
+    assert_int_equal(a.t, b.t);
+    assert_int_equal(a.idx, b.idx);
+    popped++;
+  }
+  assert_int_equal(sim_queue_pop(&q, &b), 0);
+  assert_int_equal(q.n, 0);
+  printf("# %llu events in the same order, up to %.1f s\n", (unsigned long long)popped,
+         (double)a.t / 1e9);
+  assert_true(a.t > 17200000000); /* beyond the ring */
+  sim_queue_free(&q);
+  free(r.ring);
+  free(r.node);
+  free(r.next);
+  free(r.front.a);
+  free(r.far.a);
+}
+
 /* Two tiers, retries, a budget and a breaker, a deadline, a trigger: most of the engine. */
 static const char busy[] =
     "seed 5\nduration 3s\ndrain 5s\nwindow 100ms\nnetwork delay=uniform:100us:900us\n"
@@ -488,6 +610,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_heap_order),
       cmocka_unit_test(test_calendar_order),
+      cmocka_unit_test(test_calendar_ties),
       cmocka_unit_test(test_determinism),
       cmocka_unit_test(test_conservation),
       cmocka_unit_test(test_amplification_3_pow_n),
