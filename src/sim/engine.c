@@ -102,12 +102,12 @@ typedef struct site {
    * the next wake). That length, not the calls, decides whether a probe's outcome wakes: a
    * wake that stops early (waiters_wake) keeps the outputs what they were. */
   uint32_t waiting_n, walked_n;
-  tfifo give_ups;  /* the waiters' give-up times in the order they were set, while that order is
-                      also their time order (a call's deadline is mostly its start + a constant);
-                      one out of order goes into the event queue as an EV_GIVE_UP */
-  int64_t wake_at; /* of the EV_WAKE in the queue; INT64_MAX for none */
-  bool refused;        /* breaker_wait ran for the call a wake let ask */
-  int64_t refused_at;  /* the retry-at time it computed */
+  tfifo give_ups;     /* the waiters' give-up times in the order they were set, while that order is
+                         also their time order (a call's deadline is mostly its start + a constant);
+                         one out of order goes into the event queue as an EV_GIVE_UP */
+  int64_t wake_at;    /* of the EV_WAKE in the queue; INT64_MAX for none */
+  bool refused;       /* breaker_wait ran for the call a wake let ask */
+  int64_t refused_at; /* the retry-at time it computed */
   const sim_policy *pol;
   lk_retry_policy retry;
   lk_budget *budget;

@@ -111,9 +111,9 @@ static inline void sim_heap_pop(sim_heap *h, sim_ev *out) {
 #define SIM_CAL_SHIFT 13
 #define SIM_CAL_BUCKETS 2097152 /* the ring's span in buckets: beyond, the far heap */
 #define SIM_CAL_PAGE_BITS 7
-#define SIM_CAL_PAGE 128     /* buckets per page */
-#define SIM_CAL_PAGES 32768  /* the ring's pages: more than SIM_CAL_BUCKETS / SIM_CAL_PAGE + 1 */
-#define SIM_CAL_NEAR 16      /* pages whose buckets are lists: the current one and those after */
+#define SIM_CAL_PAGE 128    /* buckets per page */
+#define SIM_CAL_PAGES 32768 /* the ring's pages: more than SIM_CAL_BUCKETS / SIM_CAL_PAGE + 1 */
+#define SIM_CAL_NEAR 16     /* pages whose buckets are lists: the current one and those after */
 #define SIM_CAL_HEADS (SIM_CAL_NEAR * SIM_CAL_PAGE)
 #define SIM_CHUNK_EVS 15
 
@@ -124,10 +124,10 @@ typedef struct sim_chunk {
 } sim_chunk;
 
 typedef struct sim_queue {
-  sim_heap front; /* the current bucket's events */
-  sim_heap far;   /* beyond the ring */
+  sim_heap front;               /* the current bucket's events */
+  sim_heap far;                 /* beyond the ring */
   uint32_t head[SIM_CAL_HEADS]; /* the near pages' buckets: list heads (SIM_NIL_EV: empty) */
-  sim_ev *node;                /* the pool of those lists' events, singly linked */
+  sim_ev *node;                 /* the pool of those lists' events, singly linked */
   uint32_t *next;
   uint32_t node_cap, free_node;
   uint32_t *page_first, *page_last; /* SIM_CAL_PAGES chunk lists, in the order events came */
@@ -227,7 +227,7 @@ static inline int sim_page_add(sim_queue *q, int64_t page, sim_ev e) {
 static inline int sim_ring_add(sim_queue *q, sim_ev e) {
   int64_t b = e.t >> SIM_CAL_SHIFT, page = b >> SIM_CAL_PAGE_BITS;
   int rc = page < (q->cur >> SIM_CAL_PAGE_BITS) + SIM_CAL_NEAR ? sim_bucket_add(q, e)
-                                                              : sim_page_add(q, page, e);
+                                                               : sim_page_add(q, page, e);
   q->in_ring += rc == 0;
   return rc;
 }
