@@ -99,15 +99,14 @@ static inline void sim_heap_pop(sim_heap *h, sim_ev *out) {
  * for seconds stay out of the far heap.
  *
  * The ring has two levels. Only the buckets of the next 16.8 ms (16 "pages" of 128 buckets,
- * 1.05 ms each) are lists of events; an event for a later page is appended to that page's chunks,
- * in the order it came, and the page is sorted into its buckets when it comes within those
- * 16.8 ms. A bucket's list then
- * holds the same events in the same order as if each had been put there when it came (the
- * order in which a bucket's events enter the heap decides which of two simultaneous events pops
- * first, and so a run's bytes). What that buys: an event of a client thinking for seconds is
- * written once at the end of its page's chunk and read back in a sequential pass, where a list
- * per bucket over the whole ring (8 MB of heads) took a cold load to put it there and another,
- * at a random place in the node pool, to take it out. */
+ * 1.05 ms each) are lists of events; an event for a later page is appended to that page's chunks
+ * of 16 events, in the order it came, and the page is sorted into its buckets when it comes
+ * within those 16.8 ms. A bucket's list then holds the same events in the same order as if each
+ * had been put there when it came (the order in which a bucket's events enter the heap decides
+ * which of two simultaneous events pops first, and so a run's bytes). What that buys: an event of
+ * a client thinking for seconds is written once at the end of its page's chunk and read back in a
+ * sequential pass, where a list per bucket over the whole ring (8 MB of heads) took a cold load
+ * to put it there and another, at a random place in the node pool, to take it out. */
 #define SIM_CAL_SHIFT 13
 #define SIM_CAL_BUCKETS 2097152 /* the ring's span in buckets: beyond, the far heap */
 #define SIM_CAL_PAGE_BITS 7
@@ -115,13 +114,16 @@ static inline void sim_heap_pop(sim_heap *h, sim_ev *out) {
 #define SIM_CAL_PAGES 32768 /* the ring's pages: more than SIM_CAL_BUCKETS / SIM_CAL_PAGE + 1 */
 #define SIM_CAL_NEAR 16     /* pages whose buckets are lists: the current one and those after */
 #define SIM_CAL_HEADS (SIM_CAL_NEAR * SIM_CAL_PAGE)
-#define SIM_CHUNK_EVS 15
+#define SIM_CHUNK_EVS 16
 
 typedef struct sim_chunk {
-  sim_ev ev[SIM_CHUNK_EVS];
-  uint32_t next, n;
-  uint32_t pad[2]; /* 256 bytes */
+  sim_ev ev[SIM_CHUNK_EVS]; /* 256 bytes; the links are apart (sim_queue.cnext) */
 } sim_chunk;
+
+typedef struct sim_page {
+  uint32_t first, last; /* chunks (SIM_NIL_EV: none) */
+  uint32_t n, pad;      /* events in the last one */
+} sim_page;
 
 typedef struct sim_queue {
   sim_heap front;               /* the current bucket's events */
@@ -130,8 +132,9 @@ typedef struct sim_queue {
   sim_ev *node;                 /* the pool of those lists' events, singly linked */
   uint32_t *next;
   uint32_t node_cap, free_node;
-  uint32_t *page_first, *page_last; /* SIM_CAL_PAGES chunk lists, in the order events came */
+  sim_page *page; /* SIM_CAL_PAGES chunk lists, in the order events came */
   sim_chunk *chunk;
+  uint32_t *cnext; /* the chunk after each */
   uint32_t chunk_cap, free_chunk;
   int64_t cur; /* absolute number of the current bucket (t >> SIM_CAL_SHIFT) */
   uint64_t in_ring, n;
@@ -146,18 +149,18 @@ static inline int sim_queue_init(sim_queue *q) {
   q->free_node = q->free_chunk = SIM_NIL_EV;
   for (uint32_t i = 0; i < SIM_CAL_HEADS; i++)
     q->head[i] = SIM_NIL_EV;
-  q->page_first = malloc(2 * SIM_CAL_PAGES * sizeof *q->page_first);
-  if (!q->page_first)
+  q->page = malloc(SIM_CAL_PAGES * sizeof *q->page);
+  if (!q->page)
     return -1;
-  q->page_last = q->page_first + SIM_CAL_PAGES;
   for (uint32_t i = 0; i < SIM_CAL_PAGES; i++)
-    q->page_first[i] = SIM_NIL_EV;
+    q->page[i] = (sim_page){SIM_NIL_EV, SIM_NIL_EV, 0, 0};
   return 0;
 }
 
 static inline void sim_queue_free(sim_queue *q) {
-  free(q->page_first);
+  free(q->page);
   free(q->chunk);
+  free(q->cnext);
   free(q->node);
   free(q->next);
   free(q->front.a);
@@ -192,34 +195,38 @@ static inline int sim_bucket_add(sim_queue *q, sim_ev e) {
   return 0;
 }
 
-/* At the end of a later page's chunks. */
+/* At the end of a later page's chunks: one line of the page's record and a store into the chunk
+ * (the chunk is not read, so its line being cold costs no wait). */
 static inline int sim_page_add(sim_queue *q, int64_t page, sim_ev e) {
-  uint32_t p = (uint32_t)page & (SIM_CAL_PAGES - 1), last = q->page_last[p];
-  if (q->page_first[p] == SIM_NIL_EV || q->chunk[last].n == SIM_CHUNK_EVS) {
+  sim_page *pg = &q->page[(uint32_t)page & (SIM_CAL_PAGES - 1)];
+  if (pg->first == SIM_NIL_EV || pg->n == SIM_CHUNK_EVS) {
     if (q->free_chunk == SIM_NIL_EV) {
       uint32_t cap = q->chunk_cap ? q->chunk_cap * 2 : 64;
       sim_chunk *c = realloc(q->chunk, (size_t)cap * sizeof *c);
       if (!c)
         return -1;
       q->chunk = c;
+      uint32_t *nx = realloc(q->cnext, (size_t)cap * sizeof *nx);
+      if (!nx)
+        return -1;
+      q->cnext = nx;
       for (uint32_t i = cap; i-- > q->chunk_cap;) {
-        c[i].next = q->free_chunk;
+        nx[i] = q->free_chunk;
         q->free_chunk = i;
       }
       q->chunk_cap = cap;
     }
     uint32_t k = q->free_chunk;
-    q->free_chunk = q->chunk[k].next;
-    q->chunk[k].next = SIM_NIL_EV;
-    q->chunk[k].n = 0;
-    if (q->page_first[p] == SIM_NIL_EV)
-      q->page_first[p] = k;
+    q->free_chunk = q->cnext[k];
+    q->cnext[k] = SIM_NIL_EV;
+    if (pg->first == SIM_NIL_EV)
+      pg->first = k;
     else
-      q->chunk[last].next = k;
-    q->page_last[p] = last = k;
+      q->cnext[pg->last] = k;
+    pg->last = k;
+    pg->n = 0;
   }
-  sim_chunk *c = &q->chunk[last];
-  c->ev[c->n++] = e;
+  q->chunk[pg->last].ev[pg->n++] = e;
   return 0;
 }
 
@@ -233,20 +240,24 @@ static inline int sim_ring_add(sim_queue *q, sim_ev e) {
 }
 
 /* `page` has come within the near pages: its events go into their buckets, in the order they
- * came. */
+ * came. The chunks were written long ago, each at its own place: the next one is loaded while
+ * this one is sorted. */
 static inline int sim_page_sort(sim_queue *q, int64_t page) {
-  uint32_t p = (uint32_t)page & (SIM_CAL_PAGES - 1);
-  for (uint32_t k = q->page_first[p]; k != SIM_NIL_EV;) {
-    sim_chunk *c = &q->chunk[k];
-    for (uint32_t i = 0; i < c->n; i++)
+  sim_page *pg = &q->page[(uint32_t)page & (SIM_CAL_PAGES - 1)];
+  for (uint32_t k = pg->first; k != SIM_NIL_EV;) {
+    uint32_t nx = q->cnext[k], n = k == pg->last ? pg->n : SIM_CHUNK_EVS;
+    if (nx != SIM_NIL_EV)
+      for (int l = 0; l < 4; l++)
+        __builtin_prefetch((const char *)&q->chunk[nx] + 64 * l);
+    for (uint32_t i = 0; i < n; i++)
       if (sim_bucket_add(q, q->chunk[k].ev[i]) != 0)
         return -1;
-    c = &q->chunk[k];
-    uint32_t nx = c->next;
-    c->next = q->free_chunk;
+    q->cnext[k] = q->free_chunk;
     q->free_chunk = k;
-    q->page_first[p] = k = nx;
+    pg->first = k = nx;
   }
+  pg->last = SIM_NIL_EV;
+  pg->n = 0;
   return 0;
 }
 
@@ -306,7 +317,8 @@ static inline int sim_queue_pop(sim_queue *q, sim_ev *out) {
 /* Bytes held by the queue's arrays. */
 static inline size_t sim_queue_bytes(const sim_queue *q) {
   return ((size_t)q->front.cap + q->far.cap) * sizeof(sim_ev) +
-         (size_t)SIM_CAL_PAGES * 2 * sizeof(uint32_t) + (size_t)q->chunk_cap * sizeof(sim_chunk) +
+         (size_t)SIM_CAL_PAGES * sizeof(sim_page) +
+         (size_t)q->chunk_cap * (sizeof(sim_chunk) + sizeof(uint32_t)) +
          (size_t)q->node_cap * (sizeof(sim_ev) + sizeof(uint32_t));
 }
 
