@@ -197,7 +197,7 @@ static inline int sim_bucket_add(sim_queue *q, sim_ev e) {
 
 /* At the end of a later page's chunks: one line of the page's record and a store into the chunk
  * (the chunk is not read, so its line being cold costs no wait). */
-static inline int sim_page_add(sim_queue *q, int64_t page, sim_ev e) {
+__attribute__((noinline)) static int sim_page_add(sim_queue *q, int64_t page, sim_ev e) {
   sim_page *pg = &q->page[(uint32_t)page & (SIM_CAL_PAGES - 1)];
   if (pg->first == SIM_NIL_EV || pg->n == SIM_CHUNK_EVS) {
     if (q->free_chunk == SIM_NIL_EV) {
@@ -242,7 +242,7 @@ static inline int sim_ring_add(sim_queue *q, sim_ev e) {
 /* `page` has come within the near pages: its events go into their buckets, in the order they
  * came. The chunks were written long ago, each at its own place: the next one is loaded while
  * this one is sorted. */
-static inline int sim_page_sort(sim_queue *q, int64_t page) {
+__attribute__((noinline)) static int sim_page_sort(sim_queue *q, int64_t page) {
   sim_page *pg = &q->page[(uint32_t)page & (SIM_CAL_PAGES - 1)];
   for (uint32_t k = pg->first; k != SIM_NIL_EV;) {
     uint32_t nx = q->cnext[k], n = k == pg->last ? pg->n : SIM_CHUNK_EVS;
