@@ -44,20 +44,25 @@ enum {
 
 #define GEN_MASK 0xffffffu
 
+/* One cache line, aligned (run.calls): most events about a call find it cold, and an 80-byte
+ * record spanned two lines four times in five. */
 typedef struct call {
   int64_t start, deadline, attempt_start, prev_delay;
-  uint32_t gen;    /* attempts and their ends; never reset, so stale events stay stale */
-  uint32_t parent; /* the job that made this call, or SIM_NIL for a client */
-  uint32_t next;   /* free list */
-  int16_t site;    /* group index, or n_groups + tier for a tier's downstream calls */
+  lk_budget_ticket ticket;
+  uint64_t permit_period; /* lk_breaker_permit, in two fields */
+  uint32_t gen;           /* attempts and their ends; never reset, so stale events stay stale */
+  union {
+    uint32_t parent; /* the job that made this call, or SIM_NIL for a client */
+    uint32_t next;   /* free list */
+  };
+  uint8_t site; /* group index, or n_groups + tier for a tier's downstream calls */
   uint8_t target, live;
   uint8_t waiting;    /* in its site's breaker queue */
   uint8_t give_up_on; /* an EV_GIVE_UP for this call's current generation is in the queue */
+  uint8_t permit_state;
   uint16_t attempt;
-  lk_failure last;
-  lk_budget_ticket ticket;
-  lk_breaker_permit permit;
 } call;
+_Static_assert(sizeof(call) == 64, "a call is one cache line");
 
 typedef struct job {
   int64_t deadline, svc_start;
@@ -119,7 +124,8 @@ typedef struct run {
   const sim_scenario *sc;
   sim_result *r;
   sim_queue q;
-  call *calls;
+  call *calls; /* 64-byte aligned within calls_raw */
+  void *calls_raw;
   job *jobs;
   uint32_t ncalls, njobs, free_call, free_job, live_calls, live_jobs;
   server *srv[SIM_MAX_TIERS];
@@ -255,11 +261,17 @@ static inline void push(run *R, int64_t t, uint32_t type, uint32_t idx, uint32_t
 static uint32_t call_alloc(run *R) {
   if (R->free_call == SIM_NIL) {
     uint32_t n = R->ncalls ? R->ncalls * 2 : 1024;
-    call *c = realloc(R->calls, (size_t)n * sizeof *c);
-    if (!c) {
+    size_t old = R->calls ? (size_t)((char *)R->calls - (char *)R->calls_raw) : 0;
+    char *raw = realloc(R->calls_raw, (size_t)n * sizeof(call) + 64);
+    if (!raw) {
       R->oom = 1;
       return SIM_NIL;
     }
+    size_t off = (64 - (uintptr_t)raw % 64) % 64;
+    if (off != old) /* realloc kept the bytes, not their alignment */
+      memmove(raw + off, raw + old, (size_t)R->ncalls * sizeof(call));
+    R->calls_raw = raw;
+    call *c = (call *)(void *)(raw + off);
     memset(c + R->ncalls, 0, (size_t)(n - R->ncalls) * sizeof *c);
     for (uint32_t i = n; i-- > R->ncalls;) {
       c[i].next = R->free_call;
@@ -334,13 +346,12 @@ static void call_start(run *R, int site_ix, int target, uint32_t parent, int64_t
     c->deadline = parent_deadline;
   c->prev_delay = 0;
   c->parent = parent;
-  c->site = (int16_t)site_ix;
+  c->site = (uint8_t)site_ix;
   c->target = (uint8_t)target;
   c->attempt = 0;
   c->live = 1;
   c->waiting = 0;    /* the slot's last call may have ended waiting, its give-up still queued */
   c->give_up_on = 0; /* (stale by gen): this call's own must be set when it waits */
-  c->last = LK_F_NONE;
   c->ticket.cost = 0;
   R->r->calls_started++;
   R->r->tier[target].calls++;
@@ -666,7 +677,8 @@ static void attempt_begin(run *R, uint32_t ci) {
     call_end(R, ci, LK_F_RATE_LIMITED, LK_REASON_NOT_RETRYABLE);
     return;
   }
-  if (s->breaker && lk_breaker_acquire_permit(s->breaker, now, &c->permit) != LK_OK) {
+  lk_breaker_permit permit;
+  if (s->breaker && lk_breaker_acquire_permit(s->breaker, now, &permit) != LK_OK) {
     if (s->pol->breaker_wait)
       breaker_wait(R, ci);
     else
@@ -676,6 +688,10 @@ static void attempt_begin(run *R, uint32_t ci) {
   uint32_t ji = job_alloc(R);
   if (ji == SIM_NIL)
     return;
+  if (s->breaker) {
+    c->permit_period = permit.period;
+    c->permit_state = (uint8_t)permit.state;
+  }
   c->attempt++;
   c->gen++;
   c->give_up_on = 0; /* an EV_GIVE_UP still queued is stale now */
@@ -725,9 +741,9 @@ static void attempt_end(run *R, uint32_t ci, lk_failure kind) {
   site *s = &R->sites[c->site];
   int64_t now = R->now;
   c->gen++;
-  c->last = kind;
   if (s->breaker) {
-    lk_breaker_record_permit(s->breaker, &c->permit, now, now - c->attempt_start, kind);
+    lk_breaker_permit permit = {c->permit_period, (lk_breaker_state)c->permit_state};
+    lk_breaker_record_permit(s->breaker, &permit, now, now - c->attempt_start, kind);
     if (s->walked_n > 0) { /* a probe's outcome may say when the breaker admits again */
       int64_t at = lk_breaker_retry_at(s->breaker, now);
       if (at != LK_BREAKER_RETRY_UNKNOWN)
@@ -1042,7 +1058,7 @@ static void run_free(run *R) {
   for (int i = 0; i < SIM_MAX_TIERS + SIM_MAX_GROUPS; i++)
     free(R->acc[i]);
   sim_queue_free(&R->q);
-  free(R->calls);
+  free(R->calls_raw);
   free(R->jobs);
 }
 
