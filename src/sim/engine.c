@@ -525,7 +525,10 @@ static void breaker_wait(run *R, uint32_t ci) {
  * then have been requeued in the same order, or have ended (breaker_wait) when its give-up time
  * is no later than the breaker's retry-at time `at` (or now, when that is unknown). So only those
  * are touched, found by the give-up times in the entries, in queue order; the rest stay where
- * they are, cold, and the refused call goes back in front of them. */
+ * they are, cold, and the refused call goes back in front of them. The stale entries this
+ * leaves behind go when a wake reaches them: the queue holds the entries of the calls that came
+ * since its oldest waiting call did, which waits in it anyway (its head asks first at every
+ * wake, so it goes in at the next half-open period or gives up). */
 static void waiters_refused(run *R, int site_ix, uint32_t left, bool requeued, int64_t at) {
   site *s = &R->sites[site_ix];
   tfifo *q = &s->waiters;
@@ -562,19 +565,6 @@ static void waiters_refused(run *R, int site_ix, uint32_t left, bool requeued, i
   }
 }
 
-/* Drops the stale entries a wake that stopped early left behind, keeping the order of the rest, so
- * that the queue holds memory for the calls waiting, not for all that ever waited. An entry whose
- * give-up time has passed is stale (its give-up was handled); one due now is kept. */
-static void waiters_compact(tfifo *q, int64_t now) {
-  uint32_t mask = q->cap - 1, n = 0;
-  for (uint32_t k = 0; k < q->n; k++) {
-    sim_ev e = q->a[(q->head + k) & mask];
-    if (e.t >= now)
-      q->a[(q->head + n++) & mask] = e;
-  }
-  q->n = n;
-}
-
 #define WAKE_AHEAD 8
 
 /* EV_WAKE: every call waiting at the site asks the breaker again, in the order they came; those
@@ -604,8 +594,6 @@ static void waiters_wake(run *R, int site_ix, int64_t t) {
     attempt_begin(R, e.idx);
     if (s->refused && !s->limiter) {
       waiters_refused(R, site_ix, k - 1, R->calls[e.idx].waiting, s->refused_at);
-      if (q->n > 2 * s->waiting_n + 1024)
-        waiters_compact(q, t);
       break;
     }
   }
