@@ -4,8 +4,9 @@
  * sim_heap is a 4-ary min-heap of 16-byte events keyed by time: half the depth of a binary heap,
  * a node's children in one cache line, events as plain values. sim_queue puts a calendar in
  * front of it: time is cut into buckets of 2^SIM_CAL_SHIFT ns, the next SIM_CAL_BUCKETS of which
- * are a ring of unsorted arrays; only the current bucket's events sit in a (small, cache-resident)
- * heap, and events beyond the ring wait in a second heap until the ring reaches them. A million
+ * are a ring of unsorted lists (in two levels: below); only the current bucket's events sit in a
+ * (small, cache-resident) heap, and events beyond the ring wait in a second heap until the ring
+ * reaches them. A million
  * clients thinking for seconds then cost an append and one move each, instead of a walk down a
  * heap of a million entries for every event (measured in docs/BENCHMARKS.md).
  *
