@@ -6,9 +6,8 @@
  * front of it: time is cut into buckets of 2^SIM_CAL_SHIFT ns, the next SIM_CAL_BUCKETS of which
  * are a ring of unsorted lists (in two levels: below); only the current bucket's events sit in a
  * (small, cache-resident) heap, and events beyond the ring wait in a second heap until the ring
- * reaches them. A million
- * clients thinking for seconds then cost an append and one move each, instead of a walk down a
- * heap of a million entries for every event (measured in docs/BENCHMARKS.md).
+ * reaches them. A million clients thinking for seconds then cost an append and one move each,
+ * instead of a walk down a heap of a million entries for every event (docs/BENCHMARKS.md).
  *
  * Arrays grow by doubling and never shrink: in a steady state nothing allocates. Ties in time pop
  * in an order fixed by the sequence of pushes and pops, so a run is reproducible.
