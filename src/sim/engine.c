@@ -44,20 +44,25 @@ enum {
 
 #define GEN_MASK 0xffffffu
 
+/* One cache line, aligned (run.calls): most events about a call find it cold, and an 80-byte
+ * record spanned two lines four times in five. */
 typedef struct call {
   int64_t start, deadline, attempt_start, prev_delay;
-  uint32_t gen;    /* attempts and their ends; never reset, so stale events stay stale */
-  uint32_t parent; /* the job that made this call, or SIM_NIL for a client */
-  uint32_t next;   /* free list */
-  int16_t site;    /* group index, or n_groups + tier for a tier's downstream calls */
+  lk_budget_ticket ticket;
+  uint64_t permit_period; /* lk_breaker_permit, in two fields */
+  uint32_t gen;           /* attempts and their ends; never reset, so stale events stay stale */
+  union {
+    uint32_t parent; /* the job that made this call, or SIM_NIL for a client */
+    uint32_t next;   /* free list */
+  };
+  uint8_t site; /* group index, or n_groups + tier for a tier's downstream calls */
   uint8_t target, live;
   uint8_t waiting;    /* in its site's breaker queue */
   uint8_t give_up_on; /* an EV_GIVE_UP for this call's current generation is in the queue */
+  uint8_t permit_state;
   uint16_t attempt;
-  lk_failure last;
-  lk_budget_ticket ticket;
-  lk_breaker_permit permit;
 } call;
+_Static_assert(sizeof(call) == 64, "a call is one cache line");
 
 typedef struct job {
   int64_t deadline, svc_start;
@@ -93,12 +98,21 @@ typedef struct site {
   tfifo timers;
   /* Calls the breaker refused that wait for it (breaker.wait=yes), in the order they came: woken
    * together by one EV_WAKE when the breaker's retry-at time comes or a probe's outcome makes it
-   * known, instead of each asking again every 5 ms. Entries of calls that gave up are stale. */
+   * known, instead of each asking again every 5 ms. An entry's t is its call's give-up time, or
+   * INT64_MIN once the call has ended without leaving the queue; entries of calls that gave up
+   * are stale. */
   tfifo waiters;
-  tfifo give_ups;  /* the waiters' give-up times in the order they were set, while that order is
-                      also their time order (a call's deadline is mostly its start + a constant);
-                      one out of order goes into the event queue as an EV_GIVE_UP */
-  int64_t wake_at; /* of the EV_WAKE in the queue; INT64_MAX for none */
+  /* Calls waiting, and the length the queue would have if every wake walked all of it (each
+   * wake leaves only the calls still waiting; a call that gives up leaves a stale entry until
+   * the next wake). That length, not the calls, decides whether a probe's outcome wakes: a
+   * wake that stops early (waiters_wake) keeps the outputs what they were. */
+  uint32_t waiting_n, walked_n;
+  tfifo give_ups;     /* the waiters' give-up times in the order they were set, while that order is
+                         also their time order (a call's deadline is mostly its start + a constant);
+                         one out of order goes into the event queue as an EV_GIVE_UP */
+  int64_t wake_at;    /* of the EV_WAKE in the queue; INT64_MAX for none */
+  bool refused;       /* breaker_wait ran for the call a wake let ask */
+  int64_t refused_at; /* the retry-at time it computed */
   const sim_policy *pol;
   lk_retry_policy retry;
   lk_budget *budget;
@@ -110,7 +124,8 @@ typedef struct run {
   const sim_scenario *sc;
   sim_result *r;
   sim_queue q;
-  call *calls;
+  call *calls; /* 64-byte aligned within calls_raw */
+  void *calls_raw;
   job *jobs;
   uint32_t ncalls, njobs, free_call, free_job, live_calls, live_jobs;
   server *srv[SIM_MAX_TIERS];
@@ -246,11 +261,17 @@ static inline void push(run *R, int64_t t, uint32_t type, uint32_t idx, uint32_t
 static uint32_t call_alloc(run *R) {
   if (R->free_call == SIM_NIL) {
     uint32_t n = R->ncalls ? R->ncalls * 2 : 1024;
-    call *c = realloc(R->calls, (size_t)n * sizeof *c);
-    if (!c) {
+    size_t old = R->calls ? (size_t)((char *)R->calls - (char *)R->calls_raw) : 0;
+    char *raw = realloc(R->calls_raw, (size_t)n * sizeof(call) + 64);
+    if (!raw) {
       R->oom = 1;
       return SIM_NIL;
     }
+    size_t off = (64 - (uintptr_t)raw % 64) % 64;
+    if (off != old) /* realloc kept the bytes, not their alignment */
+      memmove(raw + off, raw + old, (size_t)R->ncalls * sizeof(call));
+    R->calls_raw = raw;
+    call *c = (call *)(void *)(raw + off);
     memset(c + R->ncalls, 0, (size_t)(n - R->ncalls) * sizeof *c);
     for (uint32_t i = n; i-- > R->ncalls;) {
       c[i].next = R->free_call;
@@ -261,6 +282,8 @@ static uint32_t call_alloc(run *R) {
   }
   uint32_t i = R->free_call;
   R->free_call = R->calls[i].next;
+  if (R->free_call != SIM_NIL) /* the next call's slot, freed who knows when: load it now */
+    __builtin_prefetch(&R->calls[R->free_call]);
   if (++R->live_calls > R->r->peak_calls)
     R->r->peak_calls = R->live_calls;
   return i;
@@ -325,11 +348,12 @@ static void call_start(run *R, int site_ix, int target, uint32_t parent, int64_t
     c->deadline = parent_deadline;
   c->prev_delay = 0;
   c->parent = parent;
-  c->site = (int16_t)site_ix;
+  c->site = (uint8_t)site_ix;
   c->target = (uint8_t)target;
   c->attempt = 0;
   c->live = 1;
-  c->last = LK_F_NONE;
+  c->waiting = 0;    /* the slot's last call may have ended waiting, its give-up still queued */
+  c->give_up_on = 0; /* (stale by gen): this call's own must be set when it waits */
   c->ticket.cost = 0;
   R->r->calls_started++;
   R->r->tier[target].calls++;
@@ -467,13 +491,18 @@ static void breaker_wait(run *R, uint32_t ci) {
   int64_t at = s->pol->breaker_wait ? lk_breaker_retry_at(s->breaker, R->now) : INT64_MAX;
   if (at != LK_BREAKER_RETRY_UNKNOWN && at <= R->now)
     at = lk_sat_add(R->now, LK_MS(5));
+  s->refused_at = at;
   if (at >= give_up || R->now >= give_up) {
+    s->refused = true;
     call_end(R, ci, LK_F_BREAKER_OPEN, LK_REASON_NOT_RETRYABLE);
     return;
   }
-  if (!ring_add(R, &s->waiters, (sim_ev){0, ci, c->gen & GEN_MASK}))
+  if (!ring_add(R, &s->waiters, (sim_ev){give_up, ci, c->gen & GEN_MASK}))
     return;
   c->waiting = 1;
+  s->waiting_n++;
+  s->walked_n++;
+  s->refused = true;
   if (!c->give_up_on && give_up <= R->span) {
     c->give_up_on = 1;
     tfifo *g = &s->give_ups;
@@ -488,8 +517,59 @@ static void breaker_wait(run *R, uint32_t ci) {
     wake_at(R, c->site, at);
 }
 
+/* The breaker refused, at this wake, the call whose entry was just requeued at the back of q (or
+ * that ended): every call behind it would be refused the same way. Nothing between their asks
+ * can change the breaker: a refusal changes no state that lk_breaker_acquire_permit or
+ * lk_breaker_retry_at read, an admitted attempt's outcome comes in a later event, and a call that
+ * ends here touches only other sites (its parent's, a closed-loop client's next call). Each would
+ * then have been requeued in the same order, or have ended (breaker_wait) when its give-up time
+ * is no later than the breaker's retry-at time `at` (or now, when that is unknown). So only those
+ * are touched, found by the give-up times in the entries, in queue order; the rest stay where
+ * they are, cold, and the refused call goes back in front of them. The stale entries this
+ * leaves behind go when a wake reaches them: the queue holds the entries of the calls that came
+ * since its oldest waiting call did, which waits in it anyway (its head asks first at every
+ * wake, so it goes in at the next half-open period or gives up). */
+static void waiters_refused(run *R, int site_ix, uint32_t left, bool requeued, int64_t at) {
+  site *s = &R->sites[site_ix];
+  tfifo *q = &s->waiters;
+  uint32_t mask = q->cap - 1;
+  if (requeued) { /* from the back to the front: where it was, ahead of those not asked */
+    sim_ev e = q->a[(q->head + q->n - 1) & mask];
+    q->head = (q->head - 1) & mask;
+    q->a[q->head] = e;
+  }
+  bool known = at != LK_BREAKER_RETRY_UNKNOWN;
+  int64_t bound = known && at > R->now ? at : R->now;
+  bool woken = !known || s->wake_at <= at;
+  for (uint32_t k = 0, i = (q->head + (requeued ? 1u : 0u)) & mask; k < left && !R->oom;
+       k++, i = (i + 1) & mask) {
+    sim_ev *e = &q->a[i];
+    if (e->t == INT64_MIN)
+      continue;
+    if (e->t > bound) {
+      /* Still waiting: an entry whose give-up time has not come belongs to a call that waits (a
+       * call ended here is marked, and a waiting call has one entry). */
+      if (!woken) {
+        woken = true;
+        wake_at(R, site_ix, at);
+      }
+      continue;
+    }
+    call *c = &R->calls[e->idx];
+    if (!call_current(R, e->idx, e->tg) || !c->waiting)
+      continue;
+    c->waiting = 0;
+    s->waiting_n--;
+    e->t = INT64_MIN;
+    call_end(R, e->idx, LK_F_BREAKER_OPEN, LK_REASON_NOT_RETRYABLE);
+  }
+}
+
+#define WAKE_AHEAD 8
+
 /* EV_WAKE: every call waiting at the site asks the breaker again, in the order they came; those
- * refused again queue behind. */
+ * refused again queue behind. Once one is refused the rest are settled without asking
+ * (waiters_refused), unless a limiter comes first: each ask takes one of its tokens. */
 static void waiters_wake(run *R, int site_ix, int64_t t) {
   site *s = &R->sites[site_ix];
   if (t != s->wake_at)
@@ -497,15 +577,27 @@ static void waiters_wake(run *R, int site_ix, int64_t t) {
   s->wake_at = INT64_MAX;
   tfifo *q = &s->waiters;
   for (uint32_t k = q->n; k > 0 && !R->oom; k--) {
+    if (k > WAKE_AHEAD) /* the calls are cold and their indices known: load them early */
+      __builtin_prefetch(&R->calls[q->a[(q->head + WAKE_AHEAD) & (q->cap - 1)].idx]);
     sim_ev e = q->a[q->head];
     q->head = (q->head + 1) & (q->cap - 1);
     q->n--;
+    if (e.t < t)
+      continue; /* gave up already, or ended (INT64_MIN) */
     call *c = &R->calls[e.idx];
     if (!call_current(R, e.idx, e.tg) || !c->waiting)
       continue;
     c->waiting = 0;
+    s->waiting_n--;
+    s->refused = false;
+    R->r->waiter_asks++;
     attempt_begin(R, e.idx);
+    if (s->refused && !s->limiter) {
+      waiters_refused(R, site_ix, k - 1, R->calls[e.idx].waiting, s->refused_at);
+      break;
+    }
   }
+  s->walked_n = s->waiting_n;
 }
 
 static void waiter_give_up(run *R, uint32_t ci, uint32_t gen);
@@ -535,6 +627,7 @@ static void waiter_give_up(run *R, uint32_t ci, uint32_t gen) {
   c->give_up_on = 0;
   if (c->waiting) {
     c->waiting = 0; /* its entry in the site's queue is stale once the call has ended */
+    R->sites[c->site].waiting_n--;
     call_end(R, ci, LK_F_BREAKER_OPEN, LK_REASON_NOT_RETRYABLE);
   }
 }
@@ -574,7 +667,8 @@ static void attempt_begin(run *R, uint32_t ci) {
     call_end(R, ci, LK_F_RATE_LIMITED, LK_REASON_NOT_RETRYABLE);
     return;
   }
-  if (s->breaker && lk_breaker_acquire_permit(s->breaker, now, &c->permit) != LK_OK) {
+  lk_breaker_permit permit;
+  if (s->breaker && lk_breaker_acquire_permit(s->breaker, now, &permit) != LK_OK) {
     if (s->pol->breaker_wait)
       breaker_wait(R, ci);
     else
@@ -584,6 +678,10 @@ static void attempt_begin(run *R, uint32_t ci) {
   uint32_t ji = job_alloc(R);
   if (ji == SIM_NIL)
     return;
+  if (s->breaker) {
+    c->permit_period = permit.period;
+    c->permit_state = (uint8_t)permit.state;
+  }
   c->attempt++;
   c->gen++;
   c->give_up_on = 0; /* an EV_GIVE_UP still queued is stale now */
@@ -633,10 +731,10 @@ static void attempt_end(run *R, uint32_t ci, lk_failure kind) {
   site *s = &R->sites[c->site];
   int64_t now = R->now;
   c->gen++;
-  c->last = kind;
   if (s->breaker) {
-    lk_breaker_record_permit(s->breaker, &c->permit, now, now - c->attempt_start, kind);
-    if (s->waiters.n > 0) { /* a probe's outcome may say when the breaker admits again */
+    lk_breaker_permit permit = {c->permit_period, (lk_breaker_state)c->permit_state};
+    lk_breaker_record_permit(s->breaker, &permit, now, now - c->attempt_start, kind);
+    if (s->walked_n > 0) { /* a probe's outcome may say when the breaker admits again */
       int64_t at = lk_breaker_retry_at(s->breaker, now);
       if (at != LK_BREAKER_RETRY_UNKNOWN)
         wake_at(R, c->site, at > now ? at : now);
@@ -950,7 +1048,7 @@ static void run_free(run *R) {
   for (int i = 0; i < SIM_MAX_TIERS + SIM_MAX_GROUPS; i++)
     free(R->acc[i]);
   sim_queue_free(&R->q);
-  free(R->calls);
+  free(R->calls_raw);
   free(R->jobs);
 }
 

@@ -4,10 +4,10 @@
  * sim_heap is a 4-ary min-heap of 16-byte events keyed by time: half the depth of a binary heap,
  * a node's children in one cache line, events as plain values. sim_queue puts a calendar in
  * front of it: time is cut into buckets of 2^SIM_CAL_SHIFT ns, the next SIM_CAL_BUCKETS of which
- * are a ring of unsorted arrays; only the current bucket's events sit in a (small, cache-resident)
- * heap, and events beyond the ring wait in a second heap until the ring reaches them. A million
- * clients thinking for seconds then cost an append and one move each, instead of a walk down a
- * heap of a million entries for every event (measured in docs/BENCHMARKS.md).
+ * are a ring of unsorted lists (in two levels: below); only the current bucket's events sit in a
+ * (small, cache-resident) heap, and events beyond the ring wait in a second heap until the ring
+ * reaches them. A million clients thinking for seconds then cost an append and one move each,
+ * instead of a walk down a heap of a million entries for every event (docs/BENCHMARKS.md).
  *
  * Arrays grow by doubling and never shrink: in a steady state nothing allocates. Ties in time pop
  * in an order fixed by the sequence of pushes and pops, so a run is reproducible.
@@ -95,18 +95,47 @@ static inline void sim_heap_pop(sim_heap *h, sim_ev *out) {
 
 /* Buckets of 8.2 us: a bucket holds a few events, so the heap each is sorted in stays one or two
  * levels deep (32.8 us buckets took 1.2x the CPU on one attempt per call, 1.08x with exponential
- * service times; docs/BENCHMARKS.md). The ring still spans 17.2 s (an 8 MB array), so a million
- * clients thinking for seconds stay out of the far heap. */
+ * service times; docs/BENCHMARKS.md). The ring still spans 17.2 s, so a million clients thinking
+ * for seconds stay out of the far heap.
+ *
+ * The ring has two levels. Only the buckets of the next 16.8 ms (16 "pages" of 128 buckets,
+ * 1.05 ms each) are lists of events; an event for a later page is appended to that page's chunks
+ * of 16 events, in the order it came, and the page is sorted into its buckets when it comes
+ * within those 16.8 ms. A bucket's list then holds the same events in the same order as if each
+ * had been put there when it came (the order in which a bucket's events enter the heap decides
+ * which of two simultaneous events pops first, and so a run's bytes). What that buys: an event of
+ * a client thinking for seconds is written once at the end of its page's chunk and read back in a
+ * sequential pass, where a list per bucket over the whole ring (8 MB of heads) took a cold load
+ * to put it there and another, at a random place in the node pool, to take it out. */
 #define SIM_CAL_SHIFT 13
-#define SIM_CAL_BUCKETS 2097152
+#define SIM_CAL_BUCKETS 2097152 /* the ring's span in buckets: beyond, the far heap */
+#define SIM_CAL_PAGE_BITS 7
+#define SIM_CAL_PAGE 128    /* buckets per page */
+#define SIM_CAL_PAGES 32768 /* the ring's pages: more than SIM_CAL_BUCKETS / SIM_CAL_PAGE + 1 */
+#define SIM_CAL_NEAR 16     /* pages whose buckets are lists: the current one and those after */
+#define SIM_CAL_HEADS (SIM_CAL_NEAR * SIM_CAL_PAGE)
+#define SIM_CHUNK_EVS 16
+
+typedef struct sim_chunk {
+  sim_ev ev[SIM_CHUNK_EVS]; /* 256 bytes; the links are apart (sim_queue.cnext) */
+} sim_chunk;
+
+typedef struct sim_page {
+  uint32_t first, last; /* chunks (SIM_NIL_EV: none) */
+  uint32_t n, pad;      /* events in the last one */
+} sim_page;
 
 typedef struct sim_queue {
-  sim_heap front; /* the current bucket's events */
-  sim_heap far;   /* beyond the ring */
-  uint32_t *ring; /* SIM_CAL_BUCKETS list heads into the node pool (SIM_NIL_EV: empty) */
-  sim_ev *node;   /* the pool: events waiting in the ring, one singly linked list per bucket */
+  sim_heap front;               /* the current bucket's events */
+  sim_heap far;                 /* beyond the ring */
+  uint32_t head[SIM_CAL_HEADS]; /* the near pages' buckets: list heads (SIM_NIL_EV: empty) */
+  sim_ev *node;                 /* the pool of those lists' events, singly linked */
   uint32_t *next;
   uint32_t node_cap, free_node;
+  sim_page *page; /* SIM_CAL_PAGES chunk lists, in the order events came */
+  sim_chunk *chunk;
+  uint32_t *cnext; /* the chunk after each */
+  uint32_t chunk_cap, free_chunk;
   int64_t cur; /* absolute number of the current bucket (t >> SIM_CAL_SHIFT) */
   uint64_t in_ring, n;
   int heap_only; /* every event in `front`: the plain 4-ary heap, the benchmark's baseline */
@@ -117,17 +146,21 @@ typedef struct sim_queue {
 /* 0, or -1 when out of memory. */
 static inline int sim_queue_init(sim_queue *q) {
   *q = (sim_queue){0};
-  q->free_node = SIM_NIL_EV;
-  q->ring = malloc(SIM_CAL_BUCKETS * sizeof *q->ring);
-  if (!q->ring)
+  q->free_node = q->free_chunk = SIM_NIL_EV;
+  for (uint32_t i = 0; i < SIM_CAL_HEADS; i++)
+    q->head[i] = SIM_NIL_EV;
+  q->page = malloc(SIM_CAL_PAGES * sizeof *q->page);
+  if (!q->page)
     return -1;
-  for (uint32_t i = 0; i < SIM_CAL_BUCKETS; i++)
-    q->ring[i] = SIM_NIL_EV;
+  for (uint32_t i = 0; i < SIM_CAL_PAGES; i++)
+    q->page[i] = (sim_page){SIM_NIL_EV, SIM_NIL_EV, 0, 0};
   return 0;
 }
 
 static inline void sim_queue_free(sim_queue *q) {
-  free(q->ring);
+  free(q->page);
+  free(q->chunk);
+  free(q->cnext);
   free(q->node);
   free(q->next);
   free(q->front.a);
@@ -135,9 +168,9 @@ static inline void sim_queue_free(sim_queue *q) {
   *q = (sim_queue){0};
 }
 
-/* Nodes come from one pool shared by every bucket, so the ring holds memory for the events in
- * it, not for the most any bucket ever held. */
-static inline int sim_ring_add(sim_queue *q, sim_ev e) {
+/* Into a near page's bucket list. Nodes come from one pool shared by every bucket, so the
+ * lists hold memory for the events in them, not for the most any bucket ever held. */
+static inline int sim_bucket_add(sim_queue *q, sim_ev e) {
   if (q->free_node == SIM_NIL_EV) {
     uint32_t cap = q->node_cap ? q->node_cap * 2 : 1024;
     sim_ev *node = realloc(q->node, (size_t)cap * sizeof *node);
@@ -154,12 +187,77 @@ static inline int sim_ring_add(sim_queue *q, sim_ev e) {
     }
     q->node_cap = cap;
   }
-  uint32_t i = q->free_node, *head = &q->ring[(e.t >> SIM_CAL_SHIFT) & (SIM_CAL_BUCKETS - 1)];
+  uint32_t i = q->free_node, *head = &q->head[(e.t >> SIM_CAL_SHIFT) & (SIM_CAL_HEADS - 1)];
   q->free_node = q->next[i];
   q->node[i] = e;
   q->next[i] = *head;
   *head = i;
-  q->in_ring++;
+  return 0;
+}
+
+/* At the end of a later page's chunks: one line of the page's record and a store into the chunk
+ * (the chunk is not read, so its line being cold costs no wait). */
+__attribute__((noinline)) static int sim_page_add(sim_queue *q, int64_t page, sim_ev e) {
+  sim_page *pg = &q->page[(uint32_t)page & (SIM_CAL_PAGES - 1)];
+  if (pg->first == SIM_NIL_EV || pg->n == SIM_CHUNK_EVS) {
+    if (q->free_chunk == SIM_NIL_EV) {
+      uint32_t cap = q->chunk_cap ? q->chunk_cap * 2 : 64;
+      sim_chunk *c = realloc(q->chunk, (size_t)cap * sizeof *c);
+      if (!c)
+        return -1;
+      q->chunk = c;
+      uint32_t *nx = realloc(q->cnext, (size_t)cap * sizeof *nx);
+      if (!nx)
+        return -1;
+      q->cnext = nx;
+      for (uint32_t i = cap; i-- > q->chunk_cap;) {
+        nx[i] = q->free_chunk;
+        q->free_chunk = i;
+      }
+      q->chunk_cap = cap;
+    }
+    uint32_t k = q->free_chunk;
+    q->free_chunk = q->cnext[k];
+    q->cnext[k] = SIM_NIL_EV;
+    if (pg->first == SIM_NIL_EV)
+      pg->first = k;
+    else
+      q->cnext[pg->last] = k;
+    pg->last = k;
+    pg->n = 0;
+  }
+  q->chunk[pg->last].ev[pg->n++] = e;
+  return 0;
+}
+
+/* An event for a bucket after the current one, within the ring. */
+static inline int sim_ring_add(sim_queue *q, sim_ev e) {
+  int64_t b = e.t >> SIM_CAL_SHIFT, page = b >> SIM_CAL_PAGE_BITS;
+  int rc = page < (q->cur >> SIM_CAL_PAGE_BITS) + SIM_CAL_NEAR ? sim_bucket_add(q, e)
+                                                               : sim_page_add(q, page, e);
+  q->in_ring += rc == 0;
+  return rc;
+}
+
+/* `page` has come within the near pages: its events go into their buckets, in the order they
+ * came. The chunks were written long ago, each at its own place: the next one is loaded while
+ * this one is sorted. */
+__attribute__((noinline)) static int sim_page_sort(sim_queue *q, int64_t page) {
+  sim_page *pg = &q->page[(uint32_t)page & (SIM_CAL_PAGES - 1)];
+  for (uint32_t k = pg->first; k != SIM_NIL_EV;) {
+    uint32_t nx = q->cnext[k], n = k == pg->last ? pg->n : SIM_CHUNK_EVS;
+    if (nx != SIM_NIL_EV)
+      for (int l = 0; l < 4; l++)
+        __builtin_prefetch((const char *)&q->chunk[nx] + 64 * l);
+    for (uint32_t i = 0; i < n; i++)
+      if (sim_bucket_add(q, q->chunk[k].ev[i]) != 0)
+        return -1;
+    q->cnext[k] = q->free_chunk;
+    q->free_chunk = k;
+    pg->first = k = nx;
+  }
+  pg->last = SIM_NIL_EV;
+  pg->n = 0;
   return 0;
 }
 
@@ -189,6 +287,9 @@ static inline int sim_queue_pop(sim_queue *q, sim_ev *out) {
       q->cur = q->far.a[0].t >> SIM_CAL_SHIFT; /* nothing in between: jump */
     } else {
       q->cur++;
+      if ((q->cur & (SIM_CAL_PAGE - 1)) == 0 &&
+          sim_page_sort(q, (q->cur >> SIM_CAL_PAGE_BITS) + SIM_CAL_NEAR - 1) != 0)
+        return -1;
     }
     while (q->far.n && (q->far.a[0].t >> SIM_CAL_SHIFT) < q->cur + SIM_CAL_BUCKETS) {
       sim_ev e;
@@ -196,7 +297,7 @@ static inline int sim_queue_pop(sim_queue *q, sim_ev *out) {
       if (sim_ring_add(q, e) != 0)
         return -1;
     }
-    uint32_t *head = &q->ring[q->cur & (SIM_CAL_BUCKETS - 1)];
+    uint32_t *head = &q->head[q->cur & (SIM_CAL_HEADS - 1)];
     for (uint32_t i = *head; i != SIM_NIL_EV;) {
       uint32_t nx = q->next[i];
       if (sim_heap_push(&q->front, q->node[i]) != 0)
@@ -216,7 +317,8 @@ static inline int sim_queue_pop(sim_queue *q, sim_ev *out) {
 /* Bytes held by the queue's arrays. */
 static inline size_t sim_queue_bytes(const sim_queue *q) {
   return ((size_t)q->front.cap + q->far.cap) * sizeof(sim_ev) +
-         (size_t)SIM_CAL_BUCKETS * sizeof(uint32_t) +
+         (size_t)SIM_CAL_PAGES * sizeof(sim_page) +
+         (size_t)q->chunk_cap * (sizeof(sim_chunk) + sizeof(uint32_t)) +
          (size_t)q->node_cap * (sizeof(sim_ev) + sizeof(uint32_t));
 }
 

@@ -188,8 +188,9 @@ typedef struct sim_result {
   uint32_t *lat; /* [n_windows * n_tiers * SIM_LAT_BUCKETS] success latencies */
   sim_tier_stats tier[SIM_MAX_TIERS];
   sim_group_stats group[SIM_MAX_GROUPS];
-  uint64_t events;   /* events processed */
-  uint64_t attempts; /* attempts made, all tiers */
+  uint64_t events;      /* events processed */
+  uint64_t waiter_asks; /* calls waiting for a breaker that a wake let ask it again */
+  uint64_t attempts;    /* attempts made, all tiers */
   uint64_t calls_started, calls_ended, calls_unfinished, double_ends;
   uint64_t jobs_started, jobs_ended;
   uint32_t peak_calls, peak_jobs, peak_events; /* in flight at once */
