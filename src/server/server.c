@@ -40,6 +40,8 @@ static _Thread_local bool tl_quiet_close;
 
 __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap) {
   lk_server *s = cls;
+  if (lk_head_mhd_log(s->guard, fmt)) /* answered the request itself (strict.h) */
+    return;
   if (tl_quiet_close || s->cfg.log == LK_LOG_OFF)
     return;
   char msg[400], buf[512];
