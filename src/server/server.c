@@ -652,7 +652,6 @@ int lk_server_start(const lk_server_config *cfg, lk_store *store, lk_server **ou
   s->port = s->admin_port = -1;
   pthread_mutex_init(&s->purge_mu, NULL);
   pthread_mutex_init(&s->pool.mu, NULL);
-  pthread_cond_init(&s->pool.cv, NULL);
   s->started_ns = lk_now_ns();
   lk_series_init(&s->series, s->started_ns);
   pthread_condattr_t ca;
@@ -830,7 +829,6 @@ void lk_server_free(lk_server *s) {
   free(s->require_key);
   pthread_cond_destroy(&s->purge_cv);
   pthread_mutex_destroy(&s->purge_mu);
-  pthread_cond_destroy(&s->pool.cv);
   pthread_mutex_destroy(&s->pool.mu);
   lk_series_destroy(&s->series);
   free(s);
