@@ -311,6 +311,60 @@ static void test_malformed_content_length(void **state) {
   assert_int_equal(loans_of_book(), loans + 1);
 }
 
+static int connect_to(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  return fd;
+}
+
+/* Other connections of the same MHD threads hold parsed request lines with incomplete heads
+ * while the malformed one arrives: the answer still goes to the right connection only, and the
+ * others, completed afterwards, are served normally. */
+static void test_malformed_content_length_among_others(void **state) {
+  (void)state;
+  enum { OTHERS = 6 };
+  int fds[OTHERS];
+  char line[160];
+  snprintf(line, sizeof line, "GET /books/%lld HTTP/1.1\r\nHost: x\r\n", (long long)BOOK);
+  for (int i = 0; i < OTHERS; i++) {
+    fds[i] = connect_to(P.port);
+    assert_true(write(fds[i], line, strlen(line)) == (ssize_t)strlen(line));
+  }
+  sleep_ms(100); /* their request lines are parsed: each is a connection with a head under way */
+  char req[256];
+  snprintf(req, sizeof req, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n{}", LOANS);
+  const char *parts[] = {req};
+  raw_res r;
+  for (int k = 0; k < 4; k++) {
+    raw_parts(P.port, parts, 1, false, &r);
+    expect_whole(&r, 400, "bad_header");
+  }
+  const char *end = "Connection: close\r\n\r\n";
+  for (int i = 0; i < OTHERS; i++) {
+    assert_true(write(fds[i], end, strlen(end)) == (ssize_t)strlen(end));
+    struct timeval tv = {3, 0};
+    setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    memset(&r, 0, sizeof r);
+    ssize_t n = -1;
+    while (r.len < sizeof r.data - 1 &&
+           (n = read(fds[i], r.data + r.len, sizeof r.data - 1 - r.len)) > 0)
+      r.len += (size_t)n;
+    r.eof = n == 0;
+    r.data[r.len] = '\0';
+    close(fds[i]);
+    size_t off = 0;
+    int status = whole_response(&r, &off);
+    if (status != 200 || off != r.len || !r.eof)
+      fprintf(stderr, "connection %d got (%zu bytes): %s\n", i, r.len, r.data);
+    assert_int_equal(status, 200);
+    assert_int_equal(off, r.len);
+    assert_true(r.eof);
+  }
+}
+
 /* A second daemon with --log off; its setup and teardown stop it even when a check fails. */
 static lib_proc Q;
 
@@ -508,6 +562,7 @@ int main(void) {
       cmocka_unit_test(test_space_before_colon),
       cmocka_unit_test(test_repeated_fields),
       cmocka_unit_test(test_malformed_content_length),
+      cmocka_unit_test(test_malformed_content_length_among_others),
       cmocka_unit_test_setup_teardown(test_malformed_content_length_log_off, quiet_setup,
                                       quiet_teardown),
       cmocka_unit_test(test_transfer_coding),
