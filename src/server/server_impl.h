@@ -98,6 +98,7 @@ struct lk_server {
   int64_t started_ns;                /* CLOCK_MONOTONIC at start, for utilisation over the uptime */
   struct lk_server_metrics *metrics; /* NULL when built without the metrics registry */
   struct lk_guard *guard;            /* read deadlines (strict.c) */
+  struct lk_guard *admin_guard;      /* the admin listener's connections, no deadlines */
 };
 
 struct req;

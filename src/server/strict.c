@@ -215,6 +215,12 @@ void lk_head_body_done(struct MHD_Connection *c) {
     set_phase(n, PHASE_RUN);
 }
 
+void lk_head_taken(struct MHD_Connection *c) {
+  conn_note *n = note_of(c);
+  if (n)
+    n->target.seen = false;
+}
+
 void lk_head_request_done(struct MHD_Connection *c) {
   conn_note *n = note_of(c);
   if (n && atomic_load(&n->phase) != PHASE_CUT)

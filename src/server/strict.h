@@ -84,6 +84,9 @@ bool lk_head_mhd_log(lk_guard *g, const char *fmt);
 bool lk_head_check(struct MHD_Connection *c, const char *method, const char *url,
                    const char *version, lk_head *h, struct lk_resp *out);
 void lk_head_free(lk_head *h);
+/* A handler that does not call lk_head_check (the admin listener's) calls this on its first
+ * call for each request: the head is past MHD's refusal point (see lk_head_mhd_log). */
+void lk_head_taken(struct MHD_Connection *c);
 /* The body of the current request is complete (its handler runs now). */
 void lk_head_body_done(struct MHD_Connection *c);
 /* MHD finished the request (NOTIFY_COMPLETED): the connection idles until the next head. */

@@ -365,6 +365,35 @@ static void test_malformed_content_length_among_others(void **state) {
   }
 }
 
+/* The admin listener runs on libmicrohttpd too: the same one answer there. */
+static void test_malformed_content_length_admin(void **state) {
+  (void)state;
+  assert_true(P.admin_port > 0);
+  char req[256];
+  raw_res r;
+  for (size_t i = 0; i < sizeof BAD_LENGTHS / sizeof BAD_LENGTHS[0]; i++) {
+    snprintf(req, sizeof req,
+             "GET /admin/stats HTTP/1.1\r\nHost: x\r\nContent-Length: %s\r\n\r\n{}",
+             BAD_LENGTHS[i].value);
+    const char *parts[] = {req};
+    raw_parts(P.admin_port, parts, 1, i % 2 == 0, &r);
+    expect_whole(&r, BAD_LENGTHS[i].status, BAD_LENGTHS[i].code);
+  }
+  /* A keep-alive admin connection: its first request is served, the second refused. */
+  const char *two[] = {"GET /admin/stats HTTP/1.1\r\nHost: x\r\n\r\n"
+                       "GET /admin/stats HTTP/1.1\r\nHost: x\r\nContent-Length: +2\r\n\r\n{}"};
+  raw_parts(P.admin_port, two, 1, false, &r);
+  size_t off = 0;
+  assert_int_equal(whole_response(&r, &off), 200);
+  raw_res second = r;
+  memmove(second.data, r.data + off, r.len - off + 1);
+  second.len = r.len - off;
+  expect_whole(&second, 400, "bad_header");
+  json_t *st = lib_stats(&P);
+  assert_non_null(st);
+  json_decref(st);
+}
+
 /* A second daemon with --log off; its setup and teardown stop it even when a check fails. */
 static lib_proc Q;
 
@@ -563,6 +592,7 @@ int main(void) {
       cmocka_unit_test(test_repeated_fields),
       cmocka_unit_test(test_malformed_content_length),
       cmocka_unit_test(test_malformed_content_length_among_others),
+      cmocka_unit_test(test_malformed_content_length_admin),
       cmocka_unit_test_setup_teardown(test_malformed_content_length_log_off, quiet_setup,
                                       quiet_teardown),
       cmocka_unit_test(test_transfer_coding),
