@@ -152,9 +152,6 @@ static void *worker_main(void *arg) {
   lk_server *s = ((worker_arg *)arg)->s;
   unsigned id = ((worker_arg *)arg)->id;
   free(arg);
-  /* Named, as MHD names its threads: unnamed threads show as "libraryd", the main thread's name,
-   * in top and perf, which made the workers' CPU look like the main thread's. */
-  pthread_setname_np(pthread_self(), "lk-worker");
   lk_pool *p = &s->pool;
   lk_pool_slot *slot = &p->slots[id];
   pthread_mutex_lock(&p->mu);
@@ -228,6 +225,10 @@ int pool_start(lk_server *s, const char *work, char *err, size_t errcap) {
       snprintf(err, errcap, "cannot start worker thread %u", i);
       return LK_ESYS;
     }
+    /* Named, as MHD names its threads: unnamed threads show as "libraryd", the main thread's
+     * name, in top and perf, which made the workers' CPU look like the main thread's. Named here,
+     * not by the thread itself, so the name is set before the daemon reports its port. */
+    pthread_setname_np(p->threads[i], "lk-worker");
     p->n_started = i + 1;
   }
   return LK_OK;
