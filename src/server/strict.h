@@ -70,12 +70,12 @@ void *lk_head_uri_log(void *cls, const char *uri, struct MHD_Connection *c);
  * filtering (also when logging is off). 0.9.75 refuses a Content-Length that is not 1*DIGIT
  * (400) or is 2^64 or more (413) itself, before any handler call, and then writes the header
  * block of its response twice (its caller of parse_connection_headers() overwrites the state
- * the error path set; fixed in 0.9.76). Its log message is the only call into libraryd on that
- * path, so this answers the request there: it writes libraryd's own 400 (bad_header) or 413
- * (body_too_large) straight to the socket and shuts the socket down, so that MHD's response is
- * never sent and the client reads exactly one response before the close. true: the message is
- * about a request answered that way and is not to be logged (one line of libraryd's own
- * replaces MHD's two, on the guard's log_fd). g may be NULL (false). */
+ * the error path set; 0.9.76 and 0.9.77 still do, 1.0.0 does not). Its log message is the only call
+ * into libraryd on that path, so this answers the request there: it writes libraryd's own 400
+ * (bad_header) or 413 (body_too_large) straight to the socket and shuts the socket down, so that
+ * MHD's response is never sent and the client reads exactly one response before the close. true:
+ * the message is about a request answered that way and is not to be logged (one line of libraryd's
+ * own replaces MHD's two, on the guard's log_fd). g may be NULL (false). */
 bool lk_head_mhd_log(lk_guard *g, const char *fmt);
 
 /* Checks the head of the request on c (the arguments MHD passed to the first handler call).
