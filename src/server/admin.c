@@ -2,6 +2,7 @@
 /* admin.c: the admin listener (a separate port): fault rules at run time and loan statistics
  * that make duplicate applications visible. Never subject to fault injection. */
 #include "server_impl.h"
+#include "strict.h"
 #include "util.h"
 
 #include <linkd/clock.h>
@@ -270,6 +271,7 @@ enum MHD_Result admin_handler(void *cls, struct MHD_Connection *conn, const char
   (void)version;
   admin_req *a = *con_cls;
   if (!a) {
+    lk_head_taken(conn);
     a = calloc(1, sizeof *a);
     if (!a)
       return MHD_NO;

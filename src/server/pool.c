@@ -14,6 +14,7 @@
 #include <linkd/error.h>
 
 #include <errno.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,12 +143,17 @@ static void process(lk_server *s, req *r, lk_admq_verdict v, int64_t queued_at, 
   end(s, r);
 }
 
+typedef struct worker_arg {
+  lk_server *s;
+  unsigned id;
+} worker_arg;
+
 static void *worker_main(void *arg) {
-  lk_server *s = arg;
-  /* Named, as MHD names its threads: unnamed threads show as "libraryd", the main thread's name,
-   * in top and perf, which made the workers' CPU look like the main thread's. */
-  pthread_setname_np(pthread_self(), "lk-worker");
+  lk_server *s = ((worker_arg *)arg)->s;
+  unsigned id = ((worker_arg *)arg)->id;
+  free(arg);
   lk_pool *p = &s->pool;
+  lk_pool_slot *slot = &p->slots[id];
   pthread_mutex_lock(&p->mu);
   for (;;) {
     void *item;
@@ -157,14 +163,23 @@ static void *worker_main(void *arg) {
       /* Exit only when no slot is even reserved: a reserved slot is a push on its way. */
       if (p->stop && lk_admq_depth(&p->q) == 0)
         break;
-      p->idle++;
-      pthread_cond_wait(&p->cv, &p->mu);
-      p->idle--;
-      if (p->wakes > 0)
-        p->wakes--;
-      continue;
+      p->parked[p->idle++] = id;
+      pthread_mutex_unlock(&p->mu);
+      while (sem_wait(&slot->sem) != 0) {
+      }
+      /* The push filled the slot before posting: no lock needed to read it. */
+      if (!slot->item) { /* stop: look at the queue again */
+        pthread_mutex_lock(&p->mu);
+        continue;
+      }
+      item = slot->item;
+      queued_at = slot->queued_at;
+      v = slot->v;
+      slot->item = NULL;
+      now = lk_now_ns();
+    } else {
+      pthread_mutex_unlock(&p->mu);
     }
-    pthread_mutex_unlock(&p->mu);
     process(s, item, v, queued_at, now);
     pthread_mutex_lock(&p->mu);
   }
@@ -194,13 +209,26 @@ int pool_start(lk_server *s, const char *work, char *err, size_t errcap) {
   }
   p->q_ready = true;
   p->threads = calloc(s->cfg.workers, sizeof *p->threads);
-  if (!p->threads)
+  p->slots = calloc(s->cfg.workers, sizeof *p->slots);
+  p->parked = calloc(s->cfg.workers, sizeof *p->parked);
+  if (!p->threads || !p->slots || !p->parked)
     return LK_ENOMEM;
   for (unsigned i = 0; i < s->cfg.workers; i++) {
-    if (pthread_create(&p->threads[i], NULL, worker_main, s) != 0) {
+    worker_arg *a = malloc(sizeof *a);
+    if (!a)
+      return LK_ENOMEM;
+    *a = (worker_arg){s, i};
+    sem_init(&p->slots[i].sem, 0, 0);
+    if (pthread_create(&p->threads[i], NULL, worker_main, a) != 0) {
+      free(a);
+      sem_destroy(&p->slots[i].sem);
       snprintf(err, errcap, "cannot start worker thread %u", i);
       return LK_ESYS;
     }
+    /* Named, as MHD names its threads: unnamed threads show as "libraryd", the main thread's
+     * name, in top and perf, which made the workers' CPU look like the main thread's. Named here,
+     * not by the thread itself, so the name is set before the daemon reports its port. */
+    pthread_setname_np(p->threads[i], "lk-worker");
     p->n_started = i + 1;
   }
   return LK_OK;
@@ -210,13 +238,21 @@ void pool_stop(lk_server *s) {
   lk_pool *p = &s->pool;
   pthread_mutex_lock(&p->mu);
   p->stop = true;
-  pthread_cond_broadcast(&p->cv);
+  /* Every parked worker looks at the queue once more: it exits, or answers what is left. */
+  while (p->idle > 0)
+    sem_post(&p->slots[p->parked[--p->idle]].sem);
   pthread_mutex_unlock(&p->mu);
   for (unsigned i = 0; i < p->n_started; i++)
     pthread_join(p->threads[i], NULL);
+  for (unsigned i = 0; i < p->n_started; i++)
+    sem_destroy(&p->slots[i].sem);
   p->n_started = 0;
   free(p->threads);
+  free(p->slots);
+  free(p->parked);
   p->threads = NULL;
+  p->slots = NULL;
+  p->parked = NULL;
   if (p->q_ready)
     lk_admq_destroy(&p->q);
   p->q_ready = false;
@@ -256,18 +292,23 @@ void pool_push(lk_server *s, req *r, bool idle) {
     }
   }
   pthread_mutex_lock(&p->mu);
-  lk_admq_push(&p->q, r, lk_now_ns());
-  /* A worker is woken only for an item that no woken worker is on its way to take (a woken
-   * worker takes items until the queue is empty): requests pushed in a burst while a worker
-   * wakes up cost one wake-up, not one each, and an item still never waits while a worker
-   * sleeps. */
-  bool wake = p->idle > p->wakes && p->q.n > p->wakes;
-  if (wake)
-    p->wakes++;
+  int64_t t = lk_now_ns();
+  lk_admq_push(&p->q, r, t);
+  /* A parked worker gets an item at once (an item never waits while a worker sleeps): the pop
+   * is the one that worker would make, by the queue discipline, handed over in its slot, so it
+   * starts without the lock and without a condition variable's extra wake-ups. */
+  lk_pool_slot *slot = NULL;
+  if (p->idle > 0) {
+    slot = &p->slots[p->parked[p->idle - 1]];
+    slot->v = lk_admq_pop(&p->q, t, &slot->item, &slot->queued_at);
+    if (slot->v == LK_ADMQ_EMPTY)
+      slot = NULL;
+    else
+      p->idle--;
+  }
   pthread_mutex_unlock(&p->mu);
-  /* After the unlock: a worker woken under it would only block again on mu. */
-  if (wake)
-    pthread_cond_signal(&p->cv);
+  if (slot)
+    sem_post(&slot->sem);
 }
 
 void pool_depth(lk_server *s, size_t *depth, size_t *max) {

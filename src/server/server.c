@@ -40,6 +40,8 @@ static _Thread_local bool tl_quiet_close;
 
 __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap) {
   lk_server *s = cls;
+  if (lk_head_mhd_log(s->guard, fmt)) /* answered the request itself (strict.h) */
+    return;
   if (tl_quiet_close || s->cfg.log == LK_LOG_OFF)
     return;
   char msg[400], buf[512];
@@ -48,6 +50,15 @@ __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char 
   int len = snprintf(buf, sizeof buf, "libraryd: mhd: %s\n", msg);
   ssize_t w = write(s->cfg.log_fd, buf, (size_t)len);
   (void)w;
+}
+
+/* The admin listener's logger: the same lines, with its own connections' records. */
+__attribute__((format(printf, 2, 0))) static void admin_mhd_log(void *cls, const char *fmt,
+                                                                va_list ap) {
+  lk_server *s = cls;
+  if (lk_head_mhd_log(s->admin_guard, fmt))
+    return;
+  mhd_log(cls, fmt, ap);
 }
 
 void lk_server_config_init_default(lk_server_config *cfg) {
@@ -650,7 +661,6 @@ int lk_server_start(const lk_server_config *cfg, lk_store *store, lk_server **ou
   s->port = s->admin_port = -1;
   pthread_mutex_init(&s->purge_mu, NULL);
   pthread_mutex_init(&s->pool.mu, NULL);
-  pthread_cond_init(&s->pool.cv, NULL);
   s->started_ns = lk_now_ns();
   lk_series_init(&s->series, s->started_ns);
   pthread_condattr_t ca;
@@ -734,11 +744,17 @@ int lk_server_start(const lk_server_config *cfg, lk_store *store, lk_server **ou
     int afd = listen_on(aa, cfg->admin_port, &s->admin_port, err, errcap);
     if (afd < 0)
       return config_error(s, LK_ESYS);
-    s->admin =
-        MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-                         admin_handler, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-                         MHD_OPTION_LISTEN_SOCKET, afd, MHD_OPTION_NOTIFY_COMPLETED,
-                         admin_completed, s, MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+    s->admin_guard = lk_guard_new(0, 0, 0, s->cfg.log == LK_LOG_OFF ? -1 : s->cfg.log_fd);
+    if (!s->admin_guard) {
+      close(afd);
+      return config_error(s, LK_ENOMEM);
+    }
+    s->admin = MHD_start_daemon(
+        MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, admin_handler, s,
+        MHD_OPTION_EXTERNAL_LOGGER, admin_mhd_log, s, MHD_OPTION_LISTEN_SOCKET, afd,
+        MHD_OPTION_NOTIFY_COMPLETED, admin_completed, s, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+        MHD_OPTION_NOTIFY_CONNECTION, lk_head_notify_connection, s->admin_guard,
+        MHD_OPTION_URI_LOG_CALLBACK, lk_head_uri_log, s, MHD_OPTION_END);
     if (!s->admin) {
       close(afd);
       snprintf(err, errcap, "libmicrohttpd failed to start the admin listener");
@@ -819,6 +835,7 @@ void lk_server_free(lk_server *s) {
   }
   pool_stop(s);
   lk_guard_free(s->guard); /* after MHD stopped: no connection uses it */
+  lk_guard_free(s->admin_guard);
   lk_waker_free(s->waker);
   lk_inflight_free(s->inflight);
   lk_faults_free(s->faults);
@@ -828,7 +845,6 @@ void lk_server_free(lk_server *s) {
   free(s->require_key);
   pthread_cond_destroy(&s->purge_cv);
   pthread_mutex_destroy(&s->purge_mu);
-  pthread_cond_destroy(&s->pool.cv);
   pthread_mutex_destroy(&s->pool.mu);
   lk_series_destroy(&s->series);
   free(s);

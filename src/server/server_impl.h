@@ -13,6 +13,7 @@
 
 #include <microhttpd.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 
 #define LK_PATH_MAX 1024
@@ -53,13 +54,22 @@ typedef struct lk_server_stats {
 } lk_server_stats;
 
 /* The workers and their admission queue (pool.c). */
+/* A worker's hand-off slot: a push that finds the worker parked pops an item for it into the
+ * slot and posts its semaphore, so the worker starts without taking the pool's lock. */
+typedef struct lk_pool_slot {
+  sem_t sem;
+  void *item; /* NULL: woken without an item (stop, or a look at the queue) */
+  int64_t queued_at;
+  lk_admq_verdict v;
+} lk_pool_slot;
+
 typedef struct lk_pool {
   pthread_mutex_t mu;
-  pthread_cond_t cv; /* an item was pushed, or stop */
   lk_admq q;
   bool q_ready, stop;
-  unsigned idle;  /* workers waiting on cv */
-  unsigned wakes; /* signals sent that no woken worker has answered yet */
+  lk_pool_slot *slots;
+  unsigned *parked; /* stack of parked workers' slot numbers, the last parked on top */
+  unsigned idle;    /* workers parked */
   pthread_t *threads;
   unsigned n_started;
   lk_work_spec work;
@@ -88,6 +98,7 @@ struct lk_server {
   int64_t started_ns;                /* CLOCK_MONOTONIC at start, for utilisation over the uptime */
   struct lk_server_metrics *metrics; /* NULL when built without the metrics registry */
   struct lk_guard *guard;            /* read deadlines (strict.c) */
+  struct lk_guard *admin_guard;      /* the admin listener's connections, no deadlines */
 };
 
 struct req;

@@ -2,6 +2,7 @@
 /* strict.c: request-head checks on top of libmicrohttpd 0.9.75 (see strict.h). */
 #include "strict.h"
 #include "server_impl.h"
+#include "util.h"
 
 #include <linkd/clock.h>
 
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,7 +33,9 @@ enum { PHASE_HEAD, PHASE_BODY, PHASE_RUN, PHASE_IDLE, PHASE_CUT };
 typedef struct conn_note {
   target_note target;
   lk_guard *guard;
+  struct MHD_Connection *conn;
   int fd;
+  _Atomic uintptr_t owner; /* thread_id() of the MHD thread that parses its requests */
   _Atomic int phase;
   _Atomic int64_t since; /* CLOCK_MONOTONIC ns when the phase began */
   struct conn_note *prev, *next;
@@ -47,6 +51,11 @@ struct lk_guard {
   pthread_t thread;
   _Atomic uint64_t cut_head, cut_body;
 };
+
+/* A number for the calling thread, unique among live threads: where its own copy of a
+ * thread-local lives. */
+static _Thread_local char tl_anchor;
+static uintptr_t thread_id(void) { return (uintptr_t)&tl_anchor; }
 
 static void set_phase(conn_note *n, int ph) {
   atomic_store(&n->since, lk_now_ns());
@@ -166,6 +175,7 @@ void lk_head_notify_connection(void *cls, struct MHD_Connection *c, void **socke
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     n->fd = ci ? ci->connect_fd : -1;
     n->guard = g;
+    n->conn = c;
     set_phase(n, PHASE_HEAD); /* the first head is timed from the accept */
     if (g && n->fd >= 0) {
       pthread_mutex_lock(&g->mu);
@@ -205,6 +215,12 @@ void lk_head_body_done(struct MHD_Connection *c) {
     set_phase(n, PHASE_RUN);
 }
 
+void lk_head_taken(struct MHD_Connection *c) {
+  conn_note *n = note_of(c);
+  if (n)
+    n->target.seen = false;
+}
+
 void lk_head_request_done(struct MHD_Connection *c) {
   conn_note *n = note_of(c);
   if (n && atomic_load(&n->phase) != PHASE_CUT)
@@ -218,6 +234,7 @@ void *lk_head_uri_log(void *cls, const char *uri, struct MHD_Connection *c) {
     return NULL;
   if (atomic_load(&cn->phase) == PHASE_IDLE) /* keep-alive: the next head is timed from here */
     set_phase(cn, PHASE_HEAD);
+  atomic_store(&cn->owner, thread_id());
   target_note *n = &cn->target;
   memset(n, 0, sizeof *n);
   n->seen = true;
@@ -233,6 +250,118 @@ void *lk_head_uri_log(void *cls, const char *uri, struct MHD_Connection *c) {
       n->pct_nul = true;
   }
   return NULL;
+}
+
+/* --- Content-Length values libmicrohttpd refuses itself ------------------------------------ */
+
+/* What 0.9.75's parse_connection_headers() logs just before it queues its own error response:
+ * for a value that is not 1*DIGIT (-1, +2, abc) and for a number of 2^64 or more. */
+static const char cl_malformed_msg[] =
+    "Failed to parse `Content-Length' header. Closing connection.\n";
+static const char cl_too_large_msg[] =
+    "Too large value of 'Content-Length' header. Closing connection.\n";
+
+/* The connection whose head MHD is refusing on this thread now, or NULL when that is not
+ * certain. The log callback does not say which connection it is about, but the message is
+ * logged while that connection is in MHD_CONNECTION_HEADERS_RECEIVED, on the thread that owns
+ * it, before any response is queued; MHD passes every other connection of the thread through
+ * that state and into the first handler call (which clears target.seen) within one step, so
+ * exactly one of the thread's connections has its request line seen, its head complete
+ * (REQUEST_HEADER_SIZE is known from HEADERS_RECEIVED on) and no response. Called with the
+ * guard's lock held; only this thread's connections are inspected. */
+static conn_note *refused_now(lk_guard *g) {
+  uintptr_t me = thread_id();
+  conn_note *found = NULL;
+  int count = 0;
+  for (conn_note *cn = g->head; cn; cn = cn->next) {
+    if (atomic_load(&cn->owner) != me || !cn->target.seen)
+      continue;
+    if (!MHD_get_connection_info(cn->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE))
+      continue; /* head incomplete, or closed */
+    if (MHD_get_connection_info(cn->conn, MHD_CONNECTION_INFO_HTTP_STATUS))
+      continue; /* answered already */
+    found = cn;
+    count++;
+  }
+  return count == 1 ? found : NULL;
+}
+
+/* Writes the one response the client gets and shuts the socket down: MHD's own response then
+ * fails to send (EPIPE) and MHD closes the connection, so its doubled header block never
+ * leaves. The response fits in the socket buffer of a connection whose previous responses the
+ * client read; when it does not fit whole, the connection is reset instead, so a client never
+ * reads a truncated response as a complete one. No thread waits. */
+static void answer_content_length(conn_note *cn, bool too_large) {
+  lk_resp r;
+  resp_init(&r, 500);
+  if (too_large)
+    resp_error(&r, 413, "body_too_large", "Content-Length does not fit in 64 bits");
+  else
+    resp_error(&r, 400, "bad_header", "Content-Length is not a decimal number");
+  char date[64];
+  lk_http_date(lk_wall_ns(), date, sizeof date);
+  char head[LK_RESP_HDR_MAX + 256];
+  size_t hl =
+      (size_t)snprintf(head, sizeof head, "HTTP/1.1 %d %s\r\nDate: %s\r\nConnection: close\r\n",
+                       r.status, MHD_get_reason_phrase_for((unsigned)r.status), date);
+  for (const char *p = r.headers; *p && hl < sizeof head;) { /* "Name: value\n" lines */
+    size_t n = strcspn(p, "\n");
+    hl += (size_t)snprintf(head + hl, sizeof head - hl, "%.*s\r\n", (int)n, p);
+    p += n + (p[n] == '\n');
+  }
+  if (hl < sizeof head)
+    hl += (size_t)snprintf(head + hl, sizeof head - hl, "Content-Length: %zu\r\n\r\n", r.body_len);
+  ssize_t sent = -1;
+  if (hl < sizeof head) {
+    struct iovec iov[2] = {{head, hl}, {r.body, r.body_len}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = r.body_len ? 2 : 1};
+    sent = sendmsg(cn->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  if (sent == (ssize_t)(hl + r.body_len)) {
+    shutdown(cn->fd, SHUT_RDWR);
+  } else {
+    struct sockaddr sa; /* connect(AF_UNSPEC) disconnects: RST */
+    memset(&sa, 0, sizeof sa);
+    sa.sa_family = AF_UNSPEC;
+    (void)connect(cn->fd, &sa, sizeof sa);
+  }
+  atomic_store(&cn->phase, PHASE_CUT); /* answered: no read deadline applies any more */
+  resp_free(&r);
+}
+
+/* Set on the thread that answered, until its next message: transmit_error_response_len()
+ * logs "Error processing request (HTTP response code is ...)" right after, about the response
+ * libraryd kept from being sent. */
+static _Thread_local bool tl_mute_mhd_error;
+
+bool lk_head_mhd_log(lk_guard *g, const char *fmt) {
+  if (!g || !fmt)
+    return false;
+  if (tl_mute_mhd_error) {
+    tl_mute_mhd_error = false;
+    if (!strncmp(fmt, "Error processing request", 24))
+      return true;
+  }
+  bool too_large = !strcmp(fmt, cl_too_large_msg);
+  if (!too_large && strcmp(fmt, cl_malformed_msg))
+    return false;
+  pthread_mutex_lock(&g->mu);
+  conn_note *cn = refused_now(g);
+  if (cn)
+    answer_content_length(cn, too_large);
+  pthread_mutex_unlock(&g->mu);
+  if (!cn)
+    return false; /* not certain which connection: MHD answers, as without this hook */
+  tl_mute_mhd_error = true;
+  if (g->log_fd >= 0) {
+    char line[160];
+    int len = snprintf(line, sizeof line, "libraryd: refused a request head: %s\n",
+                       too_large ? "Content-Length does not fit in 64 bits (413)"
+                                 : "Content-Length is not a decimal number (400)");
+    ssize_t w = write(g->log_fd, line, (size_t)len);
+    (void)w;
+  }
+  return true;
 }
 
 static const struct {

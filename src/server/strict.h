@@ -66,12 +66,27 @@ void lk_head_notify_connection(void *cls, struct MHD_Connection *c, void **socke
  * (the request's con_cls stays empty). */
 void *lk_head_uri_log(void *cls, const char *uri, struct MHD_Connection *c);
 
+/* To be called from MHD_OPTION_EXTERNAL_LOGGER with every message's format, before any
+ * filtering (also when logging is off). 0.9.75 refuses a Content-Length that is not 1*DIGIT
+ * (400) or is 2^64 or more (413) itself, before any handler call, and then writes the header
+ * block of its response twice (its caller of parse_connection_headers() overwrites the state
+ * the error path set; 0.9.76 and 0.9.77 still do, 1.0.0 does not). Its log message is the only call
+ * into libraryd on that path, so this answers the request there: it writes libraryd's own 400
+ * (bad_header) or 413 (body_too_large) straight to the socket and shuts the socket down, so that
+ * MHD's response is never sent and the client reads exactly one response before the close. true:
+ * the message is about a request answered that way and is not to be logged (one line of libraryd's
+ * own replaces MHD's two, on the guard's log_fd). g may be NULL (false). */
+bool lk_head_mhd_log(lk_guard *g, const char *fmt);
+
 /* Checks the head of the request on c (the arguments MHD passed to the first handler call).
  * true: h filled (free with lk_head_free). false: out holds the answer (400, or 501 for an
  * unsupported transfer coding) and h is empty. */
 bool lk_head_check(struct MHD_Connection *c, const char *method, const char *url,
                    const char *version, lk_head *h, struct lk_resp *out);
 void lk_head_free(lk_head *h);
+/* A handler that does not call lk_head_check (the admin listener's) calls this on its first
+ * call for each request: the head is past MHD's refusal point (see lk_head_mhd_log). */
+void lk_head_taken(struct MHD_Connection *c);
 /* The body of the current request is complete (its handler runs now). */
 void lk_head_body_done(struct MHD_Connection *c);
 /* MHD finished the request (NOTIFY_COMPLETED): the connection idles until the next head. */
