@@ -183,7 +183,7 @@ static int try_launch(lk_call *k, lk_try *t, int64_t now, bool hedge) {
   a->end_at = lk_sat_add(now, a->timeout);
   lk__resp_reset(&t->cur);
   lk__attempt_prepare(t);
-  t->tp = &lk__curl_transport;
+  t->tp = k->native && lk__h1_target(t) ? &lk__h1_transport : &lk__curl_transport;
   if (t->tp->start(t) != LK_OK)
     return LK_ENOMEM;
   k->number++;
@@ -686,6 +686,7 @@ static void attempt_record(lk_try *t, lk_outcome *o) {
   info->bytes_received = a->rx_bytes;
   info->request_sent = o->ev.fully_sent;
   info->reused_connection = a->reused;
+  info->native = t->tp == &lk__h1_transport;
   info->resends = a->resends;
   info->timeout = a->timeout;
   info->connect_timeout = a->ctimeout;

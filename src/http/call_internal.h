@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* The driver's private state: clients, calls and attempts (shared by client.c, call.c, attempt.c).
- */
+/* The driver's private state: clients, calls and attempts (client.c, call.c, attempt.c, h1.c). */
 #ifndef LINKD_HTTP_CALL_INTERNAL_H
 #define LINKD_HTTP_CALL_INTERNAL_H
 
 #include "http_internal.h"
 
 #include <linkd/hedge.h>
+
+#include <sys/socket.h>
 
 typedef struct lk_call lk_call;
 typedef struct lk_origin lk_origin;
@@ -48,6 +49,22 @@ typedef struct lk_transport {
 } lk_transport;
 
 extern const lk_transport lk__curl_transport; /* attempt.c: libcurl's multi handle */
+extern const lk_transport lk__h1_transport;   /* h1.c: HTTP/1.1 on the external loop itself */
+
+typedef struct lk_h1 lk_h1;
+struct h1_conn;
+
+/* Where a native attempt goes (lk__h1_target): the address, the Host header's value and the
+ * request target (pointers into the attempt's URL, read only while the request is built). */
+typedef struct lk_h1_target {
+  struct sockaddr_storage addr;
+  socklen_t alen;
+  char host[72];
+  size_t host_len;
+  const char *path;  /* NULL: the URL has a query but no path ("/" + query is sent) */
+  const char *query; /* when path is NULL */
+  size_t path_len;
+} lk_h1_target;
 
 /* A pooled easy handle. Callbacks get the wrapper (set once), which points at the attempt it
  * currently runs, so per-call options need re-setting only when the request or the policy's
@@ -123,6 +140,11 @@ struct lk_try {
   char h_grpc[32];
   char h_attempt[32];
   char h_trace[16 + LK_TRACEPARENT_LEN]; /* "traceparent: " + this attempt's span */
+  /* the native transport's (h1.c) */
+  struct h1_conn *h1c; /* the connection in use, NULL when none */
+  bool h1_connected;   /* the last connection's handshake completed (after h1c is gone) */
+  int h1_errno;        /* its connect error */
+  lk_h1_target h1t;
 };
 
 #define LK_TRY_MAX (1 + LK_HEDGE_MAX_HEDGES) /* attempts of one call in flight at once */
@@ -152,8 +174,9 @@ struct lk_call {
   bool limiter_reserved; /* for the attempt about to start */
   lk_prot prot;          /* the budget ticket (breaker permits are per attempt) */
   bool https, unsafe, key_in_request, hedging;
-  lk_easy *ex;                        /* the call's own handle, used by `first` */
-  char *ua_line;                      /* "User-Agent: ..." or NULL */
+  bool native;   /* attempts to eligible URLs run on the native transport (lk__h1_target) */
+  lk_easy *ex;   /* the call's own handle, used by `first` */
+  char *ua_line; /* "User-Agent: ..." or NULL */
   lk_try *extra[LK_HEDGE_MAX_HEDGES]; /* hedge attempts, allocated on first use */
   int nextra;
   /* Submit clears the fields above when it reuses a finished call's memory, not those below:
@@ -200,6 +223,7 @@ struct lk_http_client {
    * threads and a per-thread generator captured at submit would be used by another thread */
   lk_rand_fast rng;
   _Atomic int ext_wakes; /* lk_http_client_wakeup() calls not yet seen by the loop */
+  lk_h1 *h1;             /* the native transport's pools; NULL: every attempt runs on libcurl */
 };
 
 /* call.c */
@@ -220,6 +244,19 @@ int lk__easy_init(lk_easy *x); /* options set once per pooled handle */
 int lk__attempt_setup_call(lk_call *k, lk_easy *x);
 /* The attempt's URL (attempt_url) and its header lines (t->nodes), whatever the transport. */
 void lk__attempt_prepare(lk_try *t);
+
+/* h1.c */
+lk_h1 *lk__h1_new(lk_http_client *c);
+void lk__h1_free(lk_h1 *h); /* after every call ended */
+/* Fills t->h1t from t->url; false when the URL is not for the native transport (not http://,
+ * not an IP literal or localhost, user info, bytes libcurl would escape). */
+bool lk__h1_target(lk_try *t);
+bool lk__h1_owns(const lk_http_client *c, int fd); /* fd is a native connection's */
+void lk__h1_event(lk_http_client *c, int fd, int events);
+/* Failures found while an attempt started are told on the next pass: pending says one waits,
+ * flush tells them. */
+bool lk__h1_pending(const lk_http_client *c);
+void lk__h1_flush(lk_http_client *c);
 
 /* origin.c */
 /* Copies (or defaults) the per-origin protection configs; LK_OK or LK_ECONFIG. */

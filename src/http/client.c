@@ -152,6 +152,14 @@ lk_http_client *lk_http_client_new(const lk_http_client_config *cfg) {
     free(c);
     return NULL;
   }
+  if (c->external && c->cfg.transport == LK_HTTP_TRANSPORT_NATIVE && c->cfg.max_connections <= 0 &&
+      c->cfg.max_host_connections <= 0 && !(c->h1 = lk__h1_new(c))) {
+    lk__origins_free(c);
+    close(c->wake_fd);
+    curl_multi_cleanup(c->multi);
+    free(c);
+    return NULL;
+  }
   c->cfg.origin_budget = NULL; /* copied: the caller's structs need not outlive the client */
   c->cfg.origin_breaker = NULL;
   if (c->cfg.max_connections > 0)
@@ -176,6 +184,7 @@ void lk_http_client_free(lk_http_client *c) {
   c->depth++;
   while (c->calls)
     lk__call_abort(c->calls);
+  lk__h1_free(c->h1);
   for (size_t i = 0; i < c->neasy; i++)
     easy_free(c->easy_pool[i]);
   if (c->external)
@@ -296,7 +305,13 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   k->unsafe = !req->idempotent && !k->res->has_key && !pol->assume_idempotent;
   /* a hedge is a second send: never for an unsafe request, nor for a streamed body (read once) */
   k->hedging = pol->hedge.max_hedges > 0 && !k->unsafe && !req->stream;
-  if (rc == LK_OK) {
+  /* Native attempts need no easy handle: one is taken when an attempt runs on libcurl after
+   * all (its URL is not for the native transport). A CA file is kept on a handle only, so a
+   * call with one stays on libcurl. */
+  k->native = c->h1 && !req->stream && !req->has_expect && !pol->ca_file;
+  t->ex = NULL;
+  t->easy = NULL;
+  if (rc == LK_OK && !k->native) {
     k->ex = t->ex = lk__client_easy_get(c);
     if (k->ex) {
       k->ex->t = t;
@@ -390,6 +405,8 @@ static int64_t next_wait(lk_http_client *c) {
   const lk_clock *sys = lk_clock_system();
   int64_t sys_now = lk_now_ns();
   int64_t best = INT64_MAX;
+  if (lk__h1_pending(c))
+    return 0;
   for (lk_call *k = c->calls; k; k = k->next) {
     int64_t at = lk__call_next_timer(k);
     if (at == INT64_MAX)
@@ -402,6 +419,7 @@ static int64_t next_wait(lk_http_client *c) {
 }
 
 static void service(lk_http_client *c) {
+  lk__h1_flush(c);
   process_msgs(c);
   service_calls(c);
 }
@@ -507,7 +525,9 @@ int lk_http_client_socket_action(lk_http_client *c, int fd, int events) {
     bool tok = false;
     for (size_t i = 0; i < c->ntoks && !tok; i++)
       tok = c->toks[i].tok->fd == fd;
-    if (!tok) {
+    if (!tok && lk__h1_owns(c, fd)) {
+      lk__h1_event(c, fd, events);
+    } else if (!tok) {
       int mask = (events & LK_HTTP_POLL_IN ? CURL_CSELECT_IN : 0) |
                  (events & LK_HTTP_POLL_OUT ? CURL_CSELECT_OUT : 0);
       int running;

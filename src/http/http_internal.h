@@ -60,6 +60,11 @@ void lk__resp_free(lk_resp *r);
 /* Feeds one header line as libcurl delivers it (status line, header, or blank end line).
  * Returns false on no memory. */
 bool lk__resp_header_line(lk_resp *r, const char *line, size_t len);
+/* A header of a parsed response (name and value without the line's syntax), and a piece of
+ * the status line's reason phrase (the caller trims the whole); for transports with a parser
+ * of their own. false on no memory. */
+bool lk__resp_header(lk_resp *r, const char *name, size_t nl, const char *value, size_t vl);
+void lk__resp_reason_add(lk_resp *r, const char *p, size_t len);
 /* Appends body bytes; returns false on no memory or when `max` would be exceeded (*too_big). */
 bool lk__resp_body(lk_resp *r, const char *data, size_t len, size_t max, bool *too_big);
 /* Builds r->view (pointers into r's buffers). Returns false on no memory. */
