@@ -7,6 +7,8 @@
 # before it (compare.sh is the benchmark of record, with nginx as a proxy and the memory phase).
 #
 #   env: ROUNDS=5 DURATION=3s CONNS=64 THREADS=1 WRK_THREADS=1
+#        A_LISTEN / B_LISTEN: [listen] lines of A's / B's configuration only, e.g. one build
+#        twice with A_LISTEN="upstream-client = curl" B_LISTEN="upstream-client = native"
 #        SYSCALLS=1: also count each proxy's system calls per request (perf stat on its pid,
 #        raw_syscalls:sys_enter), a figure that does not depend on the machine's load
 # Bounded: 3 x ROUNDS wrk runs of DURATION.
@@ -70,13 +72,14 @@ PIDS+=($!)
 wait_http "http://127.0.0.1:$UP/book.json"
 
 # the same route defaults as compare.sh (retries, budget, breaker on)
-printf '[listen]\naddress = 127.0.0.1:0\n[cluster up]\nendpoint = 127.0.0.1:%s\n[route all]\ncluster = up\n' \
-  "$UP" > "$W/linkd.conf"
-declare -A PORT PID
+declare -A PORT PID LISTEN
+LISTEN[A]=${A_LISTEN:-} LISTEN[B]=${B_LISTEN:-}
 for k in A B; do
   bin=$A
   [ $k = B ] && bin=$B
-  "$bin" serve -c "$W/linkd.conf" --port-file "$W/$k.ports" --threads "$THREADS" 2>"$W/$k.log" &
+  printf '[listen]\naddress = 127.0.0.1:0\n%s\n[cluster up]\nendpoint = 127.0.0.1:%s\n[route all]\ncluster = up\n' \
+    "${LISTEN[$k]}" "$UP" > "$W/linkd-$k.conf"
+  "$bin" serve -c "$W/linkd-$k.conf" --port-file "$W/$k.ports" --threads "$THREADS" 2>"$W/$k.log" &
   PID[$k]=$!
   PIDS+=(${PID[$k]})
   for _ in $(seq 1 500); do [ -s "$W/$k.ports" ] && break; sleep 0.01; done
@@ -109,7 +112,7 @@ PIDS+=(${PID[H]})
 PORT[H]=$HP
 for k in A B H; do wait_http "http://127.0.0.1:${PORT[$k]}/book.json"; done
 
-echo "ab.sh: A=$A B=$B; wrk -t$WRK_THREADS -c$CONNS -d$DURATION, $THREADS thread(s) per proxy," \
+echo "ab.sh: A=$A (${LISTEN[A]:-defaults}) B=$B (${LISTEN[B]:-defaults}); wrk -t$WRK_THREADS -c$CONNS -d$DURATION, $THREADS thread(s) per proxy," \
   "$ROUNDS rounds, $(nproc) CPUs; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 run() { # KEY -> "req/s p99_ms errors syscalls_per_request"
   local out sc=-
