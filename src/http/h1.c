@@ -691,8 +691,9 @@ static bool do_read(lk_h1 *h, h1_conn *cn) {
     a->rx_bytes += (uint64_t)n;
     size_t used = http_parser_execute(&cn->parser, &h->settings, h->rbuf, (size_t)n);
     if (cn->msg_done) {
-      bool reusable =
-          used == (size_t)n && cn->state == H1_READING && http_should_keep_alive(&cn->parser);
+      /* a 101's connection is the server's protocol now: never pooled */
+      bool reusable = used == (size_t)n && cn->state == H1_READING && t->cur.status >= 200 &&
+                      !cn->parser.upgrade && http_should_keep_alive(&cn->parser);
       on_response_done(h, cn, reusable);
       return false;
     }

@@ -716,6 +716,25 @@ static void test_trailing_bytes_not_reused(void **s) {
     run_free(&r[i]);
 }
 
+/* A 101 hands the connection to another protocol: it is never pooled. */
+static void test_upgrade_not_reused(void **s) {
+  (void)s;
+  const char *resp[] = {
+      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", NULL};
+  lk_http_policy pol;
+  ht_policy(&pol);
+  run r[2];
+  rsrv v;
+  raw_calls(resp, NULL, "GET", 2, &pol, r, &v);
+  assert_int_equal(lk_http_result_response(r[0].res)->status, 101);
+  expect_body(&r[1], 200, "ok");
+  assert_false(r[1].att[0].reused_connection);
+  assert_int_equal(atomic_load(&v.conns), 2);
+  for (int i = 0; i < 2; i++)
+    run_free(&r[i]);
+}
+
 /* Framing errors: junk, a short body, a head too large (not retried), a body over the limit. */
 static void test_bad_responses(void **s) {
   (void)s;
@@ -877,6 +896,7 @@ int main(void) {
       cmocka_unit_test(test_framing),
       cmocka_unit_test(test_head),
       cmocka_unit_test(test_trailing_bytes_not_reused),
+      cmocka_unit_test(test_upgrade_not_reused),
       cmocka_unit_test(test_bad_responses),
       cmocka_unit_test(test_cancel_mid_attempt),
       cmocka_unit_test(test_fallback),
