@@ -852,6 +852,47 @@ static void test_cancel_mid_attempt(void **s) {
   faultd_stop(&fp);
 }
 
+/* A hedge runs on a connection of its own; the slow attempt that lost is cancelled and its
+ * connection closed, not pooled; the hedge's is pooled and serves the next call. */
+static void test_hedge(void **s) {
+  (void)s;
+  faultd_proc fp;
+  const char *a[] = {"--script", "slow:400,ok", "--max-seconds", "60", NULL};
+  assert_int_equal(faultd_start(&fp, "ok", a), 0);
+  char url[128];
+  faultd_url(&fp, "/x", url, sizeof url);
+  loop l;
+  loop_init(&l, LK_HTTP_TRANSPORT_NATIVE);
+  lk_http_policy pol;
+  ht_policy(&pol);
+  lk_hedge_policy_init_default(&pol.hedge);
+  pol.hedge.max_hedges = 1;
+  pol.hedge.delay = LK_MS(50);
+  pol.attempt_timeout = LK_MS(800);
+  run r;
+  loop_call(&l, "GET", url, NULL, 0, &pol, NULL, &r);
+  assert_int_equal(r.err, LK_OK);
+  assert_int_equal(r.nattempts, 2);
+  assert_int_equal(r.att[0].failure, LK_F_CANCELLED);
+  assert_true(r.att[1].hedge);
+  assert_true(r.att[1].native);
+  assert_int_equal(r.att[1].failure, LK_F_NONE);
+  assert_true(r.wall < LK_MS(350));
+  run_free(&r);
+  pol.hedge.max_hedges = 0;
+  loop_call(&l, "GET", url, NULL, 0, &pol, NULL, &r);
+  assert_int_equal(r.err, LK_OK);
+  assert_true(r.att[0].reused_connection); /* the hedge's connection, pooled */
+  run_free(&r);
+  faultd_req q[4];
+  assert_int_equal(faultd_wait_requests(&fp, 3, 2000), 3);
+  assert_int_equal(faultd_requests(&fp, q, 4), 3);
+  assert_int_not_equal(q[0].conn, q[1].conn);
+  assert_int_equal(q[2].conn, q[1].conn);
+  loop_free(&l);
+  faultd_stop(&fp);
+}
+
 /* URLs the native transport does not take (a name, user info) still work: on libcurl. */
 static void test_fallback(void **s) {
   (void)s;
@@ -899,6 +940,7 @@ int main(void) {
       cmocka_unit_test(test_upgrade_not_reused),
       cmocka_unit_test(test_bad_responses),
       cmocka_unit_test(test_cancel_mid_attempt),
+      cmocka_unit_test(test_hedge),
       cmocka_unit_test(test_fallback),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
