@@ -390,8 +390,13 @@ static void finish_at(lk_call *k, int64_t now, int err, lk_failure kind, const c
     free(k->first.nodes);
   lk_http_done_fn done = k->done;
   void *ud = k->ud;
-  if (!c->spare) {
-    c->spare = k; /* its memory serves the next call */
+  if (c->nspare < LK_SPARE_MAX) {
+    /* large response buffers are not kept by the many spares, only small ones */
+    if (!k->first.cur.borrowed && (k->first.cur.body_cap > 16384 || k->first.cur.hdr_cap > 16384))
+      lk__resp_free(&k->first.cur);
+    k->next = c->spare; /* its memory serves a later call */
+    c->spare = k;
+    c->nspare++;
   } else {
     lk__resp_free(&k->first.cur);
     free(k);

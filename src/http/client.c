@@ -191,9 +191,11 @@ void lk_http_client_free(lk_http_client *c) {
     c->cfg.socket_fn(c->cfg.loop_ud, c->wake_fd, 0);
   curl_multi_cleanup(c->multi);
   close(c->wake_fd);
-  if (c->spare) {
-    lk__resp_free(&c->spare->first.cur);
-    free(c->spare);
+  while (c->spare) {
+    lk_call *k = c->spare;
+    c->spare = k->next;
+    lk__resp_free(&k->first.cur);
+    free(k);
   }
   lk__origins_free(c); /* after the calls: they hold pointers to these */
   free(c->easy_pool);
@@ -269,7 +271,8 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   lk_call *k = c->spare;
   if (k) {
     /* reuse the memory of a finished call, keeping its response buffers (see lk_call) */
-    c->spare = NULL;
+    c->spare = k->next;
+    c->nspare--;
     memset(k, 0, offsetof(lk_call, first));
   } else if (!(k = calloc(1, sizeof *k))) {
     return LK_ENOMEM;
