@@ -575,9 +575,9 @@ typedef enum lk_http_transport {
   LK_HTTP_TRANSPORT_NATIVE /* external loop mode only: an HTTP/1.1 client on the loop itself
                               (libhttp-parser, keep-alive pool per origin) for attempts to plain
                               http:// URLs whose host is an IP literal or localhost; every other
-                              attempt (https, names to resolve, streamed bodies, a caller's
-                              Expect, a CA file) still runs on libcurl. Classified like
-                              libcurl's (docs/DESIGN.md section 8) */
+                              attempt (https, names to resolve, a caller's Expect, a CA
+                              file) still runs on libcurl. Classified like libcurl's
+                              (docs/DESIGN.md section 8) */
 } lk_http_transport;
 
 typedef struct lk_http_client_config {

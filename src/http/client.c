@@ -311,7 +311,7 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   /* Native attempts need no easy handle: one is taken when an attempt runs on libcurl after
    * all (its URL is not for the native transport). A CA file is kept on a handle only, so a
    * call with one stays on libcurl. */
-  k->native = c->h1 && !req->stream && !req->has_expect && !pol->ca_file;
+  k->native = c->h1 && !req->has_expect && !pol->ca_file;
   t->ex = NULL;
   t->easy = NULL;
   if (rc == LK_OK && !k->native) {

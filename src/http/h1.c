@@ -6,7 +6,8 @@
  * One connection per attempt in flight, taken from a keep-alive pool per origin (bounded, idle
  * age from pool_idle_lifetime) or connected afresh (non-blocking connect). The request head and
  * a buffered body go out in one sendmsg; the response is parsed by libhttp-parser (1xx skipped;
- * HEAD, 204 and 304 have no body; Content-Length, chunked or close-delimited bodies). A pooled
+ * HEAD, 204 and 304 have no body; Content-Length, chunked or close-delimited bodies). A
+ * streamed request body is pulled a chunk at a time as the socket takes it. A pooled
  * connection stays watched for reading, so the loop's own read event tells when the server
  * closed it: no extra poll before reuse. A connection is reused only after a complete response
  * that allows it (HTTP/1.1 without Connection: close, or 1.0 with keep-alive), with no byte
@@ -34,6 +35,7 @@
 #define H1_IDLE_PER_ORIGIN 256 /* idle connections kept per origin */
 #define H1_IDLE_TOTAL 1024     /* idle connections kept per client (max_pool when set) */
 #define H1_READ_BUF 16384
+#define H1_STREAM_BUF 16384 /* a streamed body is written in chunks of at most this */
 
 typedef struct h1_origin h1_origin;
 
@@ -63,6 +65,13 @@ typedef struct h1_conn {
   const unsigned char *body;
   size_t body_len;
   size_t written; /* bytes of head + body written */
+  /* a streamed body (lk_http_request_set_body_stream): pulled into sbuf a chunk at a time, the
+   * chunk being `body` */
+  bool streaming;
+  bool ready; /* on the client's ready list: the stream has bytes again */
+  char *sbuf;
+  uint64_t stream_left; /* declared bytes not pulled yet */
+  struct h1_conn *rnext;
   /* the response */
   http_parser parser;
   char *fld; /* the header being parsed: name pieces, then value pieces */
@@ -86,6 +95,7 @@ struct lk_h1 {
   h1_conn **by_fd; /* every open connection by descriptor */
   size_t cap_fd;
   h1_conn *failed; /* FAILED connections whose attempt has yet to hear */
+  h1_conn *ready;  /* paused streams whose body has bytes again (lk__h1_body_ready) */
   int nidle;
   int idle_max;
   http_parser_settings settings;
@@ -225,9 +235,30 @@ static void unlink_idle(h1_conn *cn) {
   o->nidle--;
 }
 
+/* The connection no longer reads the request's stream. */
+static void stream_detach(lk_h1 *h, h1_conn *cn) {
+  if (cn->ready) {
+    for (h1_conn **p = &h->ready; *p; p = &(*p)->rnext)
+      if (*p == cn) {
+        *p = cn->rnext;
+        break;
+      }
+    cn->ready = false;
+  }
+  if (cn->streaming && cn->t) {
+    lk_http_request *r = cn->t->k->req;
+    if (r->stream_try == cn->t) {
+      r->stream_try = NULL;
+      r->stream_paused = false;
+    }
+  }
+  cn->streaming = false;
+}
+
 /* Closes and frees a connection that is in no list. The loop stops watching it first. */
 static void conn_close(lk_h1 *h, h1_conn *cn) {
   lk_http_client *c = h->c;
+  stream_detach(h, cn);
   if (cn->watched)
     c->cfg.socket_fn(c->cfg.loop_ud, cn->fd, 0);
   if (c->cfg.close_fn)
@@ -236,6 +267,7 @@ static void conn_close(lk_h1 *h, h1_conn *cn) {
   close(cn->fd);
   free(cn->head);
   free(cn->fld);
+  free(cn->sbuf);
   free(cn);
 }
 
@@ -278,6 +310,7 @@ static void pool_put(lk_h1 *h, h1_conn *cn) {
     conn_close(h, cn);
     return;
   }
+  stream_detach(h, cn);
   cn->t = NULL;
   cn->state = H1_IDLE;
   cn->reused = true;
@@ -371,7 +404,7 @@ static bool build_head(h1_conn *cn, const lk_try *t) {
     }
     ok = head_add(cn, l, n) && head_add(cn, "\r\n", 2);
   }
-  if (r->body) {
+  if (r->body || r->stream) { /* a stream declares its length */
     char num[32] = "Content-Length: ";
     size_t n = 16;
     char tmp[24];
@@ -389,6 +422,8 @@ static bool build_head(h1_conn *cn, const lk_try *t) {
   cn->body = r->body;
   cn->body_len = r->body ? r->body_len : 0;
   cn->written = 0;
+  cn->streaming = r->stream != NULL;
+  cn->stream_left = r->stream ? r->body_len : 0;
   return ok;
 }
 
@@ -418,10 +453,34 @@ static void conn_fail_later(lk_h1 *h, h1_conn *cn, int code) {
   h->failed = cn;
 }
 
-bool lk__h1_pending(const lk_http_client *c) { return c->h1 && c->h1->failed; }
+bool lk__h1_pending(const lk_http_client *c) { return c->h1 && (c->h1->failed || c->h1->ready); }
+
+static void do_write(lk_h1 *h, h1_conn *cn, bool early);
+
+void lk__h1_body_ready(void *tv) {
+  lk_try *t = tv;
+  h1_conn *cn = t->h1c;
+  if (!cn || !cn->streaming || cn->ready || cn->state != H1_WRITING)
+    return;
+  lk_http_client *c = t->k->cl;
+  lk_h1 *h = c->h1;
+  cn->ready = true;
+  cn->rnext = h->ready;
+  h->ready = cn;
+  /* written on the next pass, from the loop (this runs outside the driver): a due timer */
+  c->armed_delay_at = lk_now_ns();
+  c->cfg.timer_fn(c->cfg.loop_ud, 0);
+}
 
 void lk__h1_flush(lk_http_client *c) {
   lk_h1 *h = c->h1;
+  while (h && h->ready) {
+    h1_conn *cn = h->ready;
+    h->ready = cn->rnext;
+    cn->ready = false;
+    if (cn->t && cn->state == H1_WRITING)
+      do_write(h, cn, false);
+  }
   while (h && h->failed) {
     h1_conn *cn = h->failed;
     h->failed = cn->next;
@@ -458,8 +517,49 @@ static void do_write(lk_h1 *h, h1_conn *cn, bool early) {
       a->reused = cn->reused;
     a->t_prereq = now;
   }
-  size_t total = cn->head_len + cn->body_len;
-  while (cn->written < total) {
+  lk_http_request *r = t->k->req;
+  for (;;) {
+    bool chunk_done = cn->body_len == 0 || cn->written >= cn->head_len + cn->body_len;
+    if (cn->streaming && cn->stream_left > 0 && chunk_done && !r->stream_paused) {
+      /* the next chunk of the stream (the first goes out with the head when it is there) */
+      if (!cn->sbuf && !(cn->sbuf = malloc(H1_STREAM_BUF))) {
+        a->oom = true;
+        if (early)
+          conn_fail_later(h, cn, CURLE_OUT_OF_MEMORY);
+        else
+          conn_fail(h, cn, CURLE_OUT_OF_MEMORY);
+        return;
+      }
+      size_t cap = cn->stream_left < H1_STREAM_BUF ? (size_t)cn->stream_left : H1_STREAM_BUF;
+      long got = r->stream(r->stream_ctx, cn->sbuf, cap);
+      if (got == LK_HTTP_BODY_WAIT) {
+        r->stream_paused = true; /* lk_http_request_body_ready() resumes; the head goes out */
+        cn->body_len = 0;
+      } else if (got <= 0 || (size_t)got > cap) { /* libcurl's CURL_READFUNC_ABORT */
+        if (early)
+          conn_fail_later(h, cn, CURLE_ABORTED_BY_CALLBACK);
+        else
+          conn_fail(h, cn, CURLE_ABORTED_BY_CALLBACK);
+        return;
+      } else {
+        r->stream_read += (uint64_t)got;
+        cn->stream_left -= (uint64_t)got;
+        cn->body = (const unsigned char *)cn->sbuf;
+        cn->body_len = (size_t)got;
+        if (cn->written > cn->head_len)
+          cn->written = cn->head_len;
+      }
+    }
+    if (cn->written >= cn->head_len + cn->body_len) { /* all there is, is out */
+      if (cn->streaming && cn->stream_left > 0) {
+        if (!r->stream_paused)
+          continue;
+        cn->state = H1_WRITING;
+        watch(h, cn, LK_HTTP_POLL_IN);
+        return;
+      }
+      break;
+    }
     struct iovec iov[2];
     int n = 0;
     if (cn->written < cn->head_len) {
@@ -800,7 +900,11 @@ static int h1_start(lk_try *t) {
   t->h1_connected = false;
   t->h1_errno = 0;
   /* a request that must not be written twice never goes on a reused connection */
-  bool fresh = k->unsafe && k->pol.resend_guard == LK_RESEND_FRESH_CONNECTION;
+  bool fresh = (k->unsafe && k->pol.resend_guard == LK_RESEND_FRESH_CONNECTION) || k->req->stream;
+  if (k->req->stream) { /* this attempt reads the stream (one call at a time uses it) */
+    k->req->stream_try = t;
+    k->req->stream_paused = false;
+  }
   h1_origin *o = origin_of(h, &t->h1t);
   h1_conn *cn = fresh ? NULL : pool_take(h, o, lk_now_ns(), k->pol.pool_idle_lifetime);
   if (cn) {
@@ -814,7 +918,11 @@ static int h1_start(lk_try *t) {
     return LK_OK;
   }
   int err = 0;
-  return start_fresh(h, t, NULL, &err) ? LK_OK : LK_ENOMEM; /* no socket: nothing started */
+  if (start_fresh(h, t, NULL, &err))
+    return LK_OK;
+  if (k->req->stream_try == t) /* nothing started: nothing reads the stream */
+    k->req->stream_try = NULL;
+  return LK_ENOMEM;
 }
 
 /* The attempt is abandoned (or ended): a connection still attached is closed, whatever its

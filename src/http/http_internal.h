@@ -29,11 +29,14 @@ struct lk_http_request {
   lk_http_body_fn stream;    /* streamed body (body is then NULL) */
   void *stream_ctx;
   void *stream_easy;         /* the CURL handle of the attempt reading it */
+  void *stream_try;          /* or the native attempt (lk_try) reading it */
   bool stream_paused;        /* that transfer is paused for want of bytes */
   uint64_t stream_read;      /* bytes given by `stream` */
 };
 
 void lk__request_ref(lk_http_request *r);
+/* A native attempt (lk_try) paused for its streamed body may write again (h1.c). */
+void lk__h1_body_ready(void *t);
 void lk__request_touch(lk_http_request *r); /* new id after a change */
 bool lk__request_in_use(const lk_http_request *r);
 

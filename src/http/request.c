@@ -201,6 +201,9 @@ void lk_http_request_body_ready(lk_http_request *r) {
   if (r && r->stream_paused && r->stream_easy) {
     r->stream_paused = false;
     curl_easy_pause(r->stream_easy, CURLPAUSE_CONT);
+  } else if (r && r->stream_paused && r->stream_try) {
+    r->stream_paused = false;
+    lk__h1_body_ready(r->stream_try);
   }
 }
 

@@ -893,6 +893,120 @@ static void test_hedge(void **s) {
   faultd_stop(&fp);
 }
 
+/* --- streamed request bodies ----------------------------------------------------------------- */
+
+typedef struct feed {
+  size_t total, avail, given;
+  size_t abort_at; /* 0: never */
+  int waits;
+} feed;
+
+static long feed_pull(void *ctx, char *buf, size_t cap) {
+  feed *f = ctx;
+  if (f->abort_at && f->given >= f->abort_at)
+    return LK_HTTP_BODY_ABORT;
+  if (f->given == f->avail) {
+    f->waits++;
+    return LK_HTTP_BODY_WAIT;
+  }
+  size_t n = f->avail - f->given;
+  if (n > cap)
+    n = cap;
+  memset(buf, 'b', n);
+  f->given += n;
+  return (long)n;
+}
+
+/* One POST with a streamed body that arrives in three parts 20 ms apart (the loop is told with
+ * lk_http_request_body_ready, as linkd serve does when its client sends more). */
+static void stream_call(lk_http_transport tp, faultd_proc *fp, feed *f, run *out) {
+  char url[128];
+  faultd_url(fp, "/x", url, sizeof url);
+  loop l;
+  loop_init(&l, tp);
+  lk_http_policy pol;
+  ht_policy(&pol);
+  lk_http_request *r = lk_http_request_new("POST", url);
+  assert_non_null(r);
+  assert_int_equal(lk_http_request_set_body_stream(r, f->total, feed_pull, f), LK_OK);
+  done_slot d = {NULL, false};
+  int64_t t0 = lk_now_ns(), next = t0 + LK_MS(20);
+  f->avail = f->total / 3;
+  assert_int_equal(lk_http_submit(l.c, r, &pol, NULL, on_done, &d), LK_OK);
+  while (!d.done) {
+    assert_true(lk_now_ns() - t0 < LK_SEC(10));
+    loop_once(&l, 5);
+    if (lk_now_ns() >= next && f->avail < f->total) {
+      f->avail = f->avail + f->total / 3 > f->total ? f->total : f->avail + f->total / 3;
+      if (f->total - f->avail < 3)
+        f->avail = f->total;
+      next = lk_now_ns() + LK_MS(20);
+      lk_http_request_body_ready(r);
+    }
+  }
+  out->wall = lk_now_ns() - t0;
+  out->res = d.res;
+  out->err = lk_http_result_err(d.res);
+  out->att = lk_http_result_attempts(d.res, &out->nattempts);
+  assert_int_equal(lk_http_request_body_streamed(r), f->given);
+  lk_http_request_free(r);
+  loop_free(&l);
+}
+
+static void test_stream_body(void **s) {
+  (void)s;
+  for (int tpi = 0; tpi < 2; tpi++) {
+    lk_http_transport tp = tpi ? LK_HTTP_TRANSPORT_NATIVE : LK_HTTP_TRANSPORT_CURL;
+    faultd_proc fp;
+    const char *a[] = {"--max-seconds", "60", NULL};
+    assert_int_equal(faultd_start(&fp, "ok", a), 0);
+    feed f = {.total = 100000};
+    run r;
+    stream_call(tp, &fp, &f, &r);
+    print_message("%s stream: %s, %zu attempts, %d waits\n", tp_name(tp), lk_err_name(r.err),
+                  r.nattempts, f.waits);
+    assert_int_equal(r.err, LK_OK);
+    assert_int_equal(r.nattempts, 1);
+    assert_int_equal(r.att[0].native, tp == LK_HTTP_TRANSPORT_NATIVE);
+    assert_true(r.att[0].request_sent);
+    assert_true(f.waits >= 2);
+    assert_int_equal(f.given, f.total);
+    faultd_req q[2];
+    assert_int_equal(faultd_wait_requests(&fp, 1, 2000), 1);
+    assert_int_equal(faultd_requests(&fp, q, 2), 1);
+    assert_true(q[0].complete);
+    assert_int_equal(q[0].body_bytes, (long long)f.total);
+    run_free(&r);
+    faultd_stop(&fp);
+  }
+}
+
+/* The stream gives up half way: not sent whole, and not retried (its bytes are gone), on both
+ * transports alike. */
+static void test_stream_abort(void **s) {
+  (void)s;
+  lk_failure kinds[2];
+  for (int tpi = 0; tpi < 2; tpi++) {
+    lk_http_transport tp = tpi ? LK_HTTP_TRANSPORT_NATIVE : LK_HTTP_TRANSPORT_CURL;
+    faultd_proc fp;
+    const char *a[] = {"--max-seconds", "60", NULL};
+    assert_int_equal(faultd_start(&fp, "ok", a), 0);
+    feed f = {.total = 100000, .abort_at = 40000};
+    run r;
+    stream_call(tp, &fp, &f, &r);
+    print_message("%s stream abort: %s, %zu attempts, %s, reason %s\n", tp_name(tp),
+                  lk_err_name(r.err), r.nattempts, lk_failure_name(r.att[0].failure),
+                  r.att[0].reason);
+    assert_int_equal(r.nattempts, 1);
+    assert_false(r.att[0].request_sent);
+    assert_string_equal(r.att[0].reason, "streamed body not replayable");
+    kinds[tpi] = r.att[0].failure;
+    run_free(&r);
+    faultd_stop(&fp);
+  }
+  assert_int_equal(kinds[0], kinds[1]);
+}
+
 /* URLs the native transport does not take (a name, user info) still work: on libcurl. */
 static void test_fallback(void **s) {
   (void)s;
@@ -941,6 +1055,8 @@ int main(void) {
       cmocka_unit_test(test_bad_responses),
       cmocka_unit_test(test_cancel_mid_attempt),
       cmocka_unit_test(test_hedge),
+      cmocka_unit_test(test_stream_body),
+      cmocka_unit_test(test_stream_abort),
       cmocka_unit_test(test_fallback),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
