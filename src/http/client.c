@@ -437,7 +437,11 @@ static void rearm(lk_http_client *c) {
     if (c->armed_delay_at != INT64_MIN)
       c->cfg.timer_fn(c->cfg.loop_ud, -1);
     c->armed_delay_at = INT64_MIN;
-  } else if (at != c->armed_delay_at) {
+  } else if (c->armed_delay_at == INT64_MIN || at < c->armed_delay_at) {
+    /* Only ever earlier: a timer that fires before anything is due costs one pass over the
+     * calls (timer_action re-arms then), while moving it later on every socket action (the
+     * earliest call finished) cost a timer heap update per action (~3.8k instructions per
+     * proxied request in linkd serve at 64 requests in flight). */
     c->armed_delay_at = at;
     c->cfg.timer_fn(c->cfg.loop_ud, at > now ? at - now : 0);
   }
