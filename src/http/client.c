@@ -252,6 +252,16 @@ static int pick_key(lk_call *k, const lk_http_policy *pol) {
 
 static void rearm(lk_http_client *c);
 
+/* A new call is due at once: nothing can be due earlier, so the timer is armed for now without
+ * a pass over every call in flight (what rearm() would find). */
+static void arm_now(lk_http_client *c) {
+  int64_t now = lk_now_ns();
+  if (c->armed_delay_at == INT64_MIN || c->armed_delay_at > now) {
+    c->armed_delay_at = now;
+    c->cfg.timer_fn(c->cfg.loop_ud, 0);
+  }
+}
+
 int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy *pol,
                    lk_http_cancel *cancel, lk_http_done_fn done, void *ud) {
   if (!c || !req || !pol || !done)
@@ -361,7 +371,7 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   lk_call_metrics_call_start(pol->metrics);
   lk__budget_request(k->pol.budget, k->t0);
   if (c->external && c->depth == 0)
-    rearm(c);
+    arm_now(c);
   return LK_OK;
 }
 
