@@ -7,8 +7,11 @@
 # before it (compare.sh is the benchmark of record, with nginx as a proxy and the memory phase).
 #
 #   env: ROUNDS=5 DURATION=3s CONNS=64 THREADS=1 WRK_THREADS=1
+#        A_LISTEN / B_LISTEN: [listen] lines of A's / B's configuration only, e.g. one build
+#        twice with A_LISTEN="upstream-client = curl" B_LISTEN="upstream-client = native"
 #        SYSCALLS=1: also count each proxy's system calls per request (perf stat on its pid,
-#        raw_syscalls:sys_enter), a figure that does not depend on the machine's load
+#        raw_syscalls:sys_enter) and the CPU time it used per request (task-clock, user +
+#        system), figures that depend far less on the machine's load than req/s
 # Bounded: 3 x ROUNDS wrk runs of DURATION.
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: ab.sh OLD_LINKD NEW_LINKD" >&2; exit 2; }
@@ -70,13 +73,14 @@ PIDS+=($!)
 wait_http "http://127.0.0.1:$UP/book.json"
 
 # the same route defaults as compare.sh (retries, budget, breaker on)
-printf '[listen]\naddress = 127.0.0.1:0\n[cluster up]\nendpoint = 127.0.0.1:%s\n[route all]\ncluster = up\n' \
-  "$UP" > "$W/linkd.conf"
-declare -A PORT PID
+declare -A PORT PID LISTEN
+LISTEN[A]=${A_LISTEN:-} LISTEN[B]=${B_LISTEN:-}
 for k in A B; do
   bin=$A
   [ $k = B ] && bin=$B
-  "$bin" serve -c "$W/linkd.conf" --port-file "$W/$k.ports" --threads "$THREADS" 2>"$W/$k.log" &
+  printf '[listen]\naddress = 127.0.0.1:0\n%s\n[cluster up]\nendpoint = 127.0.0.1:%s\n[route all]\ncluster = up\n' \
+    "${LISTEN[$k]}" "$UP" > "$W/linkd-$k.conf"
+  "$bin" serve -c "$W/linkd-$k.conf" --port-file "$W/$k.ports" --threads "$THREADS" 2>"$W/$k.log" &
   PID[$k]=$!
   PIDS+=(${PID[$k]})
   for _ in $(seq 1 500); do [ -s "$W/$k.ports" ] && break; sleep 0.01; done
@@ -109,12 +113,12 @@ PIDS+=(${PID[H]})
 PORT[H]=$HP
 for k in A B H; do wait_http "http://127.0.0.1:${PORT[$k]}/book.json"; done
 
-echo "ab.sh: A=$A B=$B; wrk -t$WRK_THREADS -c$CONNS -d$DURATION, $THREADS thread(s) per proxy," \
+echo "ab.sh: A=$A (${LISTEN[A]:-defaults}) B=$B (${LISTEN[B]:-defaults}); wrk -t$WRK_THREADS -c$CONNS -d$DURATION, $THREADS thread(s) per proxy," \
   "$ROUNDS rounds, $(nproc) CPUs; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-run() { # KEY -> "req/s p99_ms errors syscalls_per_request"
-  local out sc=-
+run() { # KEY -> "req/s p99_ms errors syscalls_per_request cpu_us_per_request"
+  local out sc=- cpu=-
   if [ "$SYSCALLS" = 1 ]; then
-    perf stat -e raw_syscalls:sys_enter -x, -o "$W/ps" -p "${PID[$1]}" 2>/dev/null &
+    perf stat -e raw_syscalls:sys_enter,task-clock -x, -o "$W/ps" -p "${PID[$1]}" 2>/dev/null &
     local ps=$!
     sleep 0.1
   fi
@@ -125,30 +129,37 @@ run() { # KEY -> "req/s p99_ms errors syscalls_per_request"
     local reqs
     reqs=$(echo "$out" | awk '/requests in/ {print $1}')
     sc=$(awk -F, -v q="$reqs" '$3 ~ /sys_enter/ {printf "%.2f", $1 / q}' "$W/ps")
+    cpu=$(awk -F, -v q="$reqs" '$3 ~ /task-clock/ {printf "%.2f", $1 * 1000 / q}' "$W/ps")
   fi
-  echo "$out" | awk -v sc="$sc" '
+  echo "$out" | awk -v sc="$sc" -v cpu="$cpu" '
     /^Requests\/sec:/ {r = $2}
     $1 == "99%" {p = $2; if (p ~ /us$/) p = p / 1000; else if (p ~ /ms$/) p = p + 0;
                  else if (p ~ /s$/) p = p * 1000}
     /Non-2xx or 3xx responses:/ {e += $5}
     /Socket errors:/ {gsub(",", ""); e += $4 + $6 + $8 + $10}
-    END {printf "%s %.3f %d %s\n", r, p, e, sc}'
+    END {printf "%s %.3f %d %s %s\n", r, p, e, sc, cpu}'
 }
-printf '%-5s %-3s %10s %9s %6s %9s\n' round key req/s p99_ms errors sys/req
+printf '%-5s %-3s %10s %9s %6s %9s %10s\n' round key req/s p99_ms errors sys/req cpu_us/req
 order=(A B H)
 : > "$W/r_ba"
 : > "$W/r_bh"
 : > "$W/p_bh"
+: > "$W/c_ba"
+: > "$W/c_bh"
 for ((k = 1; k <= ROUNDS; k++)); do
-  declare -A R P
+  declare -A R P C
   for key in "${order[@]}"; do
-    read -r rps p99 errs sc < <(run "$key")
-    R[$key]=$rps P[$key]=$p99
-    printf '%-5s %-3s %10s %9s %6s %9s\n' "$k" "$key" "$rps" "$p99" "$errs" "$sc"
+    read -r rps p99 errs sc cpu < <(run "$key")
+    R[$key]=$rps P[$key]=$p99 C[$key]=$cpu
+    printf '%-5s %-3s %10s %9s %6s %9s %10s\n' "$k" "$key" "$rps" "$p99" "$errs" "$sc" "$cpu"
   done
   awk -v a="${R[A]}" -v b="${R[B]}" 'BEGIN {printf "%.3f\n", b / a}' >> "$W/r_ba"
   awk -v h="${R[H]}" -v b="${R[B]}" 'BEGIN {printf "%.3f\n", b / h}' >> "$W/r_bh"
   awk -v h="${P[H]}" -v b="${P[B]}" 'BEGIN {printf "%.3f\n", b / h}' >> "$W/p_bh"
+  if [ "$SYSCALLS" = 1 ]; then
+    awk -v a="${C[A]}" -v b="${C[B]}" 'BEGIN {printf "%.3f\n", b / a}' >> "$W/c_ba"
+    awk -v h="${C[H]}" -v b="${C[B]}" 'BEGIN {printf "%.3f\n", b / h}' >> "$W/c_bh"
+  fi
   order=("${order[@]:1}" "${order[0]}")
 done
 median() { sort -g | awk '{v[NR]=$1} END {m = NR % 2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2;
@@ -157,3 +168,7 @@ echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "B / A req/s:       $(median < "$W/r_ba")"
 echo "B / HAProxy req/s: $(median < "$W/r_bh")"
 echo "B / HAProxy p99:   $(median < "$W/p_bh")"
+if [ "$SYSCALLS" = 1 ]; then
+  echo "B / A CPU time per request:       $(median < "$W/c_ba")"
+  echo "B / HAProxy CPU time per request: $(median < "$W/c_bh")"
+fi

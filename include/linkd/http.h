@@ -454,11 +454,15 @@ struct lk_http_attempt_info {
   lk_failure failure;      /* final kind (after the hook); LK_F_NONE = success */
   lk_failure classified;   /* kind before the hook */
   int status;              /* HTTP status; 0 if no status line */
-  int curl_code;           /* CURLcode the transfer ended with; 0 if ended by the driver/OK */
+  int curl_code;           /* CURLcode the transfer ended with; 0 if ended by the driver/OK
+                              (the native transport reports the code libcurl gives for the
+                              same evidence) */
   uint64_t bytes_sent;     /* request bytes written (headers + body) */
   uint64_t bytes_received; /* response bytes received (headers + body) */
   bool request_sent;       /* every request byte was written */
   bool reused_connection;  /* ran on a pooled connection */
+  bool native;             /* ran on the native transport (lk_http_client_config.transport),
+                              not on libcurl */
   int resends;             /* libcurl silent re-sends detected within this attempt */
   int64_t timeout;         /* the attempt timeout used: min(cap, remaining) */
   int64_t connect_timeout; /* the connect timeout used (<= timeout) */
@@ -565,6 +569,17 @@ typedef void (*lk_http_socket_fn)(void *ud, int fd, int events);
 typedef void (*lk_http_timer_fn)(void *ud, int64_t delay);
 typedef void (*lk_http_close_fn)(void *ud, int fd);
 
+/* How a client's attempts do their I/O (lk_http_client_config.transport). */
+typedef enum lk_http_transport {
+  LK_HTTP_TRANSPORT_CURL,  /* default: libcurl's multi interface, for every attempt */
+  LK_HTTP_TRANSPORT_NATIVE /* external loop mode only: an HTTP/1.1 client on the loop itself
+                              (libhttp-parser, keep-alive pool per origin) for attempts to plain
+                              http:// URLs whose host is an IP literal or localhost; every other
+                              attempt (https, names to resolve, a caller's Expect, a CA
+                              file) still runs on libcurl. Classified like libcurl's
+                              (docs/DESIGN.md section 8) */
+} lk_http_transport;
+
 typedef struct lk_http_client_config {
   long max_connections;      /* total open connections; 0 = unlimited (default) */
   long max_host_connections; /* per host; 0 = unlimited (default) */
@@ -581,6 +596,9 @@ typedef struct lk_http_client_config {
   const lk_budget_ratio_config *origin_budget;
   const lk_breaker_config *origin_breaker;
   lk_http_close_fn close_fn; /* external loop mode only; NULL (default): not told */
+  lk_http_transport transport; /* default LK_HTTP_TRANSPORT_CURL; NATIVE needs socket_fn and
+                                  timer_fn and no max_connections / max_host_connections (it
+                                  is ignored otherwise) */
 } lk_http_client_config;
 
 /* The per-origin defaults: Finagle's RetryBudget (20 % of requests over 10 s, plus 10 retries

@@ -970,11 +970,18 @@ static int section_listen(const raw_section *s, lk_gw_listen *l, perr *e) {
     } else if (strcmp(k, "drain-timeout") == 0) {
       if (parse_dur(v, 0, &l->drain_timeout, m, sizeof m) != 0)
         return bad(e, r->line, k, "%s", m);
+    } else if (strcmp(k, "upstream-client") == 0) {
+      if (strcmp(v, "native") == 0)
+        l->upstream_client = LK_HTTP_TRANSPORT_NATIVE;
+      else if (strcmp(v, "curl") == 0)
+        l->upstream_client = LK_HTTP_TRANSPORT_CURL;
+      else
+        return bad(e, r->line, k, "'%s': native or curl", v);
     } else {
       return bad(e, r->line, k,
                  "unknown key in [listen] (known: address, backlog, max-connections, "
                  "max-header-bytes, max-headers, body-buffer, max-body, header-timeout, "
-                 "idle-timeout, drain-timeout)");
+                 "idle-timeout, drain-timeout, upstream-client)");
     }
   }
   if (l->max_body && l->body_buffer > l->max_body)
@@ -1339,6 +1346,7 @@ static void config_defaults(lk_gw_config *c) {
   l->header_timeout = LK_MS(10000);
   l->idle_timeout = LK_MS(60000);
   l->drain_timeout = LK_MS(10000);
+  l->upstream_client = LK_HTTP_TRANSPORT_NATIVE; /* measured faster: docs/BENCHMARKS.md */
   snprintf(c->admin.addr.host, sizeof c->admin.addr.host, "127.0.0.1");
   c->admin.addr.port = 9901;
   c->log.level = LK_GW_LOG_INFO;
@@ -1679,6 +1687,8 @@ int lk_gw_config_dump(const lk_gw_config *c, char **out, size_t *len) {
   fprintf(f, "header-timeout = %s\n", lk_gw_dur_exact(ls->header_timeout, a, sizeof a));
   fprintf(f, "idle-timeout = %s\n", lk_gw_dur_exact(ls->idle_timeout, a, sizeof a));
   fprintf(f, "drain-timeout = %s\n", lk_gw_dur_exact(ls->drain_timeout, a, sizeof a));
+  fprintf(f, "upstream-client = %s\n",
+          ls->upstream_client == LK_HTTP_TRANSPORT_NATIVE ? "native" : "curl");
   fprintf(f, "\n[admin]\nenabled = %s\n", c->admin.enabled ? "true" : "false");
   dump_addr(f, &c->admin.addr);
   static const char *const levels[] = {"error", "warn", "info", "debug"};

@@ -90,6 +90,8 @@ typedef struct lk_gw_listen {
   int64_t header_timeout;   /* header-timeout = ; whole request head must arrive within; 10 s */
   int64_t idle_timeout;     /* idle-timeout = ; keep-alive connection idle; default 60 s */
   int64_t drain_timeout;    /* drain-timeout = ; SIGTERM: in-flight requests get this long; 10 s */
+  lk_http_transport upstream_client; /* upstream-client = native | curl; how upstream attempts
+                                        do their I/O (read at start only); default native */
   int line;                 /* where [listen] is, 0 if absent */
 } lk_gw_listen;
 

@@ -146,10 +146,10 @@ static int on_close_socket(void *ud, curl_socket_t fd) {
   return close(fd);
 }
 
-#define SET(opt, val)                                                                            \
-  do {                                                                                           \
-    if (curl_easy_setopt(e, opt, val) != CURLE_OK)                                               \
-      return LK_ENOMEM;                                                                          \
+#define SET(opt, val)                                                                              \
+  do {                                                                                             \
+    if (curl_easy_setopt(e, opt, val) != CURLE_OK)                                                 \
+      return LK_ENOMEM;                                                                            \
   } while (0)
 
 int lk__easy_init(lk_easy *x) {
@@ -160,7 +160,7 @@ int lk__easy_init(lk_easy *x) {
   SET(CURLOPT_SOCKOPTDATA, (void *)x);
   SET(CURLOPT_PREREQFUNCTION, on_prereq);
   SET(CURLOPT_PREREQDATA, (void *)x);
-  SET(CURLOPT_DNS_CACHE_TIMEOUT, -1L); /* see lk__attempt_setup */
+  SET(CURLOPT_DNS_CACHE_TIMEOUT, -1L); /* see curl_setup */
   SET(CURLOPT_XFERINFOFUNCTION, on_progress);
   SET(CURLOPT_XFERINFODATA, (void *)x);
   SET(CURLOPT_HEADERFUNCTION, on_header);
@@ -193,7 +193,8 @@ int lk__attempt_setup_call(lk_call *k, lk_easy *x) {
   /* a streamed body cannot be written twice, so libcurl's silent re-send must not happen */
   bool fresh = (k->unsafe && p->resend_guard == LK_RESEND_FRESH_CONNECTION) || r->stream;
   long maxage = (long)(p->pool_idle_lifetime / LK_NS_PER_S);
-  unsigned sig = (unsigned)fresh | (unsigned)p->verify_tls << 1 | (unsigned)(maxage & 0xffffff) << 2;
+  unsigned sig =
+      (unsigned)fresh | (unsigned)p->verify_tls << 1 | (unsigned)(maxage & 0xffffff) << 2;
   const char *ca = p->ca_file;
   bool ca_same = ca ? x->ca_file && strcmp(x->ca_file, ca) == 0 : !x->ca_file;
   /* a pooled handle set up for the same request version and options needs nothing new */
@@ -272,55 +273,18 @@ static struct curl_slist *node(lk_try *t, char *data) {
   return n;
 }
 
-int lk__attempt_setup(lk_try *t) {
+void lk__attempt_prepare(lk_try *t) {
   lk_call *k = t->k;
-  CURL *e = t->easy;
   const lk_http_request *r = k->req;
   const lk_http_policy *p = &k->pol;
   lk_att *a = &t->att;
 
-  lk_easy *x = t->ex;
-
-  /* libcurl's timer is a backstop 2 ms behind the driver's own, which know the phase (libcurl
-   * rounds to whole ms and may fire up to 1 ms early). It covers the connect phase too: a
-   * separate CURLOPT_CONNECTTIMEOUT_MS of the same value would only add a second expiry timer
-   * to every transfer. Options are set only when they change (setopt is not free). */
-  long ms = (long)(lk_sat_add(a->timeout, LK_NS_PER_MS - 1) / LK_NS_PER_MS) + 2;
-  if (x->timeout_ms != ms) {
-    SET(CURLOPT_TIMEOUT_MS, ms);
-    x->timeout_ms = ms;
-  }
-
-  /* libcurl prunes its DNS cache on every transfer by walking the whole cache hash (71 buckets
-   * in a multi handle, against 7 in the private one of curl_easy_perform): ~800 instructions
-   * per request on a warm connection. Handles keep entries forever (-1) except for the first
-   * transfer started each second, which prunes with libcurl's default lifetime (60 s), so a
-   * name is still re-resolved once its entry is 60 s (at most 61 s) old. */
-  lk_http_client *c = k->cl;
-  bool prune = c->pass_now >= c->dns_prune_at;
-  if (prune)
-    c->dns_prune_at = c->pass_now + LK_SEC(1);
-  if (prune != x->dns_prune) {
-    SET(CURLOPT_DNS_CACHE_TIMEOUT, prune ? 60L : -1L);
-    x->dns_prune = prune;
-  }
-
-  if (r->stream) {
-    /* this attempt reads the stream; a pause left by an earlier attempt is lifted (driver state
-     * kept in the request: a streamed request serves one call at a time) */
-    k->req->stream_easy = e;
-    k->req->stream_paused = false;
-    curl_easy_pause(e, CURLPAUSE_CONT);
-  }
-
-  /* An endpoint chosen per attempt: the URL is set for this transfer only, and the handle's
-   * cached request options are marked stale so the next call sets the request's URL again. */
+  /* An endpoint chosen per attempt (NULL: the request's own URL). */
+  t->url = r->url;
   if (p->attempt_url) {
     const char *url = p->attempt_url(p->attempt_url_ctx, t->number);
-    if (url) {
-      SET(CURLOPT_URL, url);
-      x->req_id = 0;
-    }
+    if (url)
+      t->url = url;
   }
 
   /* Headers: the caller's, then the driver's, as a list built in place. */
@@ -359,8 +323,84 @@ int lk__attempt_setup(lk_try *t) {
   }
   for (size_t i = 1; i < t->nnodes; i++)
     t->nodes[i - 1].next = &t->nodes[i];
+}
+
+/* --- the libcurl transport ------------------------------------------------------------------ */
+
+/* The attempt's handle: the call's own for the attempts the driver starts itself, a pooled one
+ * for a hedge (another connection), set up for the call's request and options. */
+static int curl_handle(lk_try *t) {
+  lk_call *k = t->k;
+  if (t->ex)
+    return LK_OK;
+  t->ex = lk__client_easy_get(k->cl);
+  if (!t->ex)
+    return LK_ENOMEM;
+  t->easy = t->ex->h;
+  /* the policy's CA file was dropped at submit; the call's own handle keeps its copy */
+  k->pol.ca_file = k->ex ? k->ex->ca_file : NULL;
+  int rc = lk__attempt_setup_call(k, t->ex);
+  k->pol.ca_file = NULL;
+  if (rc != LK_OK) {
+    lk__client_easy_put(k->cl, t->ex);
+    t->ex = NULL;
+    t->easy = NULL;
+    return LK_ENOMEM;
+  }
+  if (t == &k->first)
+    k->ex = t->ex; /* a call that started on another transport keeps it from now on */
+  return LK_OK;
+}
+
+/* Per attempt options. */
+static int curl_setup(lk_try *t) {
+  lk_call *k = t->k;
+  CURL *e = t->easy;
+  lk_att *a = &t->att;
+
+  lk_easy *x = t->ex;
+
+  /* libcurl's timer is a backstop 2 ms behind the driver's own, which know the phase (libcurl
+   * rounds to whole ms and may fire up to 1 ms early). It covers the connect phase too: a
+   * separate CURLOPT_CONNECTTIMEOUT_MS of the same value would only add a second expiry timer
+   * to every transfer. Options are set only when they change (setopt is not free). */
+  long ms = (long)(lk_sat_add(a->timeout, LK_NS_PER_MS - 1) / LK_NS_PER_MS) + 2;
+  if (x->timeout_ms != ms) {
+    SET(CURLOPT_TIMEOUT_MS, ms);
+    x->timeout_ms = ms;
+  }
+
+  /* libcurl prunes its DNS cache on every transfer by walking the whole cache hash (71 buckets
+   * in a multi handle, against 7 in the private one of curl_easy_perform): ~800 instructions
+   * per request on a warm connection. Handles keep entries forever (-1) except for the first
+   * transfer started each second, which prunes with libcurl's default lifetime (60 s), so a
+   * name is still re-resolved once its entry is 60 s (at most 61 s) old. */
+  lk_http_client *c = k->cl;
+  bool prune = c->pass_now >= c->dns_prune_at;
+  if (prune)
+    c->dns_prune_at = c->pass_now + LK_SEC(1);
+  if (prune != x->dns_prune) {
+    SET(CURLOPT_DNS_CACHE_TIMEOUT, prune ? 60L : -1L);
+    x->dns_prune = prune;
+  }
+
+  if (k->req->stream) {
+    /* this attempt reads the stream; a pause left by an earlier attempt is lifted (driver state
+     * kept in the request: a streamed request serves one call at a time) */
+    k->req->stream_easy = e;
+    k->req->stream_paused = false;
+    curl_easy_pause(e, CURLPAUSE_CONT);
+  }
+
+  /* An endpoint chosen per attempt: the URL is set for this transfer only, and the handle's
+   * cached request options are marked stale so the next call sets the request's URL again. */
+  if (t->url != k->req->url) {
+    SET(CURLOPT_URL, t->url);
+    x->req_id = 0;
+  }
+
   /* libcurl keeps the pointer and reads the list when the transfer starts; the list is rebuilt
-   * in place above, so the same pointer needs no new setopt */
+   * in place (lk__attempt_prepare), so the same pointer needs no new setopt */
   struct curl_slist *list = t->nnodes ? t->nodes : NULL;
   if (x->hdrs != list) {
     SET(CURLOPT_HTTPHEADER, list);
@@ -368,3 +408,70 @@ int lk__attempt_setup(lk_try *t) {
   }
   return LK_OK;
 }
+
+static int curl_start(lk_try *t) {
+  if (curl_handle(t) != LK_OK)
+    return LK_ENOMEM;
+  t->ex->t = t;
+  if (curl_setup(t) != LK_OK || curl_multi_add_handle(t->k->cl->multi, t->easy) != CURLM_OK)
+    return LK_ENOMEM;
+  return LK_OK;
+}
+
+/* A hedge's handle goes back to the pool (the next hedge may find another connection on
+ * another); the call's own stays with it. */
+static void curl_stop(lk_try *t) {
+  lk_call *k = t->k;
+  curl_multi_remove_handle(k->cl->multi, t->easy);
+  if (k->req->stream) { /* the handle goes back to the pool: body_ready must not touch it */
+    k->req->stream_easy = NULL;
+    k->req->stream_paused = false;
+  }
+  if (t->hedge && t->ex) {
+    lk__client_easy_put(k->cl, t->ex);
+    t->ex = NULL;
+    t->easy = NULL;
+  }
+}
+
+static bool curl_connected(const lk_try *t) {
+  curl_off_t conn_us = 0;
+  curl_easy_getinfo(t->easy, CURLINFO_CONNECT_TIME_T, &conn_us);
+  return conn_us != 0;
+}
+
+/* The info is read from the handle; a hedge gave its handle back at stop and has none. */
+static void curl_facts(const lk_try *t, bool failed, lk_conn_facts *f) {
+  const lk_call *k = t->k;
+  const lk_att *a = &t->att;
+  CURL *e = t->easy;
+  memset(f, 0, sizeof *f);
+  if (!e)
+    return;
+  curl_off_t conn_us = 0, app_us = 0;
+  if (failed && a->prereq_calls == 0) {
+    long oserr = 0;
+    curl_easy_getinfo(e, CURLINFO_OS_ERRNO, &oserr);
+    f->os_errno = (int)oserr;
+    curl_easy_getinfo(e, CURLINFO_CONNECT_TIME_T, &conn_us);
+    curl_easy_getinfo(e, CURLINFO_APPCONNECT_TIME_T, &app_us);
+  }
+  f->connected = conn_us > 0;
+  f->tls_done = app_us > 0;
+  curl_off_t req_size = 0;
+  long req_hdr = 0;
+  curl_easy_getinfo(e, CURLINFO_REQUEST_SIZE, &req_hdr);
+  if (k->req->body_len > 0) /* no body: nothing is uploaded beyond the head */
+    curl_easy_getinfo(e, CURLINFO_SIZE_UPLOAD_T, &req_size);
+  f->bytes_sent = (uint64_t)req_hdr;
+  if ((uint64_t)req_size > f->bytes_sent)
+    f->bytes_sent = (uint64_t)req_size;
+}
+
+const lk_transport lk__curl_transport = {
+    .name = "curl",
+    .start = curl_start,
+    .stop = curl_stop,
+    .connected = curl_connected,
+    .facts = curl_facts,
+};

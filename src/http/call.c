@@ -2,7 +2,8 @@
 /* The logical call as a state machine (DESIGN.md section 8): protections around each attempt,
  * attempts as their own objects (several in flight when the call hedges), and the end of each
  * attempt in five steps: evidence, classify, record, decide, finish. Order per attempt (DESIGN.md
- * section 2): deadline, bulkhead, limiter, breaker, attempt; then record, decide, wait (a timer). */
+ * section 2): deadline, bulkhead, limiter, breaker, attempt; then record, decide, wait (a timer).
+ */
 #include "call_internal.h"
 
 #include <assert.h>
@@ -31,8 +32,7 @@ static void notify_attempt(const lk_call *k, const lk_http_attempt_info *a) {
 #define EMITTING(k) ((k)->pol.on_event != NULL)
 
 /* The event scaffold; the caller fills the union. */
-static void ev_init(const lk_call *k, lk_event *ev, lk_event_type type, int attempt,
-                    int64_t now) {
+static void ev_init(const lk_call *k, lk_event *ev, lk_event_type type, int attempt, int64_t now) {
   memset(ev, 0, sizeof *ev);
   ev->size = (uint32_t)sizeof *ev;
   ev->type = type;
@@ -42,8 +42,7 @@ static void ev_init(const lk_call *k, lk_event *ev, lk_event_type type, int atte
 
 static void emit(const lk_call *k, const lk_event *ev) { k->pol.on_event(k->pol.event_ctx, ev); }
 
-static void emit_wait(lk_call *k, int64_t now, lk_event_wait what, int64_t waited,
-                      bool granted) {
+static void emit_wait(lk_call *k, int64_t now, lk_event_wait what, int64_t waited, bool granted) {
   if (!EMITTING(k))
     return;
   lk_event ev;
@@ -118,24 +117,14 @@ static void try_release_slot(lk_try *t) {
   }
 }
 
-/* Takes the attempt's transfer out of the multi handle. A hedge's handle goes back to the pool
- * (the next hedge may find another connection on another); the call's own stays with it. */
+/* Takes the attempt out of its transport. */
 static void try_detach(lk_try *t) {
   lk_call *k = t->k;
   if (!t->live)
     return;
-  curl_multi_remove_handle(k->cl->multi, t->easy);
+  t->tp->stop(t);
   t->live = false;
   k->live--;
-  if (k->req->stream) { /* the handle goes back to the pool: body_ready must not touch it */
-    k->req->stream_easy = NULL;
-    k->req->stream_paused = false;
-  }
-  if (t->hedge && t->ex) {
-    lk__client_easy_put(k->cl, t->ex);
-    t->ex = NULL;
-    t->easy = NULL;
-  }
 }
 
 /* A free attempt object: the inline one for attempts the driver starts itself (nothing else is
@@ -183,34 +172,19 @@ void lk__call_free_extra(lk_call *k) {
 static int try_launch(lk_call *k, lk_try *t, int64_t now, bool hedge) {
   const lk_http_policy *p = &k->pol;
   int64_t remaining = lk_sat_sub(k->deadline, now);
-  if (hedge && !t->ex) {
-    t->ex = lk__client_easy_get(k->cl);
-    if (!t->ex)
-      return LK_ENOMEM;
-    t->easy = t->ex->h;
-    /* the policy's CA file was dropped at submit; the call's own handle keeps its copy */
-    k->pol.ca_file = k->ex ? k->ex->ca_file : NULL;
-    int rc = lk__attempt_setup_call(k, t->ex);
-    k->pol.ca_file = NULL;
-    if (rc != LK_OK) {
-      lk__client_easy_put(k->cl, t->ex);
-      t->ex = NULL;
-      t->easy = NULL;
-      return LK_ENOMEM;
-    }
-  }
-  t->ex->t = t;
   t->hedge = hedge;
   t->number = k->number + 1;
   lk_att *a = &t->att;
   memset(a, 0, sizeof *a);
   a->start = now;
   a->timeout = lk_attempt_timeout(p->attempt_timeout, remaining);
-  a->ctimeout = p->connect_timeout > 0 && p->connect_timeout < a->timeout ? p->connect_timeout
-                                                                          : a->timeout;
+  a->ctimeout =
+      p->connect_timeout > 0 && p->connect_timeout < a->timeout ? p->connect_timeout : a->timeout;
   a->end_at = lk_sat_add(now, a->timeout);
   lk__resp_reset(&t->cur);
-  if (lk__attempt_setup(t) != LK_OK || curl_multi_add_handle(k->cl->multi, t->easy) != CURLM_OK)
+  lk__attempt_prepare(t);
+  t->tp = k->native && lk__h1_target(t) ? &lk__h1_transport : &lk__curl_transport;
+  if (t->tp->start(t) != LK_OK)
     return LK_ENOMEM;
   k->number++;
   t->live = true;
@@ -232,13 +206,13 @@ static int64_t try_timer(const lk_try *t, lk_timer_kind *which) {
   const lk_att *a = &t->att;
   int64_t at = a->end_at;
   lk_timer_kind w = LK_TIMER_ATTEMPT;
-#define CAND(t, kind)                                                                            \
-  do {                                                                                           \
-    int64_t t_ = (t);                                                                            \
-    if (t_ < at) {                                                                               \
-      at = t_;                                                                                   \
-      w = (kind);                                                                                \
-    }                                                                                            \
+#define CAND(t, kind)                                                                              \
+  do {                                                                                             \
+    int64_t t_ = (t);                                                                              \
+    if (t_ < at) {                                                                                 \
+      at = t_;                                                                                     \
+      w = (kind);                                                                                  \
+    }                                                                                              \
   } while (0)
   if (a->got_bytes) {
     if (p->idle_timeout)
@@ -257,10 +231,9 @@ static int64_t try_timer(const lk_try *t, lk_timer_kind *which) {
     if (p->tls_timeout)
       CAND(lk_sat_add(a->t_tls, p->tls_timeout), LK_TIMER_TLS);
   } else {
-    /* between socket creation and the request: TCP connecting, unless libcurl says it is up */
-    curl_off_t conn_us = 0;
-    curl_easy_getinfo(t->easy, CURLINFO_CONNECT_TIME_T, &conn_us);
-    if (conn_us == 0)
+    /* between socket creation and the request: TCP connecting, unless the transport says it is
+     * up */
+    if (!t->tp->connected(t))
       CAND(lk_sat_add(a->t_sock, a->ctimeout), LK_TIMER_CONNECT);
   }
 #undef CAND
@@ -417,8 +390,13 @@ static void finish_at(lk_call *k, int64_t now, int err, lk_failure kind, const c
     free(k->first.nodes);
   lk_http_done_fn done = k->done;
   void *ud = k->ud;
-  if (!c->spare) {
-    c->spare = k; /* its memory serves the next call */
+  if (c->nspare < LK_SPARE_MAX) {
+    /* large response buffers are not kept by the many spares, only small ones */
+    if (!k->first.cur.borrowed && (k->first.cur.body_cap > 16384 || k->first.cur.hdr_cap > 16384))
+      lk__resp_free(&k->first.cur);
+    k->next = c->spare; /* its memory serves a later call */
+    c->spare = k;
+    c->nspare++;
   } else {
     lk__resp_free(&k->first.cur);
     free(k);
@@ -612,10 +590,11 @@ static void hedge(lk_call *k, int64_t now) {
 typedef struct lk_outcome {
   int64_t now;
   lk_evidence ev;
+  lk_conn_facts facts;         /* the transport's, read once with the evidence */
   lk_failure kind, classified; /* after and before the classification hook */
   int64_t retry_after;         /* ns, -1 none */
   bool cancelled;
-  bool lost; /* cancelled because another attempt of the call answered first */
+  bool lost;                  /* cancelled because another attempt of the call answered first */
   lk_http_attempt_info *info; /* the timeline entry (or scratch space) */
   lk_http_attempt_info scratch;
   lk_attempt at; /* the attempt as the retry policy sees it */
@@ -632,18 +611,13 @@ static void attempt_evidence(lk_try *t, int code, lk_timer_kind timer, lk_outcom
   e->status = t->cur.status_seen ? t->cur.status : 0;
   e->https = k->https;
   e->socket_opened = a->sock_seen;
-  curl_off_t conn_us = 0, app_us = 0;
   /* the connection evidence matters only for failures before the first write */
   bool failed = code != CURLE_OK || timer != LK_TIMER_NONE || cancelled;
-  if (failed && a->prereq_calls == 0) {
-    long oserr = 0;
-    curl_easy_getinfo(t->easy, CURLINFO_OS_ERRNO, &oserr);
-    e->os_errno = (int)oserr;
-    curl_easy_getinfo(t->easy, CURLINFO_CONNECT_TIME_T, &conn_us);
-    curl_easy_getinfo(t->easy, CURLINFO_APPCONNECT_TIME_T, &app_us);
-  }
-  e->connected = a->reused || conn_us > 0 || a->tls_started || a->prereq_calls > 0;
-  e->tls_done = k->https && (a->reused || app_us > 0 || a->prereq_calls > 0);
+  lk_conn_facts *f = &o->facts;
+  t->tp->facts(t, failed, f);
+  e->os_errno = f->os_errno;
+  e->connected = a->reused || f->connected || a->tls_started || a->prereq_calls > 0;
+  e->tls_done = k->https && (a->reused || f->tls_done || a->prereq_calls > 0);
   e->prereq = a->prereq_calls > 0;
   e->fully_sent = a->sent && code != CURLE_SEND_ERROR;
   e->got_bytes = a->got_bytes;
@@ -720,17 +694,11 @@ static void attempt_record(lk_try *t, lk_outcome *o) {
   info->classified = o->classified;
   info->status = o->ev.status;
   info->curl_code = o->ev.timer != LK_TIMER_NONE || o->cancelled ? 0 : o->ev.curl_code;
-  curl_off_t req_size = 0;
-  long req_hdr = 0;
-  curl_easy_getinfo(t->easy, CURLINFO_REQUEST_SIZE, &req_hdr);
-  if (k->req->body_len > 0) /* no body: nothing is uploaded beyond the head */
-    curl_easy_getinfo(t->easy, CURLINFO_SIZE_UPLOAD_T, &req_size);
-  info->bytes_sent = (uint64_t)req_hdr;
-  if ((uint64_t)req_size > info->bytes_sent)
-    info->bytes_sent = (uint64_t)req_size;
+  info->bytes_sent = o->facts.bytes_sent;
   info->bytes_received = a->rx_bytes;
   info->request_sent = o->ev.fully_sent;
   info->reused_connection = a->reused;
+  info->native = t->tp == &lk__h1_transport;
   info->resends = a->resends;
   info->timeout = a->timeout;
   info->connect_timeout = a->ctimeout;
@@ -777,8 +745,7 @@ static void attempt_record(lk_try *t, lk_outcome *o) {
     lk__cm_protection_state(p->metrics, p->budget, p->breaker, now);
   /* the adaptive limit hears of the attempt while its slot still counts as in use */
   if (p->adaptive && !local)
-    lk_adaptive_record_inflight(p->adaptive, now, info->duration, lk_adaptive_outcome_of(kind),
-                                -1);
+    lk_adaptive_record_inflight(p->adaptive, now, info->duration, lk_adaptive_outcome_of(kind), -1);
   try_release_slot(t);
 }
 
@@ -924,8 +891,7 @@ static void attempt_end(lk_try *t, int code, lk_timer_kind timer, bool cancelled
     emit(k, &ev);
   }
   switch (next) {
-  case LK_NEXT_WAIT_OTHERS:
-    return; /* still PERFORM */
+  case LK_NEXT_WAIT_OTHERS: return; /* still PERFORM */
   case LK_NEXT_RETRY:
     k->prev_delay = d->delay;
     k->timer_at = lk_sat_add(o.now, d->delay);
@@ -939,8 +905,7 @@ static void attempt_end(lk_try *t, int code, lk_timer_kind timer, bool cancelled
       emit(k, &ev);
     }
     return;
-  case LK_NEXT_FINISH:
-    break;
+  case LK_NEXT_FINISH: break;
   }
   cancel_others(k, cancelled ? NULL : t, o.now);
   const char *stop = o.kind == LK_F_NONE ? "success" : o.cancelled ? "cancelled" : o.info->reason;
@@ -956,9 +921,7 @@ void lk__call_timer(lk_call *k, int64_t now) {
     call_state(k, LK_CALL_ADMIT);
     admit(k, now);
     return;
-  case LK_CALL_ADMIT:
-    admit(k, now);
-    return;
+  case LK_CALL_ADMIT: admit(k, now); return;
   case LK_CALL_PERFORM:
     for (int i = 0; i <= k->nextra; i++) {
       lk_try *t = try_at(k, i);
@@ -971,8 +934,7 @@ void lk__call_timer(lk_call *k, int64_t now) {
     if (now >= k->timer_at)
       hedge(k, now);
     return;
-  case LK_CALL_DONE:
-    return;
+  case LK_CALL_DONE: return;
   }
 }
 

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* The driver's private state: clients, calls and attempts (shared by client.c, call.c, attempt.c). */
+/* The driver's private state: clients, calls and attempts (client.c, call.c, attempt.c, h1.c). */
 #ifndef LINKD_HTTP_CALL_INTERNAL_H
 #define LINKD_HTTP_CALL_INTERNAL_H
 
 #include "http_internal.h"
 
 #include <linkd/hedge.h>
+
+#include <sys/socket.h>
 
 typedef struct lk_call lk_call;
 typedef struct lk_origin lk_origin;
@@ -15,6 +17,55 @@ typedef struct lk_origin lk_origin;
 
 typedef struct lk_try lk_try;
 
+/* --- the transport seam -------------------------------------------------------------------------
+ * How an attempt's bytes move. Everything above an attempt (the call's states, protections,
+ * retry decision, timeline, events) is one code path; an attempt is started, stopped and asked
+ * for the facts of its connection through this interface, and reports as it goes by filling
+ * its lk_att (sock_seen, prereq_calls, sent, got_bytes, ...) and its response (t->cur), and at
+ * its end by lk__call_transfer_done() with the CURLcode libcurl gives for the same evidence, so
+ * classification (classify.c) is one function for every transport. DESIGN.md section 8. */
+
+/* What only the transport knows about an attempt's connection, read when it ends. */
+typedef struct lk_conn_facts {
+  int os_errno;        /* the connect's errno (failures before the first write) */
+  bool connected;      /* the TCP handshake completed */
+  bool tls_done;       /* the TLS handshake completed */
+  uint64_t bytes_sent; /* request bytes handed to the kernel (head + body) */
+} lk_conn_facts;
+
+typedef struct lk_transport {
+  const char *name;
+  /* Starts attempt t: its headers are built (t->nodes), its URL chosen (t->url). LK_OK, or
+   * LK_ENOMEM with nothing started. */
+  int (*start)(lk_try *t);
+  /* Takes t out of the transport, with no report: it ended, or it is abandoned (a timer, a
+   * cancellation, another attempt's answer). */
+  void (*stop)(lk_try *t);
+  /* Whether t's TCP connection is up (for the connect-phase timer). */
+  bool (*connected)(const lk_try *t);
+  /* The connection facts of an ended attempt; `failed`: it did not complete (the connect
+   * facts are then needed). */
+  void (*facts)(const lk_try *t, bool failed, lk_conn_facts *f);
+} lk_transport;
+
+extern const lk_transport lk__curl_transport; /* attempt.c: libcurl's multi handle */
+extern const lk_transport lk__h1_transport;   /* h1.c: HTTP/1.1 on the external loop itself */
+
+typedef struct lk_h1 lk_h1;
+struct h1_conn;
+
+/* Where a native attempt goes (lk__h1_target): the address, the Host header's value and the
+ * request target (pointers into the attempt's URL, read only while the request is built). */
+typedef struct lk_h1_target {
+  struct sockaddr_storage addr;
+  socklen_t alen;
+  char host[72];
+  size_t host_len;
+  const char *path;  /* NULL: the URL has a query but no path ("/" + query is sent) */
+  const char *query; /* when path is NULL */
+  size_t path_len;
+} lk_h1_target;
+
 /* A pooled easy handle. Callbacks get the wrapper (set once), which points at the attempt it
  * currently runs, so per-call options need re-setting only when the request or the policy's
  * options change. */
@@ -22,12 +73,12 @@ typedef struct lk_easy {
   CURL *h;
   lk_try *t;
   struct lk_http_client *client; /* the owner, for the close hook (outlives the handle) */
-  uint64_t req_id; /* request configured last (0: none) */
-  unsigned sig;    /* policy-derived options configured last */
-  long timeout_ms; /* CURLOPT_TIMEOUT_MS set last (0: none) */
+  uint64_t req_id;               /* request configured last (0: none) */
+  unsigned sig;                  /* policy-derived options configured last */
+  long timeout_ms;               /* CURLOPT_TIMEOUT_MS set last (0: none) */
   const struct curl_slist *hdrs; /* CURLOPT_HTTPHEADER set last */
-  bool dns_prune;  /* CURLOPT_DNS_CACHE_TIMEOUT is libcurl's default (prunes), not -1 */
-  char *ca_file;   /* CURLOPT_CAINFO set last (a copy), NULL: libcurl's default */
+  bool dns_prune; /* CURLOPT_DNS_CACHE_TIMEOUT is libcurl's default (prunes), not -1 */
+  char *ca_file;  /* CURLOPT_CAINFO set last (a copy), NULL: libcurl's default */
 } lk_easy;
 
 /* The states of a logical call (curl's lib/multi.c model: one enum, and one function,
@@ -53,9 +104,10 @@ typedef enum lk_call_state {
 
 /* Per-attempt evidence collected by libcurl callbacks and the driver's timers. */
 typedef struct lk_att {
-  int64_t start, end_at;    /* clock ns */
+  int64_t start, end_at; /* clock ns */
   int64_t timeout, ctimeout;
   int64_t t_sock, t_tls, t_prereq, t_sent, t_last;
+  uint64_t tx_bytes; /* request bytes written (transports that count them themselves) */
   curl_off_t uploaded;
   uint64_t rx_bytes;
   int prereq_calls;
@@ -70,15 +122,17 @@ typedef struct lk_att {
  * connection) for as long as it runs. */
 struct lk_try {
   lk_call *k;
-  int number;   /* 1-based attempt number within the call */
-  bool live;    /* in flight: the handle is in the multi */
-  bool hedge;   /* started by the hedge timer, alongside another attempt */
+  int number;             /* 1-based attempt number within the call */
+  bool live;              /* in flight: the transport runs it */
+  const lk_transport *tp; /* the transport of the attempt in flight (or of the last one) */
+  const char *url;        /* this attempt's URL (attempt_url's, or the request's) */
+  bool hedge;             /* started by the hedge timer, alongside another attempt */
   bool bulkhead_held;
   lk_easy *ex;
-  CURL *easy; /* ex->h */
+  CURL *easy;   /* ex->h */
   lk_prot prot; /* the breaker permit (the budget ticket is the call's) */
   lk_att att;
-  lk_resp cur;  /* the attempt's response as it arrives (buffers kept across attempts) */
+  lk_resp cur; /* the attempt's response as it arrives (buffers kept across attempts) */
   struct curl_slist *nodes; /* header list built in place: no allocation per attempt */
   size_t nnodes;
   struct curl_slist inline_nodes[16]; /* nodes points here when the request has few headers */
@@ -86,9 +140,17 @@ struct lk_try {
   char h_grpc[32];
   char h_attempt[32];
   char h_trace[16 + LK_TRACEPARENT_LEN]; /* "traceparent: " + this attempt's span */
+  /* the native transport's (h1.c) */
+  struct h1_conn *h1c; /* the connection in use, NULL when none */
+  bool h1_connected;   /* the last connection's handshake completed (after h1c is gone) */
+  int h1_errno;        /* its connect error */
+  lk_h1_target h1t;
 };
 
-#define LK_TRY_MAX (1 + LK_HEDGE_MAX_HEDGES) /* attempts of one call in flight at once */
+#define LK_TRY_MAX (1 + LK_HEDGE_MAX_HEDGES)
+/* Finished calls kept for reuse: a gateway has tens of calls in flight, and a call's memory
+ * (~3 KiB, zeroed) allocated per request cost ~2.7k instructions of calloc. */
+#define LK_SPARE_MAX 64 /* attempts of one call in flight at once */
 
 struct lk_call {
   lk_call *prev, *next;
@@ -109,13 +171,14 @@ struct lk_call {
   int64_t round_start;  /* start of that attempt: hedges are due from it */
   int64_t last_start;   /* start of the attempt started last (for HEDGE_STARTED) */
   int64_t limiter_wait_from, breaker_wait_from; /* INT64_MIN: not waiting (for WAIT events) */
-  bool ev_started;      /* CALL_START was emitted */
+  bool ev_started;                              /* CALL_START was emitted */
   int64_t prev_delay;
-  lk_slot slot; /* bulkhead slot or place in its queue, for the attempt about to start */
+  lk_slot slot;          /* bulkhead slot or place in its queue, for the attempt about to start */
   bool limiter_reserved; /* for the attempt about to start */
-  lk_prot prot; /* the budget ticket (breaker permits are per attempt) */
+  lk_prot prot;          /* the budget ticket (breaker permits are per attempt) */
   bool https, unsafe, key_in_request, hedging;
-  lk_easy *ex; /* the call's own handle, used by `first` */
+  bool native;   /* attempts to eligible URLs run on the native transport (lk__h1_target) */
+  lk_easy *ex;   /* the call's own handle, used by `first` */
   char *ua_line; /* "User-Agent: ..." or NULL */
   lk_try *extra[LK_HEDGE_MAX_HEDGES]; /* hedge attempts, allocated on first use */
   int nextra;
@@ -138,21 +201,23 @@ struct lk_http_client {
   int wake_fd;
   lk_http_client_config cfg;
   bool external;
-  int depth;         /* > 0 while the driver runs (callbacks may not re-enter run/call) */
-  lk_call *calls;    /* in-flight calls */
+  int depth;      /* > 0 while the driver runs (callbacks may not re-enter run/call) */
+  lk_call *calls; /* in-flight calls */
   int ncalls;
   lk_easy **easy_pool;
   size_t neasy, cap_easy;
   lk_tok_reg *toks;
   size_t ntoks, cap_toks;
-  lk_call *spare; /* one finished call's memory (and response buffers), reused by the next */
+  lk_call *spare; /* finished calls' memory (and response buffers), reused by the next ones
+                     (a list through `next`, at most LK_SPARE_MAX) */
+  int nspare;
   struct curl_waitfd *wfds;
   size_t cap_wfds;
   lk_http_policy valid_pol; /* the last policy validated, without strings (see submit) */
   bool valid_pol_set;
-  int64_t pass_now;      /* system clock ns read by the current pass over the calls */
-  int64_t dns_prune_at;  /* system ns: the next attempt started after it prunes DNS entries */
-  int64_t curl_timer_at; /* external mode: absolute system ns, -1 none */
+  int64_t pass_now;       /* system clock ns read by the current pass over the calls */
+  int64_t dns_prune_at;   /* system ns: the next attempt started after it prunes DNS entries */
+  int64_t curl_timer_at;  /* external mode: absolute system ns, -1 none */
   int64_t armed_delay_at; /* external mode: last timer armed (absolute), INT64_MIN none */
   /* default protection per origin (origin.c) */
   lk_budget_ratio_config origin_budget;
@@ -163,6 +228,7 @@ struct lk_http_client {
    * threads and a per-thread generator captured at submit would be used by another thread */
   lk_rand_fast rng;
   _Atomic int ext_wakes; /* lk_http_client_wakeup() calls not yet seen by the loop */
+  lk_h1 *h1;             /* the native transport's pools; NULL: every attempt runs on libcurl */
 };
 
 /* call.c */
@@ -178,10 +244,24 @@ int64_t lk__call_next_timer(lk_call *k);
 void lk__call_free_extra(lk_call *k);
 
 /* attempt.c */
-int lk__easy_init(lk_easy *x);           /* options set once per pooled handle */
+int lk__easy_init(lk_easy *x); /* options set once per pooled handle */
 /* Per call options on an easy handle (the request's, the policy's). */
 int lk__attempt_setup_call(lk_call *k, lk_easy *x);
-int lk__attempt_setup(lk_try *t); /* per attempt options + headers */
+/* The attempt's URL (attempt_url) and its header lines (t->nodes), whatever the transport. */
+void lk__attempt_prepare(lk_try *t);
+
+/* h1.c */
+lk_h1 *lk__h1_new(lk_http_client *c);
+void lk__h1_free(lk_h1 *h); /* after every call ended */
+/* Fills t->h1t from t->url; false when the URL is not for the native transport (not http://,
+ * not an IP literal or localhost, user info, bytes libcurl would escape). */
+bool lk__h1_target(lk_try *t);
+bool lk__h1_owns(const lk_http_client *c, int fd); /* fd is a native connection's */
+void lk__h1_event(lk_http_client *c, int fd, int events);
+/* Failures found while an attempt started are told on the next pass: pending says one waits,
+ * flush tells them. */
+bool lk__h1_pending(const lk_http_client *c);
+void lk__h1_flush(lk_http_client *c);
 
 /* origin.c */
 /* Copies (or defaults) the per-origin protection configs; LK_OK or LK_ECONFIG. */

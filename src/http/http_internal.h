@@ -29,11 +29,14 @@ struct lk_http_request {
   lk_http_body_fn stream;    /* streamed body (body is then NULL) */
   void *stream_ctx;
   void *stream_easy;         /* the CURL handle of the attempt reading it */
+  void *stream_try;          /* or the native attempt (lk_try) reading it */
   bool stream_paused;        /* that transfer is paused for want of bytes */
   uint64_t stream_read;      /* bytes given by `stream` */
 };
 
 void lk__request_ref(lk_http_request *r);
+/* A native attempt (lk_try) paused for its streamed body may write again (h1.c). */
+void lk__h1_body_ready(void *t);
 void lk__request_touch(lk_http_request *r); /* new id after a change */
 bool lk__request_in_use(const lk_http_request *r);
 
@@ -60,6 +63,11 @@ void lk__resp_free(lk_resp *r);
 /* Feeds one header line as libcurl delivers it (status line, header, or blank end line).
  * Returns false on no memory. */
 bool lk__resp_header_line(lk_resp *r, const char *line, size_t len);
+/* A header of a parsed response (name and value without the line's syntax), and a piece of
+ * the status line's reason phrase (the caller trims the whole); for transports with a parser
+ * of their own. false on no memory. */
+bool lk__resp_header(lk_resp *r, const char *name, size_t nl, const char *value, size_t vl);
+void lk__resp_reason_add(lk_resp *r, const char *p, size_t len);
 /* Appends body bytes; returns false on no memory or when `max` would be exceeded (*too_big). */
 bool lk__resp_body(lk_resp *r, const char *data, size_t len, size_t max, bool *too_big);
 /* Builds r->view (pointers into r's buffers). Returns false on no memory. */

@@ -21,7 +21,56 @@ static bool is_token(const char *s) {
   return true;
 }
 
+static bool is_hex(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* The common case without libcurl's URL parser (~6k instructions, a sixth of a proxied
+ * request's cost on the native transport): "http(s)://" + a host of letters, digits, '-' and
+ * '.' + an optional port 1-65535 + a path and query of RFC 3986 characters (percent escapes
+ * well-formed), no fragment. Only URLs libcurl accepts pass; anything else is for libcurl to
+ * judge (test_url_fast_path compares the two). */
+static int url_fast(const char *url) {
+  const char *p = url;
+  if (strncasecmp(p, "http://", 7) == 0)
+    p += 7;
+  else if (strncasecmp(p, "https://", 8) == 0)
+    p += 8;
+  else
+    return -1;
+  const char *h = p;
+  while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+         *p == '-' || *p == '.')
+    p++;
+  if (p == h || p - h > 253 || *h == '.' || *h == '-')
+    return -1;
+  if (*p == ':') {
+    const char *d = ++p;
+    long port = 0;
+    while (*p >= '0' && *p <= '9' && p - d < 5)
+      port = port * 10 + (*p++ - '0');
+    if (p == d || port < 1 || port > 65535)
+      return -1;
+  }
+  if (*p && *p != '/' && *p != '?')
+    return -1;
+  for (; *p; p++) {
+    unsigned char c = (unsigned char)*p;
+    if (c == '%') {
+      if (!is_hex(p[1]) || !is_hex(p[2]))
+        return -1;
+      p += 2;
+    } else if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 strchr("-._~!$&'()*+,;=:@/?", c))) {
+      return -1;
+    }
+  }
+  return 1;
+}
+
 static bool url_ok(const char *url) {
+  if (url_fast(url) == 1)
+    return true;
   CURLU *u = curl_url();
   if (!u)
     return false;
@@ -132,8 +181,7 @@ static int set_body(lk_http_request *r, const void *data, size_t len, bool copy)
   return LK_OK;
 }
 
-int lk_http_request_set_body_stream(lk_http_request *r, size_t len, lk_http_body_fn fn,
-                                    void *ctx) {
+int lk_http_request_set_body_stream(lk_http_request *r, size_t len, lk_http_body_fn fn, void *ctx) {
   if (!r || !fn)
     return LK_EINVAL;
   if (lk__request_in_use(r))
@@ -153,6 +201,9 @@ void lk_http_request_body_ready(lk_http_request *r) {
   if (r && r->stream_paused && r->stream_easy) {
     r->stream_paused = false;
     curl_easy_pause(r->stream_easy, CURLPAUSE_CONT);
+  } else if (r && r->stream_paused && r->stream_try) {
+    r->stream_paused = false;
+    lk__h1_body_ready(r->stream_try);
   }
 }
 

@@ -121,6 +121,33 @@ bool lk__resp_header_line(lk_resp *r, const char *line, size_t len) {
   return true;
 }
 
+bool lk__resp_header(lk_resp *r, const char *name, size_t nl, const char *v, size_t vl) {
+  while (vl && blank(*v))
+    v++, vl--;
+  while (vl && blank(v[vl - 1]))
+    vl--;
+  if (!grow(&r->hdr, &r->hdr_cap, r->hdr_len + nl + vl + 2))
+    return false;
+  memcpy(r->hdr + r->hdr_len, name, nl);
+  r->hdr[r->hdr_len + nl] = '\0';
+  memcpy(r->hdr + r->hdr_len + nl + 1, v, vl);
+  r->hdr[r->hdr_len + nl + 1 + vl] = '\0';
+  r->hdr_len += nl + vl + 2;
+  r->nhdr++;
+  return true;
+}
+
+void lk__resp_reason_add(lk_resp *r, const char *p, size_t len) {
+  size_t have = strlen(r->reason);
+  if (have + len > sizeof r->reason - 1)
+    len = sizeof r->reason - 1 - have;
+  const char *nul = memchr(p, '\0', len);
+  if (nul)
+    len = (size_t)(nul - p);
+  memcpy(r->reason + have, p, len);
+  r->reason[have + len] = '\0';
+}
+
 bool lk__resp_body(lk_resp *r, const char *data, size_t len, size_t max, bool *too_big) {
   if (len > max || r->body_len > max - len) {
     *too_big = true;

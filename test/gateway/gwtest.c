@@ -49,12 +49,31 @@ static void make_dir(gw_proc *g) {
   snprintf(g->err_path, sizeof g->err_path, "%s/stderr", g->dir);
 }
 
-void gw_write_config(gw_proc *g, const char *cfg) {
+static void write_config(gw_proc *g, const char *cfg, bool inject);
+
+void gw_write_config(gw_proc *g, const char *cfg) { write_config(g, cfg, true); }
+
+void gw_write_config_exact(gw_proc *g, const char *cfg) { write_config(g, cfg, false); }
+
+static void write_config(gw_proc *g, const char *cfg, bool inject) {
   make_dir(g);
   char tmp[400];
   snprintf(tmp, sizeof tmp, "%s.tmp", g->cfg_path);
   FILE *f = fopen(tmp, "w");
   assert_non_null(f);
+  /* LINKD_GW_UPSTREAM_CLIENT=curl|native: the same test under the other upstream transport
+   * (CMake registers the transport-facing suites twice); a [listen] key of its own */
+  const char *uc = inject ? getenv("LINKD_GW_UPSTREAM_CLIENT") : NULL;
+  if (uc && *uc) {
+    const char *ls = strstr(cfg, "[listen]\n");
+    if (ls) {
+      fwrite(cfg, 1, (size_t)(ls - cfg) + 9, f);
+      cfg = ls + 9;
+    } else {
+      fputs("[listen]\n", f);
+    }
+    fprintf(f, "upstream-client = %s\n", uc);
+  }
   for (const char *p = cfg; *p;) {
     const char *m = strstr(p, "%ACCESS%");
     if (!m) {

@@ -22,6 +22,9 @@ typedef struct gw_proc {
 
 /* Writes `cfg` to the configuration file, replacing "%ACCESS%" with the access log path. */
 void gw_write_config(gw_proc *g, const char *cfg);
+/* The same, never with the upstream-client key LINKD_GW_UPSTREAM_CLIENT adds (a test of line
+ * numbers or of defaults). */
+void gw_write_config_exact(gw_proc *g, const char *cfg);
 /* Starts `linkd serve -c FILE --port-file F --threads 2` with `cfg` (asserts it comes up within
  * 5 s): two loop threads whatever the machine's CPU count, so runs compare. */
 void gw_start(gw_proc *g, const char *cfg);

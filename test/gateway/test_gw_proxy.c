@@ -572,8 +572,8 @@ static void test_health_checks(void **state) {
  * its line; usage errors exit 64. */
 static void test_command_line(void **state) {
   (void)state;
-  gw_write_config(&G, "[listen]\naddress = 127.0.0.1:0\n[cluster c]\nendpoint = 127.0.0.1:9\n"
-                      "[route r]\ncluster = c\n");
+  gw_write_config_exact(&G, "[listen]\naddress = 127.0.0.1:0\n[cluster c]\n"
+                            "endpoint = 127.0.0.1:9\n[route r]\ncluster = c\n");
   char cmd[1024];
   snprintf(cmd, sizeof cmd, "%s serve -c %s --check > %s/out 2>&1", LINKD_PATH, G.cfg_path,
            G.dir);
@@ -587,8 +587,9 @@ static void test_command_line(void **state) {
   buf[n] = '\0';
   fclose(f);
   assert_non_null(strstr(buf, "header-timeout = "));
+  assert_non_null(strstr(buf, "upstream-client = native\n")); /* the default */
   assert_non_null(strstr(buf, "[route r]"));
-  gw_write_config(&G, "[listen]\naddress = 127.0.0.1:0\n[route r]\ncluster = nope\n");
+  gw_write_config_exact(&G, "[listen]\naddress = 127.0.0.1:0\n[route r]\ncluster = nope\n");
   rc = system(cmd);
   assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
   f = fopen(path, "r");

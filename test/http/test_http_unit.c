@@ -512,6 +512,41 @@ static void test_names(void **s) {
   assert_string_equal(lk_http_phase_name((lk_http_phase)99), "UNKNOWN");
 }
 
+/* lk_http_request_new accepts a URL exactly when libcurl's parser does (with an http or https
+ * scheme), whether it was judged by the fast path or by libcurl. */
+static bool curl_accepts(const char *url) {
+  CURLU *u = curl_url();
+  char *scheme = NULL;
+  bool ok = curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+            curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+            (strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0);
+  curl_free(scheme);
+  curl_url_cleanup(u);
+  return ok;
+}
+
+static void test_url_fast_path(void **s) {
+  (void)s;
+  const char *urls[] = {
+      "http://127.0.0.1:8080/books/1?x=y", "HTTP://Example.com/a%20b", "https://h/", "http://h",
+      "http://h:1", "http://h:65535/", "http://h:65536/", "http://h:0/", "http://h:/x",
+      "http://h:99999999/", "http://-h/", "http://.h/", "http://h_x/", "http://h/a b",
+      "http://h/a%2", "http://h/a%zz", "http://h/#frag", "http://h?q=1", "http://u:p@h/",
+      "http://[::1]:80/", "http://h/\x01", "http://h/é", "http://h/[x]", "http://h/a|b",
+      "http://h/~user/!$&'()*+,;=:@", "http://999.999.999.999/", "http://1.2.3/",
+      "http://0x7f.1/", "http://h-/", "http://a..b/", "ftp://h/", "http:/h/", "http:///x", "http://h./x",
+      "http://" "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/",
+  };
+  for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++) {
+    lk_http_request *r = lk_http_request_new("GET", urls[i]);
+    print_message("%s: linkd %d, libcurl %d\n", urls[i], r != NULL, curl_accepts(urls[i]));
+    assert_int_equal(r != NULL, curl_accepts(urls[i]));
+    lk_http_request_free(r);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_classify_connect_phase),
@@ -529,6 +564,7 @@ int main(void) {
       cmocka_unit_test(test_response_status_line),
       cmocka_unit_test(test_timeline_json),
       cmocka_unit_test(test_names),
+      cmocka_unit_test(test_url_fast_path),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -477,6 +477,7 @@ static int worker_init(gwp_server *w, gwp_shared *sh, int id, uv_loop_t *loop, i
   cc.timer_fn = timer_fn;
   cc.close_fn = close_fn;
   cc.loop_ud = w;
+  cc.transport = w->cfg->listen.upstream_client; /* read at start: a reload keeps the client */
   w->client = lk_http_client_new(&cc);
   if (!w->client) {
     gwp_log(w, LK_GW_LOG_ERROR, "cannot create the HTTP client");
