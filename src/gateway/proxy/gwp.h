@@ -174,6 +174,8 @@ static inline bool gwp_draining(const gwp_server *s) { return atomic_load(&s->sh
 
 /* gwp_conn.c */
 void gwp_conn_accept(gwp_server *s, uv_stream_t *listener, bool admin);
+/* v in decimal at buf (no NUL; at most 20 bytes); returns the length. */
+size_t gwp_u64_dec(char *buf, uint64_t v);
 /* Sends a response and frees the request afterwards. `extra` holds complete header lines
  * ("Name: value\r\n"...) or is NULL. The body is copied unless `res` owns it (then it is written
  * from `res`, which is freed afterwards). */

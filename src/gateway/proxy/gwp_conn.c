@@ -512,6 +512,23 @@ static const char *reason_of(int status) {
   }
 }
 
+static char *put(char *o, const char *s, size_t n) {
+  memcpy(o, s, n);
+  return o + n;
+}
+
+size_t gwp_u64_dec(char *buf, uint64_t v) {
+  char tmp[20];
+  size_t n = 0;
+  do {
+    tmp[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  for (size_t i = 0; i < n; i++)
+    buf[i] = tmp[n - 1 - i];
+  return n;
+}
+
 static bool bodiless(const gwp_req *r, int status) {
   return r->method == HTTP_HEAD || status == 204 || status == 304 ||
          (status >= 100 && status < 200);
@@ -546,14 +563,30 @@ void gwp_respond(gwp_req *r, int status, const char *reason, const char *extra, 
     return;
   }
   bool nobody = bodiless(r, status);
-  int n = snprintf(r->out, cap, "HTTP/1.1 %d %s\r\n%s", status, reason, extra_s);
-  if (r->method == HTTP_HEAD && r->head_length)
+  /* Appended by hand: the head's fixed parts take at most 80 of the 128 spare bytes of cap (a
+   * status of 10 digits and a length of 20 included), and four snprintf calls were ~8 % of a
+   * proxied request's user-space instructions. */
+  char *o = r->out;
+  o = put(o, "HTTP/1.1 ", 9);
+  o += gwp_u64_dec(o, (uint64_t)(unsigned)status);
+  *o++ = ' ';
+  o = put(o, reason, strlen(reason));
+  o = put(o, "\r\n", 2);
+  o = put(o, extra_s, strlen(extra_s));
+  if (r->method == HTTP_HEAD && r->head_length) {
     /* the length a GET would have had (RFC 9110 9.3.2), not that of the empty body here */
-    n += snprintf(r->out + n, cap - (size_t)n, "Content-Length: %s\r\n", r->head_length);
-  else if (!(status == 204 || status == 304 || (status >= 100 && status < 200)))
-    n += snprintf(r->out + n, cap - (size_t)n, "Content-Length: %zu\r\n", body_len);
-  n += snprintf(r->out + n, cap - (size_t)n, "%s\r\n", close ? "Connection: close\r\n" : "");
-  size_t head_len = (size_t)n;
+    o = put(o, "Content-Length: ", 16);
+    o = put(o, r->head_length, strlen(r->head_length));
+    o = put(o, "\r\n", 2);
+  } else if (!(status == 204 || status == 304 || (status >= 100 && status < 200))) {
+    o = put(o, "Content-Length: ", 16);
+    o += gwp_u64_dec(o, (uint64_t)body_len);
+    o = put(o, "\r\n", 2);
+  }
+  if (close)
+    o = put(o, "Connection: close\r\n", 19);
+  o = put(o, "\r\n", 2);
+  size_t head_len = (size_t)(o - r->out);
   if (copy_body && !nobody) {
     memcpy(r->out + head_len, body, body_len);
     head_len += body_len;
