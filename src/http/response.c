@@ -92,8 +92,8 @@ bool lk__resp_header_line(lk_resp *r, const char *line, size_t len) {
       int n = 0;
       for (; i < len && line[i] >= '0' && line[i] <= '9' && n < 3; i++, n++)
         st = st * 10 + (line[i] - '0');
-      if (n != 3)
-        st = 0;
+      if (n != 3 || (i < len && line[i] != ' ' && line[i] != '\r' && line[i] != '\n'))
+        st = 0; /* "2000" is not a status (RFC 9112 section 4: 3DIGIT, then SP) */
       else if (i < len && line[i] == ' ')
         set_reason(r, line + i + 1, len - i - 1);
     }
@@ -103,22 +103,8 @@ bool lk__resp_header_line(lk_resp *r, const char *line, size_t len) {
   const char *colon = memchr(line, ':', len);
   if (!colon || colon == line)
     return true; /* not a header line (obs-fold or junk): ignored */
-  size_t nl = (size_t)(colon - line);
-  const char *v = colon + 1, *ve = line + len;
-  while (v < ve && blank(*v))
-    v++;
-  while (ve > v && blank(ve[-1]))
-    ve--;
-  size_t vl = (size_t)(ve - v);
-  if (!grow(&r->hdr, &r->hdr_cap, r->hdr_len + nl + vl + 2))
-    return false;
-  memcpy(r->hdr + r->hdr_len, line, nl);
-  r->hdr[r->hdr_len + nl] = '\0';
-  memcpy(r->hdr + r->hdr_len + nl + 1, v, vl);
-  r->hdr[r->hdr_len + nl + 1 + vl] = '\0';
-  r->hdr_len += nl + vl + 2;
-  r->nhdr++;
-  return true;
+  const char *v = colon + 1;
+  return lk__resp_header(r, line, (size_t)(colon - line), v, (size_t)(line + len - v));
 }
 
 bool lk__resp_header(lk_resp *r, const char *name, size_t nl, const char *v, size_t vl) {

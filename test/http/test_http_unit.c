@@ -432,6 +432,8 @@ static void test_response_status_line(void **s) {
       {"HTTP/1.1 200\r\n", 200, 11, ""},
       {"HTTP/x.y 200 OK\r\n", 200, 0, "OK"},
       {"HTTP/11 200 OK\r\n", 200, 0, "OK"},
+      {"HTTP/1.1 2000 OK\r\n", 0, 11, ""}, /* four digits: no status, not 200 */
+      {"HTTP/1.1 20 OK\r\n", 0, 11, ""},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     lk_resp r;
