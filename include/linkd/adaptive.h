@@ -48,9 +48,9 @@ typedef enum lk_adaptive_outcome {
 
 /* The outcome an attempt that ended in `kind` reports: LK_F_NONE -> SUCCESS; timeouts, resets,
  * empty/junk responses, 5xx, 429, refused/timed-out connections, pool timeouts and an exceeded
- * deadline -> DROP; other 4xx (incl. 408, 425, KEY_IN_USE), DNS and TLS failures, cancellation and local
- * rejections (breaker, budget, rate limiter, bulkhead) -> IGNORE, since they say nothing about
- * the backend's load. */
+ * deadline -> DROP; other 4xx (incl. 408, 425, KEY_IN_USE), DNS and TLS failures, cancellation
+ * and local rejections (breaker, budget, rate limiter, bulkhead) -> IGNORE, since they say
+ * nothing about the backend's load. */
 LK_EXPORT lk_adaptive_outcome lk_adaptive_outcome_of(lk_failure kind);
 
 typedef struct lk_adaptive_config {
