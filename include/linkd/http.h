@@ -651,6 +651,15 @@ LK_EXPORT int lk_http_client_socket_action(lk_http_client *c, int fd, int events
 /* External loop mode: the timer armed through timer_fn fired. Same returns. */
 LK_EXPORT int lk_http_client_timer_action(lk_http_client *c);
 
+/* External loop mode: starts the calls submitted since the last driver function now, instead of
+ * from the timer lk_http_submit() armed for them, so that their requests leave in the loop pass
+ * that submitted them (an event loop runs that timer only after the pass's other events). Costs
+ * the calls it starts, not the calls in flight. Optional: without it the timer starts them. Call
+ * it from the loop, outside the client's callbacks; a completion callback of a call that ends at
+ * once (breaker open, deadline passed) may run inside it. LK_OK, LK_EINVAL, or LK_ESTATE (not
+ * external mode, or from a callback). */
+LK_EXPORT int lk_http_client_start_submitted(lk_http_client *c);
+
 /* Calls in flight (submitted, result not yet delivered). */
 LK_EXPORT int lk_http_client_active(const lk_http_client *c);
 

@@ -178,6 +178,7 @@ struct lk_call {
   lk_prot prot;          /* the budget ticket (breaker permits are per attempt) */
   bool https, unsafe, key_in_request, hedging;
   bool native;   /* attempts to eligible URLs run on the native transport (lk__h1_target) */
+  bool fresh;    /* submitted, not yet seen by a pass (lk_http_client_start_submitted) */
   lk_easy *ex;   /* the call's own handle, used by `first` */
   char *ua_line; /* "User-Agent: ..." or NULL */
   lk_try *extra[LK_HEDGE_MAX_HEDGES]; /* hedge attempts, allocated on first use */
@@ -219,6 +220,13 @@ struct lk_http_client {
   int64_t dns_prune_at;   /* system ns: the next attempt started after it prunes DNS entries */
   int64_t curl_timer_at;  /* external mode: absolute system ns, -1 none */
   int64_t armed_delay_at; /* external mode: last timer armed (absolute), INT64_MIN none */
+  /* Submit arms the timer for now; lk_http_client_start_submitted() starts those calls and puts
+   * back what was armed before (fresh_prev_armed) unless a pass ran meanwhile (fresh_armed
+   * cleared). `changes` counts what can make another call due (a call ended, a bulkhead slot
+   * released): then the start falls back to a pass over every call to re-arm. */
+  bool fresh_armed;
+  int64_t fresh_prev_armed;
+  uint64_t changes;
   /* default protection per origin (origin.c) */
   lk_budget_ratio_config origin_budget;
   lk_breaker_config origin_breaker;

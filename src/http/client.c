@@ -98,6 +98,7 @@ void lk__client_unlink(lk_http_client *c, lk_call *k) {
     k->next->prev = k->prev;
   k->prev = k->next = NULL;
   c->ncalls--;
+  c->changes++;
 }
 
 /* --- external loop plumbing ---------------------------------------------------------------- */
@@ -257,6 +258,10 @@ static void rearm(lk_http_client *c);
 static void arm_now(lk_http_client *c) {
   int64_t now = lk_now_ns();
   if (c->armed_delay_at == INT64_MIN || c->armed_delay_at > now) {
+    if (!c->fresh_armed) { /* what was armed before the first of these calls */
+      c->fresh_armed = true;
+      c->fresh_prev_armed = c->armed_delay_at;
+    }
     c->armed_delay_at = now;
     c->cfg.timer_fn(c->cfg.loop_ud, 0);
   }
@@ -363,6 +368,7 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   k->deadline = pol->deadline_at.at < at ? pol->deadline_at.at : at;
   k->state = LK_CALL_ADMIT;
   k->timer_at = k->t0; /* the first attempt starts from the loop, never inside submit */
+  k->fresh = true;
   k->next = c->calls;
   if (c->calls)
     c->calls->prev = k;
@@ -400,9 +406,11 @@ static void service_calls(lk_http_client *c) {
   const lk_clock *sys = lk_clock_system();
   int64_t sys_now = lk_now_ns();
   c->pass_now = sys_now;
+  c->fresh_armed = false; /* this pass and the rearm() after it see every call */
   lk_call *next;
   for (lk_call *k = c->calls; k; k = next) {
     next = k->next; /* k may finish (and be freed) below; new calls go to the head */
+    k->fresh = false;
     int64_t now = call_now(k, sys, sys_now);
     if (lk_http_cancel_fired(k->cancel)) {
       lk__call_abort(k);
@@ -564,6 +572,7 @@ int lk_http_client_timer_action(lk_http_client *c) {
     return LK_ESTATE;
   c->depth++;
   c->armed_delay_at = INT64_MIN; /* the timer is one-shot: it fired */
+  c->fresh_armed = false;
   if (c->curl_timer_at >= 0 && lk_now_ns() >= c->curl_timer_at - LK_MS(1)) {
     c->curl_timer_at = -1;
     int running;
@@ -573,6 +582,65 @@ int lk_http_client_timer_action(lk_http_client *c) {
     }
   }
   return after_action(c);
+}
+
+/* Starts the calls submitted since the last pass: they are at the head of the list (new calls go
+ * there), so this costs the calls started, not the calls in flight. The timer submit armed for
+ * now is put back to the earliest of what was armed before and the started calls' own timers,
+ * unless something may have made another call due (a call ended, a bulkhead slot was released)
+ * or a native connection waits for the next pass (lk__h1_pending): a full rearm() then. */
+int lk_http_client_start_submitted(lk_http_client *c) {
+  if (!c)
+    return LK_EINVAL;
+  if (!c->external || c->depth > 0)
+    return LK_ESTATE;
+  if (!c->calls || !c->calls->fresh)
+    return LK_OK;
+  c->depth++;
+  const lk_clock *sys = lk_clock_system();
+  int64_t sys_now = lk_now_ns();
+  c->pass_now = sys_now;
+  uint64_t changes = c->changes;
+  int64_t at = INT64_MAX; /* system ns: the earliest timer of the calls started */
+  /* a callback of a call that ended at once may submit more: they go to the head, looked at by
+   * the next round (bounded by what callbacks submit) */
+  while (c->calls && c->calls->fresh) {
+    lk_call *next;
+    for (lk_call *k = c->calls; k && k->fresh; k = next) {
+      next = k->next;
+      k->fresh = false;
+      int64_t now = call_now(k, sys, sys_now);
+      if (lk_http_cancel_fired(k->cancel)) {
+        lk__call_abort(k);
+        continue;
+      }
+      if (now >= lk__call_next_timer(k))
+        lk__call_timer(k, now);
+      if (c->changes != changes)
+        continue; /* k may be gone; rearm() below looks at every call */
+      int64_t kt = lk__call_next_timer(k);
+      if (kt != INT64_MAX) {
+        int64_t d = lk_sat_sub(kt, call_now(k, sys, sys_now));
+        int64_t sat = lk_sat_add(sys_now, d < 0 ? 0 : d);
+        if (sat < at)
+          at = sat;
+      }
+    }
+  }
+  if (!c->fresh_armed || c->changes != changes || lk__h1_pending(c)) {
+    rearm(c);
+  } else {
+    c->fresh_armed = false;
+    if (c->fresh_prev_armed != INT64_MIN && c->fresh_prev_armed < at)
+      at = c->fresh_prev_armed;
+    if (c->curl_timer_at >= 0 && c->curl_timer_at < at)
+      at = c->curl_timer_at;
+    c->armed_delay_at = at == INT64_MAX ? INT64_MIN : at;
+    int64_t now = lk_now_ns();
+    c->cfg.timer_fn(c->cfg.loop_ud, at == INT64_MAX ? -1 : at > now ? at - now : 0);
+  }
+  c->depth--;
+  return LK_OK;
 }
 
 /* --- synchronous calls ---------------------------------------------------------------------- */

@@ -1032,8 +1032,119 @@ static void test_fallback(void **s) {
   faultd_stop(&fp);
 }
 
+/* lk_http_client_start_submitted(): the calls submitted start at once (their request is on its
+ * connection before the loop polls again), the timer submit armed for now is put back to the
+ * attempt's own timeouts, and the call completes from socket events alone, the timer never
+ * firing. */
+static void test_start_submitted(void **s) {
+  (void)s;
+  faultd_proc fp;
+  const char *a[] = {"--max-seconds", "60", NULL};
+  assert_int_equal(faultd_start(&fp, "ok", a), 0);
+  char url[128];
+  faultd_url(&fp, "/x", url, sizeof url);
+  loop l;
+  loop_init(&l, LK_HTTP_TRANSPORT_NATIVE);
+  lk_http_policy pol;
+  ht_policy(&pol);
+  for (int i = 0; i < 2; i++) { /* a new connection, then a pooled one */
+    lk_http_request *r = lk_http_request_new("GET", url);
+    assert_non_null(r);
+    done_slot d = {NULL, false};
+    int fds = l.n;
+    assert_int_equal(lk_http_submit(l.c, r, &pol, NULL, on_done, &d), LK_OK);
+    lk_http_request_free(r);
+    assert_true(l.timer_at <= lk_now_ns()); /* armed for now: the loop would start it */
+    assert_int_equal(l.n, fds);
+    assert_int_equal(lk_http_client_start_submitted(l.c), LK_OK);
+    assert_false(d.done);
+    int64_t left = l.timer_at - lk_now_ns();
+    assert_true(left > LK_MS(100) && left <= LK_MS(300)); /* the connect or attempt timeout */
+    if (i == 0)
+      assert_int_equal(l.n, fds + 1); /* the connection is being made */
+    else
+      assert_int_equal(faultd_wait_requests(&fp, 2, 2000), 2); /* written already */
+    int64_t t0 = lk_now_ns();
+    while (!d.done) {
+      assert_true(lk_now_ns() - t0 < LK_SEC(5));
+      assert_true(l.timer_at > lk_now_ns()); /* never due: only socket events drive the call */
+      struct pollfd p[LOOP_FDS];
+      for (int j = 0; j < l.n; j++)
+        p[j] = (struct pollfd){.fd = l.fd[j],
+                               .events = (short)((l.ev[j] & LK_HTTP_POLL_IN ? POLLIN : 0) |
+                                                 (l.ev[j] & LK_HTTP_POLL_OUT ? POLLOUT : 0))};
+      int n = l.n;
+      assert_true(poll(p, (nfds_t)n, 20) >= 0 || errno == EINTR);
+      for (int j = 0; j < n; j++)
+        if (p[j].revents)
+          assert_int_equal(
+              lk_http_client_socket_action(
+                  l.c, p[j].fd,
+                  (p[j].revents & (POLLIN | POLLHUP | POLLERR) ? LK_HTTP_POLL_IN : 0) |
+                      (p[j].revents & (POLLOUT | POLLERR) ? LK_HTTP_POLL_OUT : 0)),
+              LK_OK);
+    }
+    assert_int_equal(lk_http_result_err(d.res), LK_OK);
+    size_t na;
+    const lk_http_attempt_info *att = lk_http_result_attempts(d.res, &na);
+    assert_int_equal(na, 1);
+    assert_int_equal(att[0].reused_connection, i > 0);
+    lk_http_result_free(d.res);
+  }
+  assert_int_equal(lk_http_client_start_submitted(l.c), LK_OK); /* nothing submitted: no-op */
+  loop_free(&l);
+  faultd_stop(&fp);
+}
+
+typedef struct start_slot {
+  done_slot d;
+  lk_http_client *c;
+  int rc_inside; /* lk_http_client_start_submitted() from inside the callback */
+} start_slot;
+
+static void on_done_start(void *ud, lk_http_result *res) {
+  start_slot *ss = ud;
+  ss->rc_inside = lk_http_client_start_submitted(ss->c);
+  on_done(&ss->d, res);
+}
+
+/* A call that ends at once (its cancel token fired before it started) is delivered from inside
+ * lk_http_client_start_submitted(), never from lk_http_submit(); the entry point refuses to run
+ * from a callback and outside external mode. */
+static void test_start_submitted_ends_at_once(void **s) {
+  (void)s;
+  loop l;
+  loop_init(&l, LK_HTTP_TRANSPORT_NATIVE);
+  lk_http_policy pol;
+  ht_policy(&pol);
+  lk_http_cancel *tok = lk_http_cancel_new();
+  assert_non_null(tok);
+  lk_http_cancel_fire(tok);
+  lk_http_request *r = lk_http_request_new("GET", "http://127.0.0.1:9/x");
+  assert_non_null(r);
+  start_slot ss = {{NULL, false}, l.c, 0};
+  assert_int_equal(lk_http_submit(l.c, r, &pol, tok, on_done_start, &ss), LK_OK);
+  lk_http_request_free(r);
+  assert_false(ss.d.done);
+  assert_int_equal(lk_http_client_start_submitted(l.c), LK_OK);
+  assert_true(ss.d.done);
+  assert_int_equal(ss.rc_inside, LK_ESTATE);
+  assert_int_equal(lk_http_result_err(ss.d.res), LK_ECANCELED);
+  assert_int_equal(lk_http_client_active(l.c), 0);
+  lk_http_result_free(ss.d.res);
+  lk_http_cancel_free(tok);
+  loop_free(&l);
+  lk_http_client *own = lk_http_client_new(NULL);
+  assert_non_null(own);
+  assert_int_equal(lk_http_client_start_submitted(own), LK_ESTATE);
+  assert_int_equal(lk_http_client_start_submitted(NULL), LK_EINVAL);
+  lk_http_client_free(own);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_start_submitted),
+      cmocka_unit_test(test_start_submitted_ends_at_once),
       cmocka_unit_test(test_refused),
       cmocka_unit_test(test_connect_timeout),
       cmocka_unit_test(test_read_then_reset),
