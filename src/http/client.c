@@ -376,8 +376,8 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   c->ncalls++;
   lk_call_metrics_call_start(pol->metrics);
   lk__budget_request(k->pol.budget, k->t0);
-  if (c->external && c->depth == 0)
-    arm_now(c);
+  if (c->external && c->depth == 0 && !c->cfg.start_submitted)
+    arm_now(c); /* with start_submitted the loop starts it (lk_http_client_start_submitted) */
   return LK_OK;
 }
 
@@ -627,17 +627,27 @@ int lk_http_client_start_submitted(lk_http_client *c) {
       }
     }
   }
-  if (!c->fresh_armed || c->changes != changes || lk__h1_pending(c)) {
+  if (c->changes != changes || lk__h1_pending(c) || (!c->fresh_armed && !c->cfg.start_submitted)) {
+    c->fresh_armed = false;
     rearm(c);
   } else {
+    /* what was armed before these calls (put back: submit armed for now), or, with
+     * start_submitted, what is armed (submit armed nothing): a bound for every other call */
+    bool replace = c->fresh_armed;
+    int64_t cur = replace ? c->fresh_prev_armed : c->armed_delay_at;
     c->fresh_armed = false;
-    if (c->fresh_prev_armed != INT64_MIN && c->fresh_prev_armed < at)
-      at = c->fresh_prev_armed;
     if (c->curl_timer_at >= 0 && c->curl_timer_at < at)
       at = c->curl_timer_at;
-    c->armed_delay_at = at == INT64_MAX ? INT64_MIN : at;
-    int64_t now = lk_now_ns();
-    c->cfg.timer_fn(c->cfg.loop_ud, at == INT64_MAX ? -1 : at > now ? at - now : 0);
+    if (cur != INT64_MIN && cur <= at)
+      at = cur;
+    if (at == INT64_MAX && replace) {
+      c->armed_delay_at = INT64_MIN;
+      c->cfg.timer_fn(c->cfg.loop_ud, -1);
+    } else if (at != INT64_MAX && (replace || at != cur)) {
+      int64_t now = lk_now_ns();
+      c->armed_delay_at = at;
+      c->cfg.timer_fn(c->cfg.loop_ud, at > now ? at - now : 0);
+    }
   }
   c->depth--;
   return LK_OK;

@@ -69,7 +69,7 @@ static void close_fn(void *ud, int fd) {
   socket_fn(ud, fd, 0);
 }
 
-static void loop_init(loop *l, lk_http_transport tp) {
+static void loop_init_with(loop *l, lk_http_transport tp, bool start_submitted) {
   memset(l, 0, sizeof *l);
   l->timer_at = INT64_MAX;
   lk_http_client_config cc;
@@ -79,9 +79,12 @@ static void loop_init(loop *l, lk_http_transport tp) {
   cc.close_fn = close_fn;
   cc.loop_ud = l;
   cc.transport = tp;
+  cc.start_submitted = start_submitted;
   l->c = lk_http_client_new(&cc);
   assert_non_null(l->c);
 }
+
+static void loop_init(loop *l, lk_http_transport tp) { loop_init_with(l, tp, false); }
 
 static void loop_free(loop *l) {
   lk_http_client_free(l->c);
@@ -1035,16 +1038,15 @@ static void test_fallback(void **s) {
 /* lk_http_client_start_submitted(): the calls submitted start at once (their request is on its
  * connection before the loop polls again), the timer submit armed for now is put back to the
  * attempt's own timeouts, and the call completes from socket events alone, the timer never
- * firing. */
-static void test_start_submitted(void **s) {
-  (void)s;
+ * firing. With lk_http_client_config.start_submitted, submit arms no timer at all. */
+static void start_submitted_on(bool flag) {
   faultd_proc fp;
   const char *a[] = {"--max-seconds", "60", NULL};
   assert_int_equal(faultd_start(&fp, "ok", a), 0);
   char url[128];
   faultd_url(&fp, "/x", url, sizeof url);
   loop l;
-  loop_init(&l, LK_HTTP_TRANSPORT_NATIVE);
+  loop_init_with(&l, LK_HTTP_TRANSPORT_NATIVE, flag);
   lk_http_policy pol;
   ht_policy(&pol);
   for (int i = 0; i < 2; i++) { /* a new connection, then a pooled one */
@@ -1054,7 +1056,10 @@ static void test_start_submitted(void **s) {
     int fds = l.n;
     assert_int_equal(lk_http_submit(l.c, r, &pol, NULL, on_done, &d), LK_OK);
     lk_http_request_free(r);
-    assert_true(l.timer_at <= lk_now_ns()); /* armed for now: the loop would start it */
+    if (flag)
+      assert_true(l.timer_at == INT64_MAX); /* nothing armed: the loop starts it */
+    else
+      assert_true(l.timer_at <= lk_now_ns()); /* armed for now: the loop would start it */
     assert_int_equal(l.n, fds);
     assert_int_equal(lk_http_client_start_submitted(l.c), LK_OK);
     assert_false(d.done);
@@ -1094,6 +1099,12 @@ static void test_start_submitted(void **s) {
   assert_int_equal(lk_http_client_start_submitted(l.c), LK_OK); /* nothing submitted: no-op */
   loop_free(&l);
   faultd_stop(&fp);
+}
+
+static void test_start_submitted(void **s) {
+  (void)s;
+  start_submitted_on(false);
+  start_submitted_on(true);
 }
 
 typedef struct start_slot {
