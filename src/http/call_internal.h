@@ -227,6 +227,9 @@ struct lk_http_client {
   bool fresh_armed;
   int64_t fresh_prev_armed;
   uint64_t changes;
+  /* calls ended / submitted: a native socket action that ended no call but its own and submitted
+   * none needs no pass over the calls (lk_http_client_socket_action) */
+  uint64_t ends, submits;
   /* default protection per origin (origin.c) */
   lk_budget_ratio_config origin_budget;
   lk_breaker_config origin_breaker;
@@ -265,6 +268,8 @@ void lk__h1_free(lk_h1 *h); /* after every call ended */
  * not an IP literal or localhost, user info, bytes libcurl would escape). */
 bool lk__h1_target(lk_try *t);
 bool lk__h1_owns(const lk_http_client *c, int fd); /* fd is a native connection's */
+/* The call whose attempt uses native connection `fd`, NULL if none (idle, or not native). */
+lk_call *lk__h1_call_of(const lk_http_client *c, int fd);
 void lk__h1_event(lk_http_client *c, int fd, int events);
 /* Failures found while an attempt started are told on the next pass: pending says one waits,
  * flush tells them. */

@@ -99,6 +99,7 @@ void lk__client_unlink(lk_http_client *c, lk_call *k) {
   k->prev = k->next = NULL;
   c->ncalls--;
   c->changes++;
+  c->ends++;
 }
 
 /* --- external loop plumbing ---------------------------------------------------------------- */
@@ -369,6 +370,7 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   k->state = LK_CALL_ADMIT;
   k->timer_at = k->t0; /* the first attempt starts from the loop, never inside submit */
   k->fresh = true;
+  c->submits++;
   k->next = c->calls;
   if (c->calls)
     c->calls->prev = k;
@@ -538,6 +540,49 @@ static int after_action(lk_http_client *c) {
   return LK_OK;
 }
 
+/* A call's timer (system ns) may be earlier than what is armed: armed earlier (and, between a
+ * submit and lk_http_client_start_submitted(), kept in what that puts back). */
+static void note_timer(lk_http_client *c, int64_t at) {
+  if (c->fresh_armed && (c->fresh_prev_armed == INT64_MIN || at < c->fresh_prev_armed))
+    c->fresh_prev_armed = at;
+  if (c->armed_delay_at == INT64_MIN || at < c->armed_delay_at) {
+    int64_t now = lk_now_ns();
+    c->armed_delay_at = at;
+    c->cfg.timer_fn(c->cfg.loop_ud, at > now ? at - now : 0);
+  }
+}
+
+/* After the I/O of one native connection: only the call using it (`k`, looked up before the
+ * I/O) can have a new timer. The armed timer is a bound for every other call's (what every pass
+ * and start keeps true), so k's timer is all there is to arm, without a pass over every call in
+ * flight (~3k instructions per action at 64 in flight). A call ended by the I/O is gone (its
+ * ending can make another due only through a bulkhead slot, and a slot granted wakes the
+ * client's descriptor: a full pass then); calls its callback submitted are due now. False when
+ * the full pass is needed: a native connection failed and waits for it, k is due or cancelled. */
+static bool after_h1_event(lk_http_client *c, lk_call *k, uint64_t ends, uint64_t submits) {
+  if (lk__h1_pending(c))
+    return false;
+  int64_t sys_now = lk_now_ns();
+  c->pass_now = sys_now;
+  if (k && c->ends == ends) {
+    if (lk_http_cancel_fired(k->cancel))
+      return false;
+    int64_t now = call_now(k, lk_clock_system(), sys_now);
+    int64_t at = lk__call_next_timer(k);
+    if (now >= at)
+      return false;
+    if (at != INT64_MAX)
+      note_timer(c, lk_sat_add(sys_now, lk_sat_sub(at, now)));
+  }
+  if (c->submits != submits)
+    note_timer(c, sys_now);
+  if (c->ncalls == 0 && c->curl_timer_at < 0 && c->armed_delay_at != INT64_MIN) {
+    c->armed_delay_at = INT64_MIN; /* nothing left to time (what rearm() would find) */
+    c->cfg.timer_fn(c->cfg.loop_ud, -1);
+  }
+  return true;
+}
+
 int lk_http_client_socket_action(lk_http_client *c, int fd, int events) {
   if (!c)
     return LK_EINVAL;
@@ -551,7 +596,13 @@ int lk_http_client_socket_action(lk_http_client *c, int fd, int events) {
     for (size_t i = 0; i < c->ntoks && !tok; i++)
       tok = c->toks[i].tok->fd == fd;
     if (!tok && lk__h1_owns(c, fd)) {
+      lk_call *k = lk__h1_call_of(c, fd);
+      uint64_t ends = c->ends, submits = c->submits;
       lk__h1_event(c, fd, events);
+      if (after_h1_event(c, k, ends, submits)) {
+        c->depth--;
+        return LK_OK;
+      }
     } else if (!tok) {
       int mask = (events & LK_HTTP_POLL_IN ? CURL_CSELECT_IN : 0) |
                  (events & LK_HTTP_POLL_OUT ? CURL_CSELECT_OUT : 0);

@@ -1152,9 +1152,136 @@ static void test_start_submitted_ends_at_once(void **s) {
   lk_http_client_free(own);
 }
 
+/* A native socket action re-arms for the call using that connection only (the armed timer bounds
+ * every other call's): nothing made due elsewhere may be missed. While calls to a fast server
+ * complete one after another, (1) a call to a slow one still times out when its first-byte
+ * timeout (earlier than its connect timeout, so its timer moved earlier when its request was
+ * written) is due; (2) a call queued in a bulkhead starts when the slot is handed over; (3) a
+ * call submitted from a completion callback starts; (4) a cancelled call ends. */
+typedef struct chain_slot {
+  loop *l;
+  const char *url;
+  const lk_http_policy *pol;
+  int left; /* calls still to submit from the callback */
+  int ok;
+  bool done;
+} chain_slot;
+
+static void chain_on_done(void *ud, lk_http_result *res) {
+  chain_slot *cs = ud;
+  cs->ok += lk_http_result_err(res) == LK_OK;
+  lk_http_result_free(res);
+  if (cs->left-- > 0) {
+    lk_http_request *r = lk_http_request_new("GET", cs->url);
+    assert_non_null(r);
+    assert_int_equal(lk_http_submit(cs->l->c, r, cs->pol, NULL, chain_on_done, cs), LK_OK);
+    lk_http_request_free(r);
+  } else {
+    cs->done = true;
+  }
+}
+
+static void test_native_action_others_due(void **s) {
+  (void)s;
+  faultd_proc ok, slow;
+  const char *a[] = {"--max-seconds", "60", NULL};
+  const char *b[] = {"--delay-ms", "2000", "--max-seconds", "60", NULL};
+  assert_int_equal(faultd_start(&ok, "ok", a), 0);
+  assert_int_equal(faultd_start(&slow, "slow", b), 0);
+  char fast_url[128], slow_url[128];
+  faultd_url(&ok, "/x", fast_url, sizeof fast_url);
+  faultd_url(&slow, "/x", slow_url, sizeof slow_url);
+  for (int flag = 0; flag < 2; flag++) {
+    loop l;
+    loop_init_with(&l, LK_HTTP_TRANSPORT_NATIVE, flag);
+    lk_http_policy pol;
+    ht_policy(&pol);
+    pol.deadline = LK_SEC(5);
+    pol.attempt_timeout = LK_SEC(3);
+    pol.connect_timeout = LK_SEC(1);
+    ht_attempts(&pol, 1);
+    lk_http_policy fb = pol;
+    fb.first_byte_timeout = LK_MS(100);
+    lk_bulkhead_config bc;
+    lk_bulkhead_config_init_default(&bc);
+    bc.max_concurrent = 1;
+    lk_bulkhead *bh = NULL;
+    assert_int_equal(lk_bulkhead_new(&bc, &bh, NULL), LK_OK);
+    lk_http_policy bp = pol;
+    bp.bulkhead = bh;
+    bp.pool_timeout = LK_SEC(3);
+    lk_http_cancel *tok = lk_http_cancel_new();
+    assert_non_null(tok);
+
+    /* (1) alone first: nothing else runs a pass that would find it due */
+    {
+      done_slot d = {NULL, false};
+      lk_http_request *r = lk_http_request_new("GET", slow_url);
+      assert_non_null(r);
+      int64_t t1 = lk_now_ns();
+      assert_int_equal(lk_http_submit(l.c, r, &fb, NULL, on_done, &d), LK_OK);
+      lk_http_request_free(r);
+      if (flag)
+        assert_int_equal(lk_http_client_start_submitted(l.c), LK_OK);
+      while (!d.done) {
+        assert_true(lk_now_ns() - t1 < LK_SEC(3));
+        loop_once(&l, 20);
+      }
+      int64_t took = lk_now_ns() - t1;
+      assert_int_equal(lk_http_result_failure(d.res), LK_F_FIRST_BYTE_TIMEOUT);
+      assert_true(took >= LK_MS(100) && took < LK_MS(600)); /* not at the 1 s connect timer */
+      lk_http_result_free(d.res);
+    }
+    chain_slot cs = {&l, fast_url, &pol, 30, 0, false};
+    done_slot fbd = {NULL, false}, cd = {NULL, false}, bd[3] = {{NULL, false}};
+    lk_http_request *rf = lk_http_request_new("GET", fast_url);
+    lk_http_request *rs = lk_http_request_new("GET", slow_url);
+    assert_true(rf && rs);
+    int64_t t0 = lk_now_ns();
+    assert_int_equal(lk_http_submit(l.c, rf, &pol, NULL, chain_on_done, &cs), LK_OK);
+    assert_int_equal(lk_http_submit(l.c, rs, &fb, NULL, on_done, &fbd), LK_OK);
+    assert_int_equal(lk_http_submit(l.c, rs, &pol, tok, on_done, &cd), LK_OK);
+    for (int i = 0; i < 3; i++)
+      assert_int_equal(lk_http_submit(l.c, rf, &bp, NULL, on_done, &bd[i]), LK_OK);
+    lk_http_request_free(rf);
+    lk_http_request_free(rs);
+    if (flag)
+      assert_int_equal(lk_http_client_start_submitted(l.c), LK_OK);
+    bool fired = false;
+    int64_t fb_at = 0;
+    while (!(cs.done && fbd.done && cd.done && bd[0].done && bd[1].done && bd[2].done)) {
+      assert_true(lk_now_ns() - t0 < LK_SEC(4)); /* the slow server answers after 2 s */
+      loop_once(&l, 20);
+      if (fbd.done && !fb_at)
+        fb_at = lk_now_ns() - t0;
+      if (!fired && lk_now_ns() - t0 > LK_MS(50)) {
+        lk_http_cancel_fire(tok);
+        fired = true;
+      }
+    }
+    assert_int_equal(cs.ok, 31);
+    assert_int_equal(lk_http_result_failure(fbd.res), LK_F_FIRST_BYTE_TIMEOUT);
+    assert_true(fb_at >= LK_MS(100) && fb_at < LK_MS(600));
+    assert_int_equal(lk_http_result_err(cd.res), LK_ECANCELED);
+    for (int i = 0; i < 3; i++)
+      assert_int_equal(lk_http_result_err(bd[i].res), LK_OK);
+    assert_true(lk_now_ns() - t0 < LK_MS(1500)); /* nobody waited for the slow answers */
+    lk_http_result_free(fbd.res);
+    lk_http_result_free(cd.res);
+    for (int i = 0; i < 3; i++)
+      lk_http_result_free(bd[i].res);
+    lk_http_cancel_free(tok);
+    loop_free(&l);
+    lk_bulkhead_free(bh);
+  }
+  faultd_stop(&ok);
+  faultd_stop(&slow);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_start_submitted),
+      cmocka_unit_test(test_native_action_others_due),
       cmocka_unit_test(test_start_submitted_ends_at_once),
       cmocka_unit_test(test_refused),
       cmocka_unit_test(test_connect_timeout),
