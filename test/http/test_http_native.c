@@ -1080,14 +1080,13 @@ static void start_submitted_on(bool flag) {
                                                  (l.ev[j] & LK_HTTP_POLL_OUT ? POLLOUT : 0))};
       int n = l.n;
       assert_true(poll(p, (nfds_t)n, 20) >= 0 || errno == EINTR);
-      for (int j = 0; j < n; j++)
-        if (p[j].revents)
-          assert_int_equal(
-              lk_http_client_socket_action(
-                  l.c, p[j].fd,
-                  (p[j].revents & (POLLIN | POLLHUP | POLLERR) ? LK_HTTP_POLL_IN : 0) |
-                      (p[j].revents & (POLLOUT | POLLERR) ? LK_HTTP_POLL_OUT : 0)),
-              LK_OK);
+      for (int j = 0; j < n; j++) {
+        if (!p[j].revents)
+          continue;
+        int ev = (p[j].revents & (POLLIN | POLLHUP | POLLERR) ? LK_HTTP_POLL_IN : 0) |
+                 (p[j].revents & (POLLOUT | POLLERR) ? LK_HTTP_POLL_OUT : 0);
+        assert_int_equal(lk_http_client_socket_action(l.c, p[j].fd, ev), LK_OK);
+      }
     }
     assert_int_equal(lk_http_result_err(d.res), LK_OK);
     size_t na;
