@@ -599,6 +599,11 @@ typedef struct lk_http_client_config {
   lk_http_transport transport; /* default LK_HTTP_TRANSPORT_CURL; NATIVE needs socket_fn and
                                   timer_fn and no max_connections / max_host_connections (it
                                   is ignored otherwise) */
+  /* External loop mode: the loop calls lk_http_client_start_submitted() after the calls it
+   * submits (outside the client's callbacks) before it waits for events again, so
+   * lk_http_submit() does not arm the timer for them (two timer updates per call saved).
+   * Default false: submit arms the timer for now and the loop's timer starts them. */
+  bool start_submitted;
 } lk_http_client_config;
 
 /* The per-origin defaults: Finagle's RetryBudget (20 % of requests over 10 s, plus 10 retries
@@ -650,6 +655,17 @@ LK_EXPORT int lk_http_client_run(lk_http_client *c, int64_t max_wait);
 LK_EXPORT int lk_http_client_socket_action(lk_http_client *c, int fd, int events);
 /* External loop mode: the timer armed through timer_fn fired. Same returns. */
 LK_EXPORT int lk_http_client_timer_action(lk_http_client *c);
+
+/* External loop mode: starts the calls submitted since the last driver function now, instead of
+ * from the timer lk_http_submit() armed for them, so that their requests leave in the loop pass
+ * that submitted them (an event loop runs that timer only after the pass's other events). Costs
+ * the calls it starts, not the calls in flight. Optional unless the client was created with
+ * lk_http_client_config.start_submitted (then submit arms no timer and nothing else starts a
+ * call submitted outside the client's callbacks until some other event comes). Call
+ * it from the loop, outside the client's callbacks; a completion callback of a call that ends at
+ * once (breaker open, deadline passed) may run inside it. LK_OK, LK_EINVAL, or LK_ESTATE (not
+ * external mode, or from a callback). */
+LK_EXPORT int lk_http_client_start_submitted(lk_http_client *c);
 
 /* Calls in flight (submitted, result not yet delivered). */
 LK_EXPORT int lk_http_client_active(const lk_http_client *c);

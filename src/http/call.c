@@ -108,10 +108,16 @@ static void call_state(lk_call *k, lk_call_state to) {
 
 /* --- attempts ------------------------------------------------------------------------------- */
 
-static void release_slot(lk_call *k) { lk__slot_release(&k->slot, k->pol.bulkhead); }
+/* A released slot may be handed to a call waiting in the bulkhead's queue: counted as a change
+ * (lk_http_client.changes) so that no start skips the pass that finds that call due. */
+static void release_slot(lk_call *k) {
+  k->cl->changes++;
+  lk__slot_release(&k->slot, k->pol.bulkhead);
+}
 
 static void try_release_slot(lk_try *t) {
   if (t->bulkhead_held) {
+    t->k->cl->changes++;
     lk_bulkhead_release(t->k->pol.bulkhead);
     t->bulkhead_held = false;
   }

@@ -178,6 +178,7 @@ struct lk_call {
   lk_prot prot;          /* the budget ticket (breaker permits are per attempt) */
   bool https, unsafe, key_in_request, hedging;
   bool native;   /* attempts to eligible URLs run on the native transport (lk__h1_target) */
+  bool fresh;    /* submitted, not yet seen by a pass (lk_http_client_start_submitted) */
   lk_easy *ex;   /* the call's own handle, used by `first` */
   char *ua_line; /* "User-Agent: ..." or NULL */
   lk_try *extra[LK_HEDGE_MAX_HEDGES]; /* hedge attempts, allocated on first use */
@@ -219,6 +220,16 @@ struct lk_http_client {
   int64_t dns_prune_at;   /* system ns: the next attempt started after it prunes DNS entries */
   int64_t curl_timer_at;  /* external mode: absolute system ns, -1 none */
   int64_t armed_delay_at; /* external mode: last timer armed (absolute), INT64_MIN none */
+  /* Submit arms the timer for now; lk_http_client_start_submitted() starts those calls and puts
+   * back what was armed before (fresh_prev_armed) unless a pass ran meanwhile (fresh_armed
+   * cleared). `changes` counts what can make another call due (a call ended, a bulkhead slot
+   * released): then the start falls back to a pass over every call to re-arm. */
+  bool fresh_armed;
+  int64_t fresh_prev_armed;
+  uint64_t changes;
+  /* calls ended / submitted: a native socket action that ended no call but its own and submitted
+   * none needs no pass over the calls (lk_http_client_socket_action) */
+  uint64_t ends, submits;
   /* default protection per origin (origin.c) */
   lk_budget_ratio_config origin_budget;
   lk_breaker_config origin_breaker;
@@ -257,6 +268,8 @@ void lk__h1_free(lk_h1 *h); /* after every call ended */
  * not an IP literal or localhost, user info, bytes libcurl would escape). */
 bool lk__h1_target(lk_try *t);
 bool lk__h1_owns(const lk_http_client *c, int fd); /* fd is a native connection's */
+/* The call whose attempt uses native connection `fd`, NULL if none (idle, or not native). */
+lk_call *lk__h1_call_of(const lk_http_client *c, int fd);
 void lk__h1_event(lk_http_client *c, int fd, int events);
 /* Failures found while an attempt started are told on the next pass: pending says one waits,
  * flush tells them. */

@@ -98,6 +98,8 @@ void lk__client_unlink(lk_http_client *c, lk_call *k) {
     k->next->prev = k->prev;
   k->prev = k->next = NULL;
   c->ncalls--;
+  c->changes++;
+  c->ends++;
 }
 
 /* --- external loop plumbing ---------------------------------------------------------------- */
@@ -257,6 +259,10 @@ static void rearm(lk_http_client *c);
 static void arm_now(lk_http_client *c) {
   int64_t now = lk_now_ns();
   if (c->armed_delay_at == INT64_MIN || c->armed_delay_at > now) {
+    if (!c->fresh_armed) { /* what was armed before the first of these calls */
+      c->fresh_armed = true;
+      c->fresh_prev_armed = c->armed_delay_at;
+    }
     c->armed_delay_at = now;
     c->cfg.timer_fn(c->cfg.loop_ud, 0);
   }
@@ -363,6 +369,8 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   k->deadline = pol->deadline_at.at < at ? pol->deadline_at.at : at;
   k->state = LK_CALL_ADMIT;
   k->timer_at = k->t0; /* the first attempt starts from the loop, never inside submit */
+  k->fresh = true;
+  c->submits++;
   k->next = c->calls;
   if (c->calls)
     c->calls->prev = k;
@@ -370,8 +378,8 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   c->ncalls++;
   lk_call_metrics_call_start(pol->metrics);
   lk__budget_request(k->pol.budget, k->t0);
-  if (c->external && c->depth == 0)
-    arm_now(c);
+  if (c->external && c->depth == 0 && !c->cfg.start_submitted)
+    arm_now(c); /* with start_submitted the loop starts it (lk_http_client_start_submitted) */
   return LK_OK;
 }
 
@@ -400,9 +408,11 @@ static void service_calls(lk_http_client *c) {
   const lk_clock *sys = lk_clock_system();
   int64_t sys_now = lk_now_ns();
   c->pass_now = sys_now;
+  c->fresh_armed = false; /* this pass and the rearm() after it see every call */
   lk_call *next;
   for (lk_call *k = c->calls; k; k = next) {
     next = k->next; /* k may finish (and be freed) below; new calls go to the head */
+    k->fresh = false;
     int64_t now = call_now(k, sys, sys_now);
     if (lk_http_cancel_fired(k->cancel)) {
       lk__call_abort(k);
@@ -530,6 +540,49 @@ static int after_action(lk_http_client *c) {
   return LK_OK;
 }
 
+/* A call's timer (system ns) may be earlier than what is armed: armed earlier (and, between a
+ * submit and lk_http_client_start_submitted(), kept in what that puts back). */
+static void note_timer(lk_http_client *c, int64_t at) {
+  if (c->fresh_armed && (c->fresh_prev_armed == INT64_MIN || at < c->fresh_prev_armed))
+    c->fresh_prev_armed = at;
+  if (c->armed_delay_at == INT64_MIN || at < c->armed_delay_at) {
+    int64_t now = lk_now_ns();
+    c->armed_delay_at = at;
+    c->cfg.timer_fn(c->cfg.loop_ud, at > now ? at - now : 0);
+  }
+}
+
+/* After the I/O of one native connection: only the call using it (`k`, looked up before the
+ * I/O) can have a new timer. The armed timer is a bound for every other call's (what every pass
+ * and start keeps true), so k's timer is all there is to arm, without a pass over every call in
+ * flight (~3k instructions per action at 64 in flight). A call ended by the I/O is gone (its
+ * ending can make another due only through a bulkhead slot, and a slot granted wakes the
+ * client's descriptor: a full pass then); calls its callback submitted are due now. False when
+ * the full pass is needed: a native connection failed and waits for it, k is due or cancelled. */
+static bool after_h1_event(lk_http_client *c, lk_call *k, uint64_t ends, uint64_t submits) {
+  if (lk__h1_pending(c))
+    return false;
+  int64_t sys_now = lk_now_ns();
+  c->pass_now = sys_now;
+  if (k && c->ends == ends) {
+    if (lk_http_cancel_fired(k->cancel))
+      return false;
+    int64_t now = call_now(k, lk_clock_system(), sys_now);
+    int64_t at = lk__call_next_timer(k);
+    if (now >= at)
+      return false;
+    if (at != INT64_MAX)
+      note_timer(c, lk_sat_add(sys_now, lk_sat_sub(at, now)));
+  }
+  if (c->submits != submits)
+    note_timer(c, sys_now);
+  if (c->ncalls == 0 && c->curl_timer_at < 0 && c->armed_delay_at != INT64_MIN) {
+    c->armed_delay_at = INT64_MIN; /* nothing left to time (what rearm() would find) */
+    c->cfg.timer_fn(c->cfg.loop_ud, -1);
+  }
+  return true;
+}
+
 int lk_http_client_socket_action(lk_http_client *c, int fd, int events) {
   if (!c)
     return LK_EINVAL;
@@ -543,7 +596,13 @@ int lk_http_client_socket_action(lk_http_client *c, int fd, int events) {
     for (size_t i = 0; i < c->ntoks && !tok; i++)
       tok = c->toks[i].tok->fd == fd;
     if (!tok && lk__h1_owns(c, fd)) {
+      lk_call *k = lk__h1_call_of(c, fd);
+      uint64_t ends = c->ends, submits = c->submits;
       lk__h1_event(c, fd, events);
+      if (after_h1_event(c, k, ends, submits)) {
+        c->depth--;
+        return LK_OK;
+      }
     } else if (!tok) {
       int mask = (events & LK_HTTP_POLL_IN ? CURL_CSELECT_IN : 0) |
                  (events & LK_HTTP_POLL_OUT ? CURL_CSELECT_OUT : 0);
@@ -564,6 +623,7 @@ int lk_http_client_timer_action(lk_http_client *c) {
     return LK_ESTATE;
   c->depth++;
   c->armed_delay_at = INT64_MIN; /* the timer is one-shot: it fired */
+  c->fresh_armed = false;
   if (c->curl_timer_at >= 0 && lk_now_ns() >= c->curl_timer_at - LK_MS(1)) {
     c->curl_timer_at = -1;
     int running;
@@ -573,6 +633,75 @@ int lk_http_client_timer_action(lk_http_client *c) {
     }
   }
   return after_action(c);
+}
+
+/* Starts the calls submitted since the last pass: they are at the head of the list (new calls go
+ * there), so this costs the calls started, not the calls in flight. The timer submit armed for
+ * now is put back to the earliest of what was armed before and the started calls' own timers,
+ * unless something may have made another call due (a call ended, a bulkhead slot was released)
+ * or a native connection waits for the next pass (lk__h1_pending): a full rearm() then. */
+int lk_http_client_start_submitted(lk_http_client *c) {
+  if (!c)
+    return LK_EINVAL;
+  if (!c->external || c->depth > 0)
+    return LK_ESTATE;
+  if (!c->calls || !c->calls->fresh)
+    return LK_OK;
+  c->depth++;
+  const lk_clock *sys = lk_clock_system();
+  int64_t sys_now = lk_now_ns();
+  c->pass_now = sys_now;
+  uint64_t changes = c->changes;
+  int64_t at = INT64_MAX; /* system ns: the earliest timer of the calls started */
+  /* a callback of a call that ended at once may submit more: they go to the head, looked at by
+   * the next round (bounded by what callbacks submit) */
+  while (c->calls && c->calls->fresh) {
+    lk_call *next;
+    for (lk_call *k = c->calls; k && k->fresh; k = next) {
+      next = k->next;
+      k->fresh = false;
+      int64_t now = call_now(k, sys, sys_now);
+      if (lk_http_cancel_fired(k->cancel)) {
+        lk__call_abort(k);
+        continue;
+      }
+      if (now >= lk__call_next_timer(k))
+        lk__call_timer(k, now);
+      if (c->changes != changes)
+        continue; /* k may be gone; rearm() below looks at every call */
+      int64_t kt = lk__call_next_timer(k);
+      if (kt != INT64_MAX) {
+        int64_t d = lk_sat_sub(kt, call_now(k, sys, sys_now));
+        int64_t sat = lk_sat_add(sys_now, d < 0 ? 0 : d);
+        if (sat < at)
+          at = sat;
+      }
+    }
+  }
+  if (c->changes != changes || lk__h1_pending(c) || (!c->fresh_armed && !c->cfg.start_submitted)) {
+    c->fresh_armed = false;
+    rearm(c);
+  } else {
+    /* what was armed before these calls (put back: submit armed for now), or, with
+     * start_submitted, what is armed (submit armed nothing): a bound for every other call */
+    bool replace = c->fresh_armed;
+    int64_t cur = replace ? c->fresh_prev_armed : c->armed_delay_at;
+    c->fresh_armed = false;
+    if (c->curl_timer_at >= 0 && c->curl_timer_at < at)
+      at = c->curl_timer_at;
+    if (cur != INT64_MIN && cur <= at)
+      at = cur;
+    if (at == INT64_MAX && replace) {
+      c->armed_delay_at = INT64_MIN;
+      c->cfg.timer_fn(c->cfg.loop_ud, -1);
+    } else if (at != INT64_MAX && (replace || at != cur)) {
+      int64_t now = lk_now_ns();
+      c->armed_delay_at = at;
+      c->cfg.timer_fn(c->cfg.loop_ud, at > now ? at - now : 0);
+    }
+  }
+  c->depth--;
+  return LK_OK;
 }
 
 /* --- synchronous calls ---------------------------------------------------------------------- */

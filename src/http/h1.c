@@ -841,6 +841,12 @@ bool lk__h1_owns(const lk_http_client *c, int fd) {
   return h && fd >= 0 && (size_t)fd < h->cap_fd && h->by_fd[fd];
 }
 
+lk_call *lk__h1_call_of(const lk_http_client *c, int fd) {
+  const lk_h1 *h = c->h1;
+  const h1_conn *cn = h && fd >= 0 && (size_t)fd < h->cap_fd ? h->by_fd[fd] : NULL;
+  return cn && cn->t ? cn->t->k : NULL;
+}
+
 /* --- the transport -------------------------------------------------------------------------- */
 
 static void conn_bind(h1_conn *cn, lk_try *t) {

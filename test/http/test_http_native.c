@@ -69,7 +69,7 @@ static void close_fn(void *ud, int fd) {
   socket_fn(ud, fd, 0);
 }
 
-static void loop_init(loop *l, lk_http_transport tp) {
+static void loop_init_with(loop *l, lk_http_transport tp, bool start_submitted) {
   memset(l, 0, sizeof *l);
   l->timer_at = INT64_MAX;
   lk_http_client_config cc;
@@ -79,9 +79,12 @@ static void loop_init(loop *l, lk_http_transport tp) {
   cc.close_fn = close_fn;
   cc.loop_ud = l;
   cc.transport = tp;
+  cc.start_submitted = start_submitted;
   l->c = lk_http_client_new(&cc);
   assert_non_null(l->c);
 }
+
+static void loop_init(loop *l, lk_http_transport tp) { loop_init_with(l, tp, false); }
 
 static void loop_free(loop *l) {
   lk_http_client_free(l->c);
@@ -1032,8 +1035,253 @@ static void test_fallback(void **s) {
   faultd_stop(&fp);
 }
 
+/* lk_http_client_start_submitted(): the calls submitted start at once (their request is on its
+ * connection before the loop polls again), the timer submit armed for now is put back to the
+ * attempt's own timeouts, and the call completes from socket events alone, the timer never
+ * firing. With lk_http_client_config.start_submitted, submit arms no timer at all. */
+static void start_submitted_on(bool flag) {
+  faultd_proc fp;
+  const char *a[] = {"--max-seconds", "60", NULL};
+  assert_int_equal(faultd_start(&fp, "ok", a), 0);
+  char url[128];
+  faultd_url(&fp, "/x", url, sizeof url);
+  loop l;
+  loop_init_with(&l, LK_HTTP_TRANSPORT_NATIVE, flag);
+  lk_http_policy pol;
+  ht_policy(&pol);
+  for (int i = 0; i < 2; i++) { /* a new connection, then a pooled one */
+    lk_http_request *r = lk_http_request_new("GET", url);
+    assert_non_null(r);
+    done_slot d = {NULL, false};
+    int fds = l.n;
+    assert_int_equal(lk_http_submit(l.c, r, &pol, NULL, on_done, &d), LK_OK);
+    lk_http_request_free(r);
+    if (flag)
+      assert_true(l.timer_at == INT64_MAX); /* nothing armed: the loop starts it */
+    else
+      assert_true(l.timer_at <= lk_now_ns()); /* armed for now: the loop would start it */
+    assert_int_equal(l.n, fds);
+    assert_int_equal(lk_http_client_start_submitted(l.c), LK_OK);
+    assert_false(d.done);
+    int64_t left = l.timer_at - lk_now_ns();
+    assert_true(left > LK_MS(100) && left <= LK_MS(300)); /* the connect or attempt timeout */
+    if (i == 0)
+      assert_int_equal(l.n, fds + 1); /* the connection is being made */
+    else
+      assert_int_equal(faultd_wait_requests(&fp, 2, 2000), 2); /* written already */
+    int64_t t0 = lk_now_ns();
+    while (!d.done) {
+      assert_true(lk_now_ns() - t0 < LK_SEC(5));
+      assert_true(l.timer_at > lk_now_ns()); /* never due: only socket events drive the call */
+      struct pollfd p[LOOP_FDS];
+      for (int j = 0; j < l.n; j++)
+        p[j] = (struct pollfd){.fd = l.fd[j],
+                               .events = (short)((l.ev[j] & LK_HTTP_POLL_IN ? POLLIN : 0) |
+                                                 (l.ev[j] & LK_HTTP_POLL_OUT ? POLLOUT : 0))};
+      int n = l.n;
+      assert_true(poll(p, (nfds_t)n, 20) >= 0 || errno == EINTR);
+      for (int j = 0; j < n; j++) {
+        if (!p[j].revents)
+          continue;
+        int ev = (p[j].revents & (POLLIN | POLLHUP | POLLERR) ? LK_HTTP_POLL_IN : 0) |
+                 (p[j].revents & (POLLOUT | POLLERR) ? LK_HTTP_POLL_OUT : 0);
+        assert_int_equal(lk_http_client_socket_action(l.c, p[j].fd, ev), LK_OK);
+      }
+    }
+    assert_int_equal(lk_http_result_err(d.res), LK_OK);
+    size_t na;
+    const lk_http_attempt_info *att = lk_http_result_attempts(d.res, &na);
+    assert_int_equal(na, 1);
+    assert_int_equal(att[0].reused_connection, i > 0);
+    lk_http_result_free(d.res);
+  }
+  assert_int_equal(lk_http_client_start_submitted(l.c), LK_OK); /* nothing submitted: no-op */
+  loop_free(&l);
+  faultd_stop(&fp);
+}
+
+static void test_start_submitted(void **s) {
+  (void)s;
+  start_submitted_on(false);
+  start_submitted_on(true);
+}
+
+typedef struct start_slot {
+  done_slot d;
+  lk_http_client *c;
+  int rc_inside; /* lk_http_client_start_submitted() from inside the callback */
+} start_slot;
+
+static void on_done_start(void *ud, lk_http_result *res) {
+  start_slot *ss = ud;
+  ss->rc_inside = lk_http_client_start_submitted(ss->c);
+  on_done(&ss->d, res);
+}
+
+/* A call that ends at once (its cancel token fired before it started) is delivered from inside
+ * lk_http_client_start_submitted(), never from lk_http_submit(); the entry point refuses to run
+ * from a callback and outside external mode. */
+static void test_start_submitted_ends_at_once(void **s) {
+  (void)s;
+  loop l;
+  loop_init(&l, LK_HTTP_TRANSPORT_NATIVE);
+  lk_http_policy pol;
+  ht_policy(&pol);
+  lk_http_cancel *tok = lk_http_cancel_new();
+  assert_non_null(tok);
+  lk_http_cancel_fire(tok);
+  lk_http_request *r = lk_http_request_new("GET", "http://127.0.0.1:9/x");
+  assert_non_null(r);
+  start_slot ss = {{NULL, false}, l.c, 0};
+  assert_int_equal(lk_http_submit(l.c, r, &pol, tok, on_done_start, &ss), LK_OK);
+  lk_http_request_free(r);
+  assert_false(ss.d.done);
+  assert_int_equal(lk_http_client_start_submitted(l.c), LK_OK);
+  assert_true(ss.d.done);
+  assert_int_equal(ss.rc_inside, LK_ESTATE);
+  assert_int_equal(lk_http_result_err(ss.d.res), LK_ECANCELED);
+  assert_int_equal(lk_http_client_active(l.c), 0);
+  lk_http_result_free(ss.d.res);
+  lk_http_cancel_free(tok);
+  loop_free(&l);
+  lk_http_client *own = lk_http_client_new(NULL);
+  assert_non_null(own);
+  assert_int_equal(lk_http_client_start_submitted(own), LK_ESTATE);
+  assert_int_equal(lk_http_client_start_submitted(NULL), LK_EINVAL);
+  lk_http_client_free(own);
+}
+
+/* A native socket action re-arms for the call using that connection only (the armed timer bounds
+ * every other call's): nothing made due elsewhere may be missed. While calls to a fast server
+ * complete one after another, (1) a call to a slow one still times out when its first-byte
+ * timeout (earlier than its connect timeout, so its timer moved earlier when its request was
+ * written) is due; (2) a call queued in a bulkhead starts when the slot is handed over; (3) a
+ * call submitted from a completion callback starts; (4) a cancelled call ends. */
+typedef struct chain_slot {
+  loop *l;
+  const char *url;
+  const lk_http_policy *pol;
+  int left; /* calls still to submit from the callback */
+  int ok;
+  bool done;
+} chain_slot;
+
+static void chain_on_done(void *ud, lk_http_result *res) {
+  chain_slot *cs = ud;
+  cs->ok += lk_http_result_err(res) == LK_OK;
+  lk_http_result_free(res);
+  if (cs->left-- > 0) {
+    lk_http_request *r = lk_http_request_new("GET", cs->url);
+    assert_non_null(r);
+    assert_int_equal(lk_http_submit(cs->l->c, r, cs->pol, NULL, chain_on_done, cs), LK_OK);
+    lk_http_request_free(r);
+  } else {
+    cs->done = true;
+  }
+}
+
+static void test_native_action_others_due(void **s) {
+  (void)s;
+  faultd_proc ok, slow;
+  const char *a[] = {"--max-seconds", "60", NULL};
+  const char *b[] = {"--delay-ms", "2000", "--max-seconds", "60", NULL};
+  assert_int_equal(faultd_start(&ok, "ok", a), 0);
+  assert_int_equal(faultd_start(&slow, "slow", b), 0);
+  char fast_url[128], slow_url[128];
+  faultd_url(&ok, "/x", fast_url, sizeof fast_url);
+  faultd_url(&slow, "/x", slow_url, sizeof slow_url);
+  for (int flag = 0; flag < 2; flag++) {
+    loop l;
+    loop_init_with(&l, LK_HTTP_TRANSPORT_NATIVE, flag);
+    lk_http_policy pol;
+    ht_policy(&pol);
+    pol.deadline = LK_SEC(5);
+    pol.attempt_timeout = LK_SEC(3);
+    pol.connect_timeout = LK_SEC(1);
+    ht_attempts(&pol, 1);
+    lk_http_policy fb = pol;
+    fb.first_byte_timeout = LK_MS(100);
+    lk_bulkhead_config bc;
+    lk_bulkhead_config_init_default(&bc);
+    bc.max_concurrent = 1;
+    lk_bulkhead *bh = NULL;
+    assert_int_equal(lk_bulkhead_new(&bc, &bh, NULL), LK_OK);
+    lk_http_policy bp = pol;
+    bp.bulkhead = bh;
+    bp.pool_timeout = LK_SEC(3);
+    lk_http_cancel *tok = lk_http_cancel_new();
+    assert_non_null(tok);
+
+    /* (1) alone first: nothing else runs a pass that would find it due */
+    {
+      done_slot d = {NULL, false};
+      lk_http_request *r = lk_http_request_new("GET", slow_url);
+      assert_non_null(r);
+      int64_t t1 = lk_now_ns();
+      assert_int_equal(lk_http_submit(l.c, r, &fb, NULL, on_done, &d), LK_OK);
+      lk_http_request_free(r);
+      if (flag)
+        assert_int_equal(lk_http_client_start_submitted(l.c), LK_OK);
+      while (!d.done) {
+        assert_true(lk_now_ns() - t1 < LK_SEC(3));
+        loop_once(&l, 20);
+      }
+      int64_t took = lk_now_ns() - t1;
+      assert_int_equal(lk_http_result_failure(d.res), LK_F_FIRST_BYTE_TIMEOUT);
+      assert_true(took >= LK_MS(100) && took < LK_MS(600)); /* not at the 1 s connect timer */
+      lk_http_result_free(d.res);
+    }
+    chain_slot cs = {&l, fast_url, &pol, 30, 0, false};
+    done_slot fbd = {NULL, false}, cd = {NULL, false}, bd[3] = {{NULL, false}};
+    lk_http_request *rf = lk_http_request_new("GET", fast_url);
+    lk_http_request *rs = lk_http_request_new("GET", slow_url);
+    assert_true(rf && rs);
+    int64_t t0 = lk_now_ns();
+    assert_int_equal(lk_http_submit(l.c, rf, &pol, NULL, chain_on_done, &cs), LK_OK);
+    assert_int_equal(lk_http_submit(l.c, rs, &fb, NULL, on_done, &fbd), LK_OK);
+    assert_int_equal(lk_http_submit(l.c, rs, &pol, tok, on_done, &cd), LK_OK);
+    for (int i = 0; i < 3; i++)
+      assert_int_equal(lk_http_submit(l.c, rf, &bp, NULL, on_done, &bd[i]), LK_OK);
+    lk_http_request_free(rf);
+    lk_http_request_free(rs);
+    if (flag)
+      assert_int_equal(lk_http_client_start_submitted(l.c), LK_OK);
+    bool fired = false;
+    int64_t fb_at = 0;
+    while (!(cs.done && fbd.done && cd.done && bd[0].done && bd[1].done && bd[2].done)) {
+      assert_true(lk_now_ns() - t0 < LK_SEC(4)); /* the slow server answers after 2 s */
+      loop_once(&l, 20);
+      if (fbd.done && !fb_at)
+        fb_at = lk_now_ns() - t0;
+      if (!fired && lk_now_ns() - t0 > LK_MS(50)) {
+        lk_http_cancel_fire(tok);
+        fired = true;
+      }
+    }
+    assert_int_equal(cs.ok, 31);
+    assert_int_equal(lk_http_result_failure(fbd.res), LK_F_FIRST_BYTE_TIMEOUT);
+    assert_true(fb_at >= LK_MS(100) && fb_at < LK_MS(600));
+    assert_int_equal(lk_http_result_err(cd.res), LK_ECANCELED);
+    for (int i = 0; i < 3; i++)
+      assert_int_equal(lk_http_result_err(bd[i].res), LK_OK);
+    assert_true(lk_now_ns() - t0 < LK_MS(1500)); /* nobody waited for the slow answers */
+    lk_http_result_free(fbd.res);
+    lk_http_result_free(cd.res);
+    for (int i = 0; i < 3; i++)
+      lk_http_result_free(bd[i].res);
+    lk_http_cancel_free(tok);
+    loop_free(&l);
+    lk_bulkhead_free(bh);
+  }
+  faultd_stop(&ok);
+  faultd_stop(&slow);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_start_submitted),
+      cmocka_unit_test(test_native_action_others_due),
+      cmocka_unit_test(test_start_submitted_ends_at_once),
       cmocka_unit_test(test_refused),
       cmocka_unit_test(test_connect_timeout),
       cmocka_unit_test(test_read_then_reset),

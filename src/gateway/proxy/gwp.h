@@ -156,6 +156,7 @@ struct gwp_server {
   lk_rand_fast rng;
   lk_http_client *client;
   uv_timer_t curl_timer;
+  uv_check_t start_check; /* starts, at the end of each loop pass, the calls the pass submitted */
   struct gwp_poll **polls; /* upstream watchers by descriptor */
   size_t npolls;
   uv_signal_t sig_hup, sig_term, sig_int;

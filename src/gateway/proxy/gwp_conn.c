@@ -441,7 +441,11 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
   }
   if (c->state == GWP_IDLE && !gwp_draining(c->srv))
     arm(c, limits(c)->header_timeout);
+  gwp_server *srv = c->srv; /* c may be gone after feed */
   feed(c, b->base, (size_t)n);
+  /* the request submitted leaves now, in the pass that read it, not after the pass's other
+   * events from the client's timer */
+  lk_http_client_start_submitted(srv->client);
 }
 
 /* After a response: the next request, from the pipelined bytes first, then from the socket. */

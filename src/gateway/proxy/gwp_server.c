@@ -126,6 +126,15 @@ static void on_curl_timer(uv_timer_t *t) {
   lk_http_client_timer_action(s->client);
 }
 
+/* The client is created with start_submitted: lk_http_submit() arms no timer, and each call
+ * submitted outside the client's callbacks is started by lk_http_client_start_submitted(), at
+ * once after a downstream read (gwp_conn.c on_read), and otherwise here, before the loop polls
+ * again (a pipelined request parsed after a response was written, a health probe). */
+static void on_start_check(uv_check_t *h) {
+  gwp_server *s = h->data;
+  lk_http_client_start_submitted(s->client);
+}
+
 static void timer_fn(void *ud, int64_t delay) {
   gwp_server *s = ud;
   if (delay < 0) {
@@ -465,6 +474,8 @@ static int worker_init(gwp_server *w, gwp_shared *sh, int id, uv_loop_t *loop, i
   w->async.data = w;
   uv_timer_init(loop, &w->curl_timer);
   w->curl_timer.data = w;
+  uv_check_init(loop, &w->start_check);
+  w->start_check.data = w;
   uv_timer_init(loop, &w->drain_timer);
   w->drain_timer.data = w;
   uv_timer_init(loop, &w->drain_poll);
@@ -478,11 +489,14 @@ static int worker_init(gwp_server *w, gwp_shared *sh, int id, uv_loop_t *loop, i
   cc.close_fn = close_fn;
   cc.loop_ud = w;
   cc.transport = w->cfg->listen.upstream_client; /* read at start: a reload keeps the client */
+  cc.start_submitted = true;
   w->client = lk_http_client_new(&cc);
   if (!w->client) {
     gwp_log(w, LK_GW_LOG_ERROR, "cannot create the HTTP client");
     return -1;
   }
+  uv_check_start(&w->start_check, on_start_check);
+  uv_unref((uv_handle_t *)&w->start_check); /* it does not keep the loop alive */
   const lk_gw_listen *l = &w->cfg->listen;
   return listen_on(w, &w->listener, &l->addr, port, l->backlog, sh->nworkers > 1, &w->port);
 }
