@@ -402,6 +402,24 @@ static int64_t call_now(const lk_call *k, const lk_clock *sys, int64_t sys_now) 
   return k->clock == sys ? sys_now : k->clock->now(k->clock);
 }
 
+/* k's next timer as an instant on the system clock, not before sys_now; INT64_MAX if none. */
+static int64_t call_due(lk_call *k, const lk_clock *sys, int64_t sys_now) {
+  int64_t at = lk__call_next_timer(k);
+  if (at == INT64_MAX)
+    return INT64_MAX;
+  int64_t d = lk_sat_sub(at, call_now(k, sys, sys_now));
+  return lk_sat_add(sys_now, d < 0 ? 0 : d);
+}
+
+/* Arms the loop's timer for `at` (system ns) unless something earlier is armed already. */
+static void arm_earlier(lk_http_client *c, int64_t at) {
+  if (c->armed_delay_at == INT64_MIN || at < c->armed_delay_at) {
+    int64_t now = lk_now_ns();
+    c->armed_delay_at = at;
+    c->cfg.timer_fn(c->cfg.loop_ud, at > now ? at - now : 0);
+  }
+}
+
 static void service_calls(lk_http_client *c) {
   if (!c->calls)
     return;
@@ -431,12 +449,9 @@ static int64_t next_wait(lk_http_client *c) {
   if (lk__h1_pending(c))
     return 0;
   for (lk_call *k = c->calls; k; k = k->next) {
-    int64_t at = lk__call_next_timer(k);
-    if (at == INT64_MAX)
-      continue;
-    int64_t d = lk_sat_sub(at, call_now(k, sys, sys_now));
-    if (d < best)
-      best = d < 0 ? 0 : d;
+    int64_t at = call_due(k, sys, sys_now);
+    if (at != INT64_MAX && at - sys_now < best)
+      best = at - sys_now;
   }
   return best;
 }
@@ -457,13 +472,12 @@ static void rearm(lk_http_client *c) {
     if (c->armed_delay_at != INT64_MIN)
       c->cfg.timer_fn(c->cfg.loop_ud, -1);
     c->armed_delay_at = INT64_MIN;
-  } else if (c->armed_delay_at == INT64_MIN || at < c->armed_delay_at) {
+  } else {
     /* Only ever earlier: a timer that fires before anything is due costs one pass over the
      * calls (timer_action re-arms then), while moving it later on every socket action (the
      * earliest call finished) cost a timer heap update per action (~3.8k instructions per
      * proxied request in linkd serve at 64 requests in flight). */
-    c->armed_delay_at = at;
-    c->cfg.timer_fn(c->cfg.loop_ud, at > now ? at - now : 0);
+    arm_earlier(c, at);
   }
 }
 
@@ -545,11 +559,7 @@ static int after_action(lk_http_client *c) {
 static void note_timer(lk_http_client *c, int64_t at) {
   if (c->fresh_armed && (c->fresh_prev_armed == INT64_MIN || at < c->fresh_prev_armed))
     c->fresh_prev_armed = at;
-  if (c->armed_delay_at == INT64_MIN || at < c->armed_delay_at) {
-    int64_t now = lk_now_ns();
-    c->armed_delay_at = at;
-    c->cfg.timer_fn(c->cfg.loop_ud, at > now ? at - now : 0);
-  }
+  arm_earlier(c, at);
 }
 
 /* After the I/O of one native connection: only the call using it (`k`, looked up before the
@@ -669,13 +679,9 @@ int lk_http_client_start_submitted(lk_http_client *c) {
         lk__call_timer(k, now);
       if (c->changes != changes)
         continue; /* k may be gone; rearm() below looks at every call */
-      int64_t kt = lk__call_next_timer(k);
-      if (kt != INT64_MAX) {
-        int64_t d = lk_sat_sub(kt, call_now(k, sys, sys_now));
-        int64_t sat = lk_sat_add(sys_now, d < 0 ? 0 : d);
-        if (sat < at)
-          at = sat;
-      }
+      int64_t kt = call_due(k, sys, sys_now);
+      if (kt < at)
+        at = kt;
     }
   }
   if (c->changes != changes || lk__h1_pending(c) || (!c->fresh_armed && !c->cfg.start_submitted)) {
