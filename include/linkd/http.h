@@ -141,6 +141,14 @@ LK_EXPORT void lk_http_request_body_ready(lk_http_request *r);
 /* Bytes of a streamed body `fn` has given so far. */
 LK_EXPORT uint64_t lk_http_request_body_streamed(const lk_http_request *r);
 
+/* Verbatim headers: the request goes with the caller's headers only, plus what framing and
+ * the policy need (Host, Content-Length, the Linkd-* / Idempotency-Key / traceparent headers the
+ * policy asks for). Without it, a request without an Accept header gets "Accept: * / *" and, on
+ * libcurl, a body without a Content-Type gets "application/x-www-form-urlencoded", as curl
+ * sends them. For a proxy, which must forward what its client sent (`linkd serve` sets it).
+ * LK_OK, LK_EINVAL or LK_ESTATE (in use by a call). */
+LK_EXPORT int lk_http_request_set_verbatim(lk_http_request *r, bool on);
+
 /* The method and URL as given (owned by the request). */
 LK_EXPORT const char *lk_http_request_method(const lk_http_request *r);
 LK_EXPORT const char *lk_http_request_url(const lk_http_request *r);

@@ -295,6 +295,11 @@ void lk__attempt_prepare(lk_try *t) {
     node(t, k->ua_line);
   if (r->body_len > 0 && !r->has_expect)
     node(t, "Expect:"); /* no 100-continue round trip: the body follows the headers */
+  /* "Name:" is libcurl's "do not send this header"; the native transport reads it the same way */
+  if (r->verbatim && !r->has_accept)
+    node(t, "Accept:");
+  if (r->verbatim && !r->has_ctype && (r->body || r->stream))
+    node(t, "Content-Type:");
   if (k->res->has_key && !k->key_in_request)
     node(t, k->h_idem);
   int64_t budget = a->timeout - p->deadline_reserve;

@@ -146,7 +146,7 @@ static lk_try *try_get(lk_call *k, bool hedge) {
   lk_try *t = calloc(1, sizeof *t);
   if (!t)
     return NULL;
-  size_t need = k->req->nheaders + 8;
+  size_t need = k->req->nheaders + LK__DRIVER_HEADERS;
   t->nodes = need <= sizeof t->inline_nodes / sizeof t->inline_nodes[0]
                  ? t->inline_nodes
                  : malloc(need * sizeof *t->nodes);

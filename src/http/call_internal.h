@@ -115,6 +115,10 @@ typedef struct lk_att {
   bool sock_seen, tls_started, reused, sent, got_bytes, resend_aborted, too_big, oom;
 } lk_att;
 
+/* Header lines the driver may add to a request's own: User-Agent, Expect, Accept, Content-Type,
+ * Idempotency-Key, Linkd-Deadline, grpc-timeout, Linkd-Attempt, traceparent (attempt.c). */
+#define LK__DRIVER_HEADERS 9
+
 /* One attempt as its own object: the handle it runs on, its evidence, its response as it
  * arrives, the breaker permit and bulkhead slot it holds and its per-attempt headers. A call has
  * one inline (the first attempt and every retry run on it, on the call's own easy handle) and,

@@ -20,6 +20,9 @@ struct lk_http_request {
   size_t nheaders, cap_headers;
   const char *idem_key;   /* points into a header line when the caller added Idempotency-Key */
   bool has_expect;        /* the caller set Expect (we then do not disable 100-continue) */
+  bool has_accept;        /* the caller set Accept */
+  bool has_ctype;         /* the caller set Content-Type */
+  bool verbatim;          /* lk_http_request_set_verbatim: no default Accept / Content-Type */
   bool idempotent;        /* lk_method_is_idempotent(method), fixed at creation */
   bool head;              /* the method is "HEAD" (sent with CURLOPT_NOBODY: no body) */
   bool https;             /* the URL's scheme is https */

@@ -156,6 +156,20 @@ int lk_http_request_add_header(lk_http_request *r, const char *name, const char 
     r->idem_key = line + nl + 2;
   if (strcasecmp(name, "Expect") == 0)
     r->has_expect = true;
+  if (strcasecmp(name, "Accept") == 0)
+    r->has_accept = true;
+  if (strcasecmp(name, "Content-Type") == 0)
+    r->has_ctype = true;
+  return LK_OK;
+}
+
+int lk_http_request_set_verbatim(lk_http_request *r, bool on) {
+  if (!r)
+    return LK_EINVAL;
+  if (lk__request_in_use(r))
+    return LK_ESTATE;
+  r->verbatim = on;
+  lk__request_touch(r);
   return LK_OK;
 }
 

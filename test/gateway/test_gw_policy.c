@@ -48,6 +48,11 @@ static void *echo_main(void *arg) {
       char *end;
       while ((end = strstr(buf, "\r\n\r\n"))) {
         size_t head = (size_t)(end - buf) + 4;
+        /* a body (Content-Length) is read and dropped: the answer echoes the head only */
+        const char *cl = strstr(buf, "Content-Length: ");
+        size_t body = cl && cl < end ? strtoul(cl + 16, NULL, 10) : 0;
+        if (len < head + body)
+          break; /* the rest of the body is still to come */
         char resp[20000];
         int m = snprintf(resp, sizeof resp,
                          "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: keep-alive\r\n"
@@ -55,8 +60,8 @@ static void *echo_main(void *arg) {
                          head);
         memcpy(resp + m, buf, head);
         send(c, resp, (size_t)m + head, MSG_NOSIGNAL);
-        memmove(buf, buf + head, len - head);
-        len -= head;
+        memmove(buf, buf + head + body, len - head - body);
+        len -= head + body;
         buf[len] = '\0';
       }
     }
@@ -131,10 +136,47 @@ static void test_headers(void **state) {
   assert_null(strstr(sent, "timeout=1")); /* the caller's Keep-Alive stays with its hop */
   assert_non_null(strstr(sent, "Linkd-Attempt: 1\r\n"));
   assert_non_null(strstr(sent, "Linkd-Deadline: "));
+  assert_null(strstr(sent, "Accept")); /* the client sent none: none is added (curl's) */
   /* the upstream's hop-by-hop headers stay on its hop too */
   char v[64];
   assert_null(gw_header(&r, "Keep-Alive", v, sizeof v));
   gw_resp_free(&r);
+}
+
+/* A proxy forwards what its client sent: no Accept, no Content-Type the client did not send,
+ * on either upstream transport (libcurl adds "Accept: * / *" and, to a body, a form type). */
+static void test_headers_verbatim(void **state) {
+  (void)state;
+  echo_start();
+  gw_over(&G, E.port, "");
+  char cfg[1024];
+  snprintf(cfg, sizeof cfg,
+           "[listen]\naddress = 127.0.0.1:0\nupstream-client = curl\n\n"
+           "[cluster c]\nendpoint = 127.0.0.1:%d\n\n[route r]\ncluster = c\n",
+           E.port);
+  gw_start(&G2, cfg);
+  const gw_proc *gws[] = {&G, &G2};
+  for (int i = 0; i < 2; i++) {
+    gw_resp r;
+    gw_request(gws[i]->port, "POST", "/p", "Idempotency-Key: k-verbatim-1\r\n", "a=1", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "POST /p HTTP/1.1\r\n"));
+    assert_non_null(strstr(r.body, "Content-Length: 3\r\n"));
+    assert_null(strstr(r.body, "Content-Type"));
+    assert_null(strstr(r.body, "Accept"));
+    gw_resp_free(&r);
+    /* what the client did send goes as sent */
+    gw_request(gws[i]->port, "POST", "/p",
+               "Accept: text/plain\r\nContent-Type: application/json\r\n"
+               "Idempotency-Key: k-verbatim-2\r\n",
+               "{}", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "Accept: text/plain\r\n"));
+    assert_non_null(strstr(r.body, "Content-Type: application/json\r\n"));
+    assert_null(strstr(r.body, "*/*"));
+    assert_null(strstr(r.body, "x-www-form-urlencoded"));
+    gw_resp_free(&r);
+  }
 }
 
 static void test_retry_on_and_budget(void **state) {
@@ -272,6 +314,7 @@ static void test_chain_honours_retried(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_headers, teardown),
+      cmocka_unit_test_teardown(test_headers_verbatim, teardown),
       cmocka_unit_test_teardown(test_retry_on_and_budget, teardown),
       cmocka_unit_test_teardown(test_limiter_and_bulkhead, teardown),
       cmocka_unit_test_teardown(test_phase_timeouts, teardown),

@@ -379,6 +379,7 @@ void gwp_proxy_dispatch(gwp_req *r) {
     answer_local(r, 400, NULL);
     return;
   }
+  lk_http_request_set_verbatim(hr, true); /* forward what the client sent, add no Accept */
   bool has_key = false;
   const char *conn_hdr = gwp_req_header(r, "Connection");
   for (size_t i = 0; i + 1 < r->nh; i += 2) {
