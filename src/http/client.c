@@ -312,9 +312,10 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   t->k = k;
   t->number = 0;
   t->live = t->hedge = t->bulkhead_held = false;
-  t->nodes = req->nheaders + LK__DRIVER_HEADERS <= sizeof t->inline_nodes / sizeof t->inline_nodes[0]
-                 ? t->inline_nodes
-                 : malloc((req->nheaders + LK__DRIVER_HEADERS) * sizeof *t->nodes);
+  t->nodes =
+      req->nheaders + LK__DRIVER_HEADERS <= sizeof t->inline_nodes / sizeof t->inline_nodes[0]
+          ? t->inline_nodes
+          : malloc((req->nheaders + LK__DRIVER_HEADERS) * sizeof *t->nodes);
   k->res = lk__result_new();
   int rc = t->nodes && k->res ? LK_OK : LK_ENOMEM;
   if (rc == LK_OK)
