@@ -10,6 +10,7 @@
 #include "tmpsrv.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <libpq-fe.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -645,6 +646,86 @@ static void test_reconnect_without_a_failed_request(void **state) {
   lib_cleanup(&p);
 }
 
+/* --- a hung database: the deadline still bounds a request --------------------------------- */
+
+/* Sends sig to the postmaster and to every process it started (its backends). */
+static void pg_signal_all(int sig) {
+  kill(pg.pid, sig);
+  DIR *d = opendir("/proc");
+  assert_non_null(d);
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    char path[300], buf[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f)
+      continue;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')'); /* "pid (comm) state ppid ..." */
+    int ppid = 0;
+    char st;
+    if (rp && sscanf(rp + 1, " %c %d", &st, &ppid) == 2 && ppid == pg.pid)
+      kill((pid_t)atoi(e->d_name), sig);
+  }
+  closedir(d);
+}
+
+static int resume_pg(void **state) {
+  if (pg.pid)
+    pg_signal_all(SIGCONT);
+  return kill_tracked(state);
+}
+
+/* PostgreSQL stopped (SIGSTOP: it accepts connections into the kernel's backlog and answers
+ * nothing, the cancel request included): a read and a keyed write with a 300 ms deadline are
+ * answered within it plus the cancel's grace, and libraryd works again once PostgreSQL does. */
+static void test_hung_database(void **state) {
+  (void)state;
+  char url[256];
+  new_db("hung", url, sizeof url);
+  static lib_proc p; /* static: the teardown may reach it after a failure */
+  const char *args[] = {"--log", "off", NULL};
+  assert_int_equal(start_tracked(&p, url, args), 0);
+  int64_t book = lib_create_book(p.port, 100);
+  assert_true(book > 0);
+  assert_int_equal(lib_stock(p.port, book), 100); /* a pooled connection */
+  pg_signal_all(SIGSTOP);
+  char path[64];
+  snprintf(path, sizeof path, "/books/%lld", (long long)book);
+  const char *h[] = {"Linkd-Deadline: 300", "X-Tenant: pg", "Idempotency-Key: hung-1",
+                     "Content-Type: application/json", NULL};
+  http_req get = {.method = "GET", .path = path, .headers = h, .timeout_ms = 6000};
+  char lpath[80];
+  snprintf(lpath, sizeof lpath, "/books/%lld/loans", (long long)book);
+  http_req loan = {.method = "POST", .path = lpath, .headers = h,
+                   .body = "{\"borrower\":\"pat\"}", .timeout_ms = 6000};
+  const http_req *rqs[] = {&get, &loan};
+  for (int i = 0; i < 2; i++) {
+    http_res r;
+    double t0 = now_s();
+    http_do(p.port, rqs[i], &r);
+    double took = now_s() - t0;
+    fprintf(stderr, "hung database: %s answered %ld after %.2f s\n", rqs[i]->method, r.status,
+            took);
+    assert_true(r.status == 504 || r.status == 503);
+    assert_true(took < 3.0); /* 300 ms + the 1 s grace, with room for a loaded machine */
+    http_res_free(&r);
+  }
+  pg_signal_all(SIGCONT);
+  /* the connections given up are replaced: reads and keyed writes work again */
+  double until = now_s() + 10.0;
+  while (lib_stock(p.port, book) < 0 && now_s() < until)
+    sleep_ms(50);
+  http_res r;
+  post_loan(p.port, book, "after-hang", 5000, &r);
+  assert_int_equal(r.status, 201);
+  http_res_free(&r);
+  assert_int_equal(lib_stop(&p), 0);
+  lib_cleanup(&p);
+}
+
 /* --- the keyed write path's statements are prepared ----------------------------------------- */
 
 /* Lines of the PostgreSQL server's log that contain needle. */
@@ -781,6 +862,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_reconnect_without_a_failed_request, kill_tracked),
       cmocka_unit_test_teardown(test_retention_and_purge, kill_tracked),
       cmocka_unit_test_teardown(test_prepared_statements, kill_tracked),
+      cmocka_unit_test_teardown(test_hung_database, resume_pg),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

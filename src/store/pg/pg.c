@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* pg.c: the PostgreSQL store on libpq. A bounded pool of connections serves reads and writes;
  * every statement is sent asynchronously and waited for with poll(2) up to the caller's
- * deadline, then cancelled (PQcancel), so a slow or hung database never holds a request past
- * its deadline. A connection that broke is dropped when it comes back to the pool and a new one
+ * deadline, then cancelled (PQcancel, on a thread of its own) and its answer waited for at most
+ * CANCEL_GRACE_NS more, after which the connection is given up: a slow or hung database (its
+ * backend or postmaster stopped) never holds a request past its deadline plus that grace. A connection that broke is dropped when it comes back to the pool and a new one
  * is opened on the next use: libraryd reconnects by itself after a database restart, and until
  * then every call fails fast with LK_EAGAIN (503 + Retry-After to the client).
  *
@@ -20,13 +21,22 @@
 #include <libpq-fe.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 /* How long a call with no deadline waits for a free connection before LK_EAGAIN. */
 #define POOL_WAIT_NS (5 * LK_NS_PER_S)
 #define PURGE_BATCH 500 /* rows per purge statement (the SQL repeats it) */
+/* After a deadline, how long the server may take to answer the cancel before the connection is
+ * given up (closed; the next use opens a new one). */
+#define CANCEL_GRACE_NS (1 * LK_NS_PER_S)
+/* Cancel requests in flight at once, each on a thread of its own: beyond it none is sent (the
+ * connection is given up after the grace all the same). Process-wide, as threads are. */
+#define CANCELS_MAX 4
+static atomic_int cancels_in_flight;
 
 typedef struct pg_conn {
   PGconn *c;
@@ -290,6 +300,47 @@ static int pg_err(PGconn *c, const PGresult *r) {
   return LK_EIO;
 }
 
+static void *cancel_main(void *arg) {
+  PGcancel *cn = arg;
+  char eb[128];
+  PQcancel(cn, eb, sizeof eb);
+  PQfreeCancel(cn);
+  atomic_fetch_sub(&cancels_in_flight, 1);
+  return NULL;
+}
+
+/* Asks the server to cancel c's statement without waiting: PQcancel connects to the server and
+ * waits for it to close that connection, with no timeout of its own, so a stopped server would
+ * hold the caller for as long as it is stopped. */
+static void cancel_async(PGconn *c) {
+  if (atomic_fetch_add(&cancels_in_flight, 1) >= CANCELS_MAX) {
+    atomic_fetch_sub(&cancels_in_flight, 1);
+    return;
+  }
+  PGcancel *cn = PQgetCancel(c);
+  pthread_attr_t a;
+  pthread_t th;
+  bool started = false;
+  if (cn && pthread_attr_init(&a) == 0) {
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    started = pthread_create(&th, &a, cancel_main, cn) == 0;
+    pthread_attr_destroy(&a);
+  }
+  if (!started) {
+    PQfreeCancel(cn);
+    atomic_fetch_sub(&cancels_in_flight, 1);
+  }
+}
+
+/* Gives up a connection whose server does not answer: shut down, so that libpq reads its end
+ * (CONNECTION_BAD) and conn_put drops it; the descriptor stays libpq's, closed by PQfinish. */
+static void abandon(PGconn *c) {
+  int fd = PQsocket(c);
+  if (fd >= 0)
+    shutdown(fd, SHUT_RDWR);
+  PQconsumeInput(c);
+}
+
 /* Waits until the connection's result is complete or the deadline passes. */
 static int wait_result(const pg_store *s, PGconn *c, int64_t deadline) {
   while (PQisBusy(c)) {
@@ -323,15 +374,13 @@ static PGresult *run(const pg_store *s, PGconn *c, int64_t deadline, const char 
   }
   int w = wait_result(s, c, deadline);
   if (w == LK_EDEADLINE) {
-    /* Cancel, then read what the server answers (an error, or the result if it won the race);
-     * the connection stays usable either way. */
-    PGcancel *cn = PQgetCancel(c);
-    char eb[128];
-    if (cn) {
-      PQcancel(cn, eb, sizeof eb);
-      PQfreeCancel(cn);
-    }
-    w = wait_result(s, c, LK_DEADLINE_NONE) == LK_OK ? LK_EDEADLINE : LK_EAGAIN;
+    /* Cancel, then read what the server answers (an error, or the result if it won the race):
+     * the connection stays usable. No answer within the grace: the connection is given up. */
+    cancel_async(c);
+    int g = wait_result(s, c, now_ns(s) + CANCEL_GRACE_NS);
+    if (g == LK_EDEADLINE)
+      abandon(c);
+    w = g == LK_OK || g == LK_EDEADLINE ? LK_EDEADLINE : LK_EAGAIN;
   }
   PGresult *last = NULL;
   PGresult *r;
@@ -388,16 +437,18 @@ static PGresult *run_pipeline(const pg_store *s, PGconn *c, int64_t deadline, co
   PGresult *last = NULL;
   int first_err = LK_OK;
   bool synced = false;
-  /* Each statement's result, then the sync's; on a deadline, cancel and read the rest. */
+  /* Each statement's result, then the sync's; on a deadline, cancel and read the rest within
+   * the grace, else give the connection up. */
+  int64_t grace_at = 0;
   for (int i = 0; i <= sent && w != LK_EAGAIN && w != LK_EIO;) {
-    int wr = wait_result(s, c, w == LK_OK ? deadline : LK_DEADLINE_NONE);
+    int wr = wait_result(s, c, w == LK_OK ? deadline : grace_at);
     if (wr == LK_EDEADLINE) {
-      PGcancel *cn = PQgetCancel(c);
-      char eb[128];
-      if (cn) {
-        PQcancel(cn, eb, sizeof eb);
-        PQfreeCancel(cn);
+      if (w == LK_EDEADLINE) {
+        abandon(c);
+        break;
       }
+      cancel_async(c);
+      grace_at = now_ns(s) + CANCEL_GRACE_NS;
       w = LK_EDEADLINE;
       continue;
     }
@@ -956,7 +1007,7 @@ static int pg_write(lk_store *base, lk_deadline dl, lk_store_tx_fn fn, void *arg
     rc = tx_commit(&tx);
   if (rc != LK_OK && PQstatus(pc->c) == CONNECTION_OK &&
       PQpipelineStatus(pc->c) == PQ_PIPELINE_OFF && PQtransactionStatus(pc->c) != PQTRANS_IDLE)
-    PQclear(PQexec(pc->c, "ROLLBACK"));
+    run_cmd(s, pc->c, now_ns(s) + CANCEL_GRACE_NS, "ROLLBACK", 0, NULL);
   tx_free(&tx);
   conn_put(s, pc);
   return rc;
