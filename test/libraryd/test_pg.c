@@ -622,15 +622,21 @@ static void test_pg_restart_under_load(void **state) {
 
 /* --- connections the server closed are not handed to requests -------------------------------- */
 
+/* One libraryd on a fresh database `name`, with a book of 100 copies (its id returned). */
+static int64_t one_instance(const char *name, lib_proc *p) {
+  char url[256];
+  new_db(name, url, sizeof url);
+  const char *args[] = {"--log", "off", NULL};
+  assert_int_equal(start_tracked(p, url, args), 0);
+  int64_t book = lib_create_book(p->port, 100);
+  assert_true(book > 0);
+  return book;
+}
+
 static void test_reconnect_without_a_failed_request(void **state) {
   (void)state;
-  char url[256];
-  new_db("reconnect", url, sizeof url);
   static lib_proc p; /* static: the teardown may reach it after a failure */
-  const char *args[] = {"--log", "off", NULL};
-  assert_int_equal(start_tracked(&p, url, args), 0);
-  int64_t book = lib_create_book(p.port, 100);
-  assert_true(book > 0);
+  int64_t book = one_instance("reconnect", &p);
   for (int i = 0; i < 5; i++) /* connections in the pool, idle */
     assert_int_equal(lib_stock(p.port, book), 100);
   assert_int_equal(lk_tmpsrv_stop(&pg, SIGINT), 0); /* a clean restart of PostgreSQL */
@@ -683,13 +689,8 @@ static int resume_pg(void **state) {
  * answered within it plus the cancel's grace, and libraryd works again once PostgreSQL does. */
 static void test_hung_database(void **state) {
   (void)state;
-  char url[256];
-  new_db("hung", url, sizeof url);
   static lib_proc p; /* static: the teardown may reach it after a failure */
-  const char *args[] = {"--log", "off", NULL};
-  assert_int_equal(start_tracked(&p, url, args), 0);
-  int64_t book = lib_create_book(p.port, 100);
-  assert_true(book > 0);
+  int64_t book = one_instance("hung", &p);
   assert_int_equal(lib_stock(p.port, book), 100); /* a pooled connection */
   pg_signal_all(SIGSTOP);
   char path[64];
