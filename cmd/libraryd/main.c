@@ -72,6 +72,8 @@ static const char usage[] =
     "  --store URL              PostgreSQL instead: postgres://user[:password]@host[:port]/db\n"
     "                           (libpq URL); several libraryd processes may share one database\n"
     "  --pool-size N            PostgreSQL connections per process (default 16)\n"
+    "  --store-timeout DUR      PostgreSQL: a request without a deadline waits this long for a\n"
+    "                           statement's answer, then 503 (default 5s; 0s: no bound)\n"
     "  --sync full|normal       full: fsync the WAL at every commit (survives power loss);\n"
     "                           normal: survives a process crash only (default full)\n"
     "  --group-commit on|off    on: writes arriving together share one transaction and one\n"
@@ -138,6 +140,7 @@ enum {
   O_DB,
   O_STORE,
   O_POOL_SIZE,
+  O_STORE_TIMEOUT,
   O_SYNC_MODE,
   O_NO_SEED,
   O_GROUP_COMMIT,
@@ -177,6 +180,7 @@ static const struct option long_opts[] = {
     {"db", required_argument, NULL, O_DB},
     {"store", required_argument, NULL, O_STORE},
     {"pool-size", required_argument, NULL, O_POOL_SIZE},
+    {"store-timeout", required_argument, NULL, O_STORE_TIMEOUT},
     {"sync", required_argument, NULL, O_SYNC_MODE},
     {"no-seed-data", no_argument, NULL, O_NO_SEED},
     {"group-commit", required_argument, NULL, O_GROUP_COMMIT},
@@ -273,6 +277,7 @@ static int apply(opts *o, int id, const char *name, const char *v) {
     o->srv.max_body = (size_t)u;
     return 0;
   case O_DRAIN: return dur(name, v, &o->srv.drain_timeout_ns);
+  case O_STORE_TIMEOUT: return dur(name, v, &o->store.statement_timeout_ns);
   case O_DB:
     if (o->store.url)
       return bad(name, v, "--db (SQLite) and --store (PostgreSQL) exclude each other");

@@ -18,6 +18,7 @@ void lk_store_config_init_default(lk_store_config *cfg) {
   cfg->busy_timeout_ms = 5000;
   cfg->clock = NULL;
   cfg->group_commit = true;
+  cfg->statement_timeout_ns = 5 * LK_NS_PER_S;
 }
 
 int lk_store_open(const lk_store_config *cfg, lk_store **out, char *errbuf, size_t errcap) {

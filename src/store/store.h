@@ -58,6 +58,10 @@ typedef struct lk_store_config {
   const lk_clock *clock; /* for deadlines; default lk_clock_system() */
   bool group_commit;     /* SQLite: commit concurrent writes together (default true); false: one
                             transaction and one fsync per write */
+  int64_t statement_timeout_ns; /* PostgreSQL: how long a call without a deadline waits for a
+                                   statement's answer before it is cancelled and fails with
+                                   LK_EAGAIN (default 5 s, as busy_timeout_ms for SQLite);
+                                   0: as long as it takes */
 } lk_store_config;
 
 typedef struct lk_store lk_store;

@@ -622,12 +622,13 @@ static void test_pg_restart_under_load(void **state) {
 
 /* --- connections the server closed are not handed to requests -------------------------------- */
 
-/* One libraryd on a fresh database `name`, with a book of 100 copies (its id returned). */
-static int64_t one_instance(const char *name, lib_proc *p) {
+/* One libraryd on a fresh database `name` (args: its options, NULL for --log off), with a book
+ * of 100 copies (its id returned). */
+static int64_t one_instance(const char *name, lib_proc *p, const char *const *args) {
   char url[256];
   new_db(name, url, sizeof url);
-  const char *args[] = {"--log", "off", NULL};
-  assert_int_equal(start_tracked(p, url, args), 0);
+  const char *quiet[] = {"--log", "off", NULL};
+  assert_int_equal(start_tracked(p, url, args ? args : quiet), 0);
   int64_t book = lib_create_book(p->port, 100);
   assert_true(book > 0);
   return book;
@@ -636,7 +637,7 @@ static int64_t one_instance(const char *name, lib_proc *p) {
 static void test_reconnect_without_a_failed_request(void **state) {
   (void)state;
   static lib_proc p; /* static: the teardown may reach it after a failure */
-  int64_t book = one_instance("reconnect", &p);
+  int64_t book = one_instance("reconnect", &p, NULL);
   for (int i = 0; i < 5; i++) /* connections in the pool, idle */
     assert_int_equal(lib_stock(p.port, book), 100);
   assert_int_equal(lk_tmpsrv_stop(&pg, SIGINT), 0); /* a clean restart of PostgreSQL */
@@ -684,41 +685,61 @@ static int resume_pg(void **state) {
   return kill_tracked(state);
 }
 
+/* One request while PostgreSQL is stopped: answered `want` within max_s seconds. */
+static void hung_request(int port, const http_req *rq, long want, double max_s) {
+  http_res r;
+  double t0 = now_s();
+  http_do(port, rq, &r);
+  double took = now_s() - t0;
+  fprintf(stderr, "hung database: %s %s answered %ld after %.2f s\n", rq->method, rq->path,
+          r.status, took);
+  assert_int_equal(r.status, want);
+  char v[16];
+  if (want == 503)
+    assert_non_null(http_header(&r, "Retry-After", v, sizeof v));
+  assert_true(took < max_s);
+  http_res_free(&r);
+}
+
+/* PostgreSQL resumed: the connections given up are replaced, reads work again. */
+static void resume_pg_and_wait(int port, int64_t book) {
+  pg_signal_all(SIGCONT);
+  double until = now_s() + 10.0;
+  while (lib_stock(port, book) != 100 && now_s() < until)
+    sleep_ms(50);
+  assert_int_equal(lib_stock(port, book), 100); /* and leaves a pooled connection */
+}
+
 /* PostgreSQL stopped (SIGSTOP: it accepts connections into the kernel's backlog and answers
  * nothing, the cancel request included): a read and a keyed write with a 300 ms deadline are
- * answered within it plus the cancel's grace, and libraryd works again once PostgreSQL does. */
+ * answered within it plus the cancel's grace, a read without a deadline within --store-timeout
+ * plus the grace, and libraryd works again once PostgreSQL does. */
 static void test_hung_database(void **state) {
   (void)state;
   static lib_proc p; /* static: the teardown may reach it after a failure */
-  int64_t book = one_instance("hung", &p);
-  assert_int_equal(lib_stock(p.port, book), 100); /* a pooled connection */
-  pg_signal_all(SIGSTOP);
-  char path[64];
+  const char *args[] = {"--log", "off", "--store-timeout", "300ms", NULL};
+  int64_t book = one_instance("hung", &p, args);
+  char path[64], lpath[80];
   snprintf(path, sizeof path, "/books/%lld", (long long)book);
-  const char *h[] = {"Linkd-Deadline: 300", "X-Tenant: pg", "Idempotency-Key: hung-1",
-                     "Content-Type: application/json", NULL};
-  http_req get = {.method = "GET", .path = path, .headers = h, .timeout_ms = 6000};
-  char lpath[80];
   snprintf(lpath, sizeof lpath, "/books/%lld/loans", (long long)book);
-  http_req loan = {.method = "POST", .path = lpath, .headers = h,
+  const char *dl[] = {"Linkd-Deadline: 300", "X-Tenant: pg", "Idempotency-Key: hung-1",
+                      "Content-Type: application/json", NULL};
+  const char *none[] = {"X-Tenant: pg", NULL};
+  http_req get = {.method = "GET", .path = path, .headers = dl, .timeout_ms = 6000};
+  http_req loan = {.method = "POST", .path = lpath, .headers = dl,
                    .body = "{\"borrower\":\"pat\"}", .timeout_ms = 6000};
-  const http_req *rqs[] = {&get, &loan};
-  for (int i = 0; i < 2; i++) {
-    http_res r;
-    double t0 = now_s();
-    http_do(p.port, rqs[i], &r);
-    double took = now_s() - t0;
-    fprintf(stderr, "hung database: %s answered %ld after %.2f s\n", rqs[i]->method, r.status,
-            took);
-    assert_true(r.status == 504 || r.status == 503);
-    assert_true(took < 3.0); /* 300 ms + the 1 s grace, with room for a loaded machine */
-    http_res_free(&r);
-  }
-  pg_signal_all(SIGCONT);
-  /* the connections given up are replaced: reads and keyed writes work again */
-  double until = now_s() + 10.0;
-  while (lib_stock(p.port, book) < 0 && now_s() < until)
-    sleep_ms(50);
+  http_req get_none = {.method = "GET", .path = path, .headers = none, .timeout_ms = 8000};
+  assert_int_equal(lib_stock(p.port, book), 100); /* a pooled connection */
+  /* a 300 ms deadline: the statement on the pooled connection is cancelled at it and the
+   * connection given up 1 s later; the write then finds no connection to open in time */
+  pg_signal_all(SIGSTOP);
+  hung_request(p.port, &get, 504, 3.0);
+  hung_request(p.port, &loan, 504, 3.0);
+  resume_pg_and_wait(p.port, book);
+  /* no deadline: --store-timeout bounds the statement, then 503 + Retry-After */
+  pg_signal_all(SIGSTOP);
+  hung_request(p.port, &get_none, 503, 3.0);
+  resume_pg_and_wait(p.port, book);
   http_res r;
   post_loan(p.port, book, "after-hang", 5000, &r);
   assert_int_equal(r.status, 201);

@@ -341,6 +341,15 @@ static void abandon(PGconn *c) {
   PQconsumeInput(c);
 }
 
+/* A call without a deadline gets statement_timeout_ns for its statement: true when that bound
+ * (not the caller's deadline) is what *deadline now holds. */
+static bool cap_deadline(const pg_store *s, int64_t *deadline) {
+  if (*deadline != LK_DEADLINE_NONE || s->cfg.statement_timeout_ns <= 0)
+    return false;
+  *deadline = now_ns(s) + s->cfg.statement_timeout_ns;
+  return true;
+}
+
 /* Waits until the connection's result is complete or the deadline passes. */
 static int wait_result(const pg_store *s, PGconn *c, int64_t deadline) {
   while (PQisBusy(c)) {
@@ -368,6 +377,7 @@ static int wait_result(const pg_store *s, PGconn *c, int64_t deadline) {
  * for commands and rows alike. */
 static PGresult *run(const pg_store *s, PGconn *c, int64_t deadline, const char *sql, int n,
                      const char *const *vals, const int *lens, const int *fmts, int *rc) {
+  bool capped = cap_deadline(s, &deadline);
   if (!send_stmt(c, sql, n, vals, lens, fmts)) {
     *rc = pg_err(c, NULL);
     return NULL;
@@ -381,6 +391,8 @@ static PGresult *run(const pg_store *s, PGconn *c, int64_t deadline, const char 
     if (g == LK_EDEADLINE)
       abandon(c);
     w = g == LK_OK || g == LK_EDEADLINE ? LK_EDEADLINE : LK_EAGAIN;
+    if (capped && w == LK_EDEADLINE)
+      w = LK_EAGAIN; /* not the caller's deadline: the database did not answer in time */
   }
   PGresult *last = NULL;
   PGresult *r;
@@ -425,6 +437,7 @@ typedef struct stmt {
  * first statement, the key's record with COMMIT. */
 static PGresult *run_pipeline(const pg_store *s, PGconn *c, int64_t deadline, const stmt *st, int n,
                               int *rc) {
+  bool capped = cap_deadline(s, &deadline);
   if (!PQenterPipelineMode(c)) {
     *rc = pg_err(c, NULL);
     return NULL;
@@ -480,6 +493,8 @@ static PGresult *run_pipeline(const pg_store *s, PGconn *c, int64_t deadline, co
    * drops the connection. */
   if (synced && !PQexitPipelineMode(c) && w == LK_OK)
     w = LK_EIO;
+  if (capped && w == LK_EDEADLINE)
+    w = LK_EAGAIN; /* not the caller's deadline: the database did not answer in time */
   if (w != LK_OK || first_err != LK_OK || !last) {
     PQclear(last);
     *rc = w != LK_OK ? w : first_err != LK_OK ? first_err : LK_EIO;
