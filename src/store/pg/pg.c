@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* pg.c: the PostgreSQL store on libpq. A bounded pool of connections serves reads and writes;
  * every statement is sent asynchronously and waited for with poll(2) up to the caller's
- * deadline, then cancelled (PQcancel, on a thread of its own) and its answer waited for at most
- * CANCEL_GRACE_NS more, after which the connection is given up: a slow or hung database (its
- * backend or postmaster stopped) never holds a request past its deadline plus that grace. A connection that broke is dropped when it comes back to the pool and a new one
- * is opened on the next use: libraryd reconnects by itself after a database restart, and until
+ * deadline (statement_timeout_ns without one), then cancelled (PQcancel, on a thread of its
+ * own) and its answer waited for at most CANCEL_GRACE_NS more, after which the connection is
+ * given up: a slow or hung database (its backend or postmaster stopped) never holds a request
+ * past that. A connection that broke is dropped when it comes back to the pool and a new one is
+ * opened on the next use: libraryd reconnects by itself after a database restart, and until
  * then every call fails fast with LK_EAGAIN (503 + Retry-After to the client).
  *
  * Transactions run at READ COMMITTED (docs/libraryd.md, "Many instances on PostgreSQL"): the
