@@ -545,15 +545,20 @@ static void test_health_checks(void **state) {
   endpoint_line(ep, sizeof ep, &F1);
   endpoint_line(e2, sizeof e2, &F2);
   strcat(ep, e2);
-  strcat(ep, "eject-5xx = 0\nhealth-path = /healthz\nhealth-interval = 100ms\n"
-             "health-timeout = 50ms\nhealth-unhealthy = 2\nhealth-healthy = 2\n");
+  /* a probe timeout long enough that the healthy endpoint's probes never miss it, even under
+   * TSan on a loaded machine (50 ms once did: F2 went unhealthy first) */
+  strcat(ep, "eject-5xx = 0\nhealth-path = /healthz\nhealth-interval = 300ms\n"
+             "health-timeout = 250ms\nhealth-unhealthy = 2\nhealth-healthy = 2\n");
   start_gw_attempts(ep, NULL, NULL, 1);
-  int64_t end = gw_now_ms() + 3000;
-  while (!strstr(gw_stderr(&G), "unhealthy") && gw_now_ms() < end)
-    gw_sleep_ms(20);
   char want[96];
   snprintf(want, sizeof want, "endpoint 127.0.0.1:%d unhealthy", faultd_port(&F1));
+  int64_t end = gw_now_ms() + 5000;
+  while (!strstr(gw_stderr(&G), want) && gw_now_ms() < end)
+    gw_sleep_ms(20);
   assert_non_null(strstr(gw_stderr(&G), want));
+  char other[96];
+  snprintf(other, sizeof other, "endpoint 127.0.0.1:%d unhealthy", faultd_port(&F2));
+  assert_null(strstr(gw_stderr(&G), other));
   int before = faultd_request_count(&F1);
   for (int i = 0; i < 20; i++) {
     gw_resp r;
