@@ -421,6 +421,20 @@ static void arm_earlier(lk_http_client *c, int64_t at) {
   }
 }
 
+/* One call's turn in a pass: a fired cancellation ends it, a due timer runs (either may end
+ * and free k). False when the cancellation ended it. */
+static bool step_call(lk_call *k, const lk_clock *sys, int64_t sys_now) {
+  k->fresh = false;
+  int64_t now = call_now(k, sys, sys_now);
+  if (lk_http_cancel_fired(k->cancel)) {
+    lk__call_abort(k);
+    return false;
+  }
+  if (now >= lk__call_next_timer(k))
+    lk__call_timer(k, now);
+  return true;
+}
+
 static void service_calls(lk_http_client *c) {
   if (!c->calls)
     return;
@@ -431,14 +445,7 @@ static void service_calls(lk_http_client *c) {
   lk_call *next;
   for (lk_call *k = c->calls; k; k = next) {
     next = k->next; /* k may finish (and be freed) below; new calls go to the head */
-    k->fresh = false;
-    int64_t now = call_now(k, sys, sys_now);
-    if (lk_http_cancel_fired(k->cancel)) {
-      lk__call_abort(k);
-      continue;
-    }
-    if (now >= lk__call_next_timer(k))
-      lk__call_timer(k, now);
+    step_call(k, sys, sys_now);
   }
 }
 
@@ -670,15 +677,7 @@ int lk_http_client_start_submitted(lk_http_client *c) {
     lk_call *next;
     for (lk_call *k = c->calls; k && k->fresh; k = next) {
       next = k->next;
-      k->fresh = false;
-      int64_t now = call_now(k, sys, sys_now);
-      if (lk_http_cancel_fired(k->cancel)) {
-        lk__call_abort(k);
-        continue;
-      }
-      if (now >= lk__call_next_timer(k))
-        lk__call_timer(k, now);
-      if (c->changes != changes)
+      if (!step_call(k, sys, sys_now) || c->changes != changes)
         continue; /* k may be gone; rearm() below looks at every call */
       int64_t kt = call_due(k, sys, sys_now);
       if (kt < at)
