@@ -2,6 +2,8 @@
 #include <linkd/error.h>
 #include <linkd/rand.h>
 
+#include "rand_fast.h"
+
 #include <errno.h>
 #include <sys/random.h>
 #include <time.h>
@@ -21,8 +23,6 @@ int lk_os_random(void *buf, size_t len) {
   return LK_OK;
 }
 
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
 static uint64_t splitmix64(uint64_t *state) {
   uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
   z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
@@ -30,48 +30,22 @@ static uint64_t splitmix64(uint64_t *state) {
   return z ^ (z >> 31);
 }
 
-/* The JDK's RandomSupport.boundedNextLong(rng, bound) for bound in [1, 2^63), bit for bit:
- * a power of two masks one draw; otherwise take u = r >>> 1 and reject the over-represented
- * top candidates. Bounds >= 2^63 (beyond Java's long) use plain rejection on all 64 bits. */
-static uint64_t bounded(lk_rand *r, uint64_t bound) {
-  if (bound == 0)
-    return 0;
-  uint64_t m = bound - 1;
-  uint64_t x = r->next64(r);
-  if ((bound & m) == 0)
-    return x & m;
-  if (bound <= (uint64_t)INT64_MAX) {
-    /* Java: for (u = r >>> 1; u + m - (r = u % bound) < 0; u = next() >>> 1); in signed 64-bit. */
-    for (uint64_t u = x >> 1;; u = r->next64(r) >> 1) {
-      uint64_t res = u % bound;
-      if ((int64_t)(u + m - res) >= 0)
-        return res;
-    }
-  }
-  /* bound > 2^63: only [0, bound) is evenly represented; redraw the rest (p < 1/2). */
-  while (x >= bound)
-    x = r->next64(r);
-  return x;
-}
+static uint64_t next_of(void *r) { return ((lk_rand *)r)->next64(r); }
+
+/* Any generator's bounded draw (rand_fast.h: the JDK's boundedNextLong, bit for bit). */
+static uint64_t bounded(lk_rand *r, uint64_t bound) { return lk__bounded(r, next_of, bound); }
 
 /* --- xoshiro256** -------------------------------------------------------------------------- */
-static uint64_t fast_next(lk_rand *self) {
-  lk_rand_fast *r = (lk_rand_fast *)self;
-  uint64_t *s = r->s;
-  uint64_t result = rotl(s[1] * 5, 7) * 9;
-  uint64_t t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = rotl(s[3], 45);
-  return result;
+static uint64_t fast_next(lk_rand *self) { return lk__xoshiro_next(((lk_rand_fast *)self)->s); }
+
+/* The generic draw on this generator's own numbers, inline (the same numbers as bounded). */
+static uint64_t fast_below(lk_rand *self, uint64_t bound) {
+  return lk__bounded(self, lk__fast_next64, bound);
 }
 
 void lk_rand_fast_seeded(lk_rand_fast *r, uint64_t seed) {
   r->base.next64 = fast_next;
-  r->base.below = bounded;
+  r->base.below = fast_below;
   for (int i = 0; i < 4; i++)
     r->s[i] = splitmix64(&seed);
 }
@@ -117,9 +91,9 @@ static uint64_t l64_next(lk_rand *self) {
   r->s = L64_M * r->s + r->a;
   uint64_t q0 = r->x0, q1 = r->x1;
   q1 ^= q0; /* xoroshiro128 v1.0 */
-  q0 = rotl(q0, 24);
+  q0 = lk__rotl(q0, 24);
   q0 = q0 ^ q1 ^ (q1 << 16);
-  q1 = rotl(q1, 37);
+  q1 = lk__rotl(q1, 37);
   r->x0 = q0;
   r->x1 = q1;
   return result;

@@ -181,17 +181,13 @@ static void acc_flush(const uint64_t *acc, lk_hist *h) {
  */
 
 static inline double unit(lk_rand_fast *g) { /* [0, 1) */
-  return (double)(g->base.next64(&g->base) >> 11) * 0x1p-53;
+  return (double)(lk_rand_fast_next64(g) >> 11) * 0x1p-53;
 }
 
-static int64_t draw(const run *R, const sim_dist *d, lk_rand_fast *g) {
+/* The rarer shapes, out of line: the common ones below are inlined where they are drawn (a
+ * constant costs no call, and the generator's state stays in registers). */
+__attribute__((noinline)) static int64_t draw_rare(const sim_dist *d, lk_rand_fast *g) {
   switch (d->kind) {
-  case SIM_D_CONST: return d->a;
-  case SIM_D_EXP: {
-    double v = (double)d->a * sim_exp_draw(&R->zt, &g->base);
-    return v < 9e18 ? (int64_t)v : INT64_MAX / 4;
-  }
-  case SIM_D_UNIFORM: return d->a + (int64_t)g->base.below(&g->base, (uint64_t)(d->b - d->a) + 1);
   case SIM_D_NORMAL: {
     /* Box-Muller; one value per draw keeps the stream simple to reason about. */
     double u1 = 1.0 - unit(g), u2 = unit(g);
@@ -200,14 +196,26 @@ static int64_t draw(const run *R, const sim_dist *d, lk_rand_fast *g) {
     return v < 9e18 ? (int64_t)v : INT64_MAX / 4;
   }
   case SIM_D_CHOICE: {
-    uint32_t x = (uint32_t)g->base.below(&g->base, d->cum[d->n - 1]);
+    uint32_t x = (uint32_t)lk_rand_fast_below(g, d->cum[d->n - 1]);
     int i = 0;
     while (i < d->n - 1 && x >= d->cum[i])
       i++;
     return d->v[i];
   }
+  default: return d->a;
   }
-  return d->a;
+}
+
+static inline int64_t draw(const run *R, const sim_dist *d, lk_rand_fast *g) {
+  switch (d->kind) {
+  case SIM_D_CONST: return d->a;
+  case SIM_D_EXP: {
+    double v = (double)d->a * sim_exp_draw(&R->zt, g);
+    return v < 9e18 ? (int64_t)v : INT64_MAX / 4;
+  }
+  case SIM_D_UNIFORM: return d->a + (int64_t)lk_rand_fast_below(g, (uint64_t)(d->b - d->a) + 1);
+  default: return draw_rare(d, g);
+  }
 }
 
 /* --- bookkeeping --------------------------------------------------------------------------------
@@ -1056,7 +1064,7 @@ static int64_t open_gap(run *R, int g) {
   const sim_group *gr = &R->sc->groups[g];
   double rate = gr->rate * R->burst[g];
   double mean = 1e9 / rate;
-  double gap = gr->poisson ? mean * sim_exp_draw(&R->zt, &R->r_arr.base) : mean;
+  double gap = gr->poisson ? mean * sim_exp_draw(&R->zt, &R->r_arr) : mean;
   return gap < 1 ? 1 : gap < 9e18 ? (int64_t)gap : INT64_MAX / 4;
 }
 

@@ -19,6 +19,8 @@
 
 #include <linkd/rand.h>
 
+#include "core/rand_fast.h"
+
 #include <math.h>
 #include <stdint.h>
 
@@ -50,14 +52,14 @@ static inline void sim_exp_init(sim_exp_table *t) {
   }
 }
 
-static inline double sim_exp_unit(lk_rand *g) { /* (0, 1] */
-  return (double)((g->next64(g) >> 11) + 1) * 0x1p-53;
+static inline double sim_exp_unit(lk_rand_fast *g) { /* (0, 1] */
+  return (double)((lk_rand_fast_next64(g) >> 11) + 1) * 0x1p-53;
 }
 
 /* One exponential of mean 1. */
-static inline double sim_exp_draw(const sim_exp_table *t, lk_rand *g) {
+static inline double sim_exp_draw(const sim_exp_table *t, lk_rand_fast *g) {
   for (;;) {
-    uint64_t u = g->next64(g);
+    uint64_t u = lk_rand_fast_next64(g);
     unsigned i = (unsigned)(u & 255u);
     uint64_t j = u >> 11;
     double x = (double)j * t->w[i];

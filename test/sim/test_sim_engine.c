@@ -510,7 +510,7 @@ static void test_exp_draws(void **state) {
   uint64_t bin[BINS] = {0}, tail = 0;
   double sum = 0;
   for (int i = 0; i < N; i++) {
-    double x = sim_exp_draw(&zt, &g.base);
+    double x = sim_exp_draw(&zt, &g);
     assert_true(x >= 0);
     sum += x;
     tail += x > 7.7;
