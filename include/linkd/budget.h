@@ -26,7 +26,8 @@
  *
  * Thread-safety: an lk_budget is safe to use from any number of threads at once; the hot path is
  * lock-free (C11 atomics); RATIO takes a small internal lock only when its window moves to a new
- * bucket. Config structs are plain values.
+ * bucket. A budget that only one thread uses may say so (lk_budget_set_single_thread) and then
+ * does without atomic read-modify-writes. Config structs are plain values.
  */
 #ifndef LINKD_BUDGET_H
 #define LINKD_BUDGET_H
@@ -90,6 +91,15 @@ LK_EXPORT int lk_budget_new_quota(const lk_budget_quota_config *c, lk_budget **o
 
 /* Frees the budget; NULL is a no-op. No other thread may be using it. */
 LK_EXPORT void lk_budget_free(lk_budget *b);
+
+/* Declares that from now on one thread at a time acquires from and records into b (a budget of
+ * one event loop, a simulator's): its balance and counters are then updated with plain loads and
+ * stores instead of atomic read-modify-writes (a locked instruction each, most of what a record
+ * costs), with the same results. The queries (lk_budget_stats_get, lk_budget_remaining,
+ * lk_budget_consumption) stay safe from any thread. Call it before b is shared with another
+ * thread, never while another thread uses it; it cannot be undone. A backend budget
+ * (lk_budget_new_backend) ignores it for what its backend holds. NULL is a no-op. */
+LK_EXPORT void lk_budget_set_single_thread(lk_budget *b);
 
 /* --- the interface shared by all forms -------------------------------------------------------- */
 

@@ -155,6 +155,15 @@ int lk_breaker_new(const lk_breaker_config *c, lk_breaker **out, const char **wh
   return LK_OK;
 }
 
+void lk_breaker_set_single_thread(lk_breaker *b) {
+  if (!b)
+    return;
+  pthread_mutex_lock(&b->mu); /* the window's position, as a reset would leave it */
+  b->cursor = (uint32_t)(atomic_load_explicit(&b->seq, RELAXED) % (uint64_t)b->n);
+  b->st = true;
+  pthread_mutex_unlock(&b->mu);
+}
+
 void lk_breaker_free(lk_breaker *b) {
   if (!b)
     return;
@@ -319,7 +328,7 @@ static void try_transition(lk_breaker *b, uint64_t from, lk_breaker_state to, in
 }
 
 static int reject(lk_breaker *b) {
-  atomic_fetch_add_explicit(&b->not_permitted, 1, RELAXED);
+  lk__st_add_u64(b->st, &b->not_permitted, 1);
   return LK_EBREAKER_OPEN;
 }
 
@@ -335,8 +344,7 @@ static int take_permit(lk_breaker *b, uint64_t w) {
       return STALE; /* the half-open period ended meanwhile */
     if ((v & LK_BK_LEFT_MASK) == 0)
       return NONE_LEFT;
-    if (atomic_compare_exchange_weak_explicit(&b->permits, &v, v - 1, memory_order_acq_rel,
-                                              memory_order_acquire))
+    if (lk__st_cas_u64(b->st, &b->permits, &v, v - 1, memory_order_acq_rel, memory_order_acquire))
       return TAKEN;
   }
 }
@@ -347,8 +355,7 @@ static void give_permit(lk_breaker *b, uint64_t period) {
   for (;;) {
     if (v >> LK_BK_LEFT_BITS != tag || (v & LK_BK_LEFT_MASK) >= (uint64_t)b->permitted)
       return;
-    if (atomic_compare_exchange_weak_explicit(&b->permits, &v, v + 1, memory_order_acq_rel,
-                                              memory_order_acquire))
+    if (lk__st_cas_u64(b->st, &b->permits, &v, v + 1, memory_order_acq_rel, memory_order_acquire))
       return;
   }
 }

@@ -6,6 +6,8 @@
 
 #include <linkd/breaker.h>
 
+#include "st_atomic.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -66,6 +68,7 @@ struct lk_breaker {
   int64_t wait_open;       /* fixed wait in OPEN */
   int64_t max_wait_ho;     /* 0 = none */
   bool decide_early;       /* half_open_decide_early */
+  bool st;                 /* lk_breaker_set_single_thread: no atomic read-modify-writes */
   uint64_t failures, ignore;
   bool wait_backoff;
   lk_backoff_config backoff;
@@ -76,6 +79,7 @@ struct lk_breaker {
   /* COUNT window: records this period, the packed failed/slow totals, and the ring of outcomes
    * (period << 2 | outcome bits: a slot written in an earlier period counts as empty). */
   _Alignas(LK_BK_LINE) _Atomic uint64_t seq;
+  uint32_t cursor; /* single-threaded: seq % n, kept instead of divided */
   _Alignas(LK_BK_LINE) _Atomic uint64_t totals; /* tag 16 | failed 24 | slow 24 (signed) */
   _Atomic uint64_t *slots;
 

@@ -33,14 +33,21 @@ static uint64_t totals_pack(uint64_t tag, int64_t failed, int64_t slow) {
 static int64_t clampi(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 static bool count_record(lk_breaker *b, uint64_t period, unsigned outcome, lk_bk_tally *after) {
-  uint64_t i = atomic_fetch_add_explicit(&b->seq, 1, RELAXED);
-  _Atomic uint64_t *slot = &b->slots[i % (uint64_t)b->n];
+  bool st = b->st;
+  uint64_t i = lk__st_add_u64(st, &b->seq, 1), ix;
+  if (st) { /* the slot without a division (a 64-bit one is most of a record's time) */
+    ix = b->cursor;
+    b->cursor = ix + 1 == (uint64_t)b->n ? 0 : (uint32_t)ix + 1;
+  } else {
+    ix = i % (uint64_t)b->n;
+  }
+  _Atomic uint64_t *slot = &b->slots[ix];
   uint64_t mine = period << 2 | outcome;
   uint64_t old = atomic_load_explicit(slot, RELAXED);
   do {
     if (old >> 2 > period)
       return false; /* a late record of an earlier period: never overwrite a newer one */
-  } while (!atomic_compare_exchange_weak_explicit(slot, &old, mine, RELAXED, RELAXED));
+  } while (!lk__st_cas_u64(st, slot, &old, mine, RELAXED, RELAXED));
   uint64_t oldp = old >> 2;
   unsigned oldo = 0; /* an empty slot or one from an earlier period contributes nothing */
   if (oldp == period)
@@ -59,7 +66,7 @@ static bool count_record(lk_breaker *b, uint64_t period, unsigned outcome, lk_bk
       if (t >> 48 != tag)
         return false; /* the window was reset meanwhile: this record is stale */
       nt = totals_pack(tag, sext24(t >> 24) + df, sext24(t) + ds);
-    } while (!atomic_compare_exchange_weak_explicit(&b->totals, &t, nt, RELAXED, RELAXED));
+    } while (!lk__st_cas_u64(st, &b->totals, &t, nt, RELAXED, RELAXED));
     t = nt;
   }
   if (t >> 48 != tag)
@@ -154,11 +161,11 @@ static bool time_record(lk_breaker *b, int64_t now, unsigned outcome, lk_bk_tall
   }
   lk_bk_bucket *k = bucket_of(b, head);
   /* Calls first: a concurrent evaluation sees too few failures, never too many. */
-  atomic_fetch_add_explicit(&k->calls, 1, RELAXED);
+  lk__st_add_i64(b->st, &k->calls, 1);
   if (outcome & LK_BK_FAIL)
-    atomic_fetch_add_explicit(&k->failed, 1, RELAXED);
+    lk__st_add_i64(b->st, &k->failed, 1);
   if (outcome & LK_BK_SLOW)
-    atomic_fetch_add_explicit(&k->slow, 1, RELAXED);
+    lk__st_add_i64(b->st, &k->slow, 1);
   *after = agg;
   bucket_add(after, k);
   return true;
@@ -170,6 +177,7 @@ void lk__bk_window_reset(lk_breaker *b, uint64_t period) {
   if (b->wkind == LK_BREAKER_WINDOW_COUNT) {
     atomic_store_explicit(&b->totals, totals_pack(period, 0, 0), RELAXED);
     atomic_store_explicit(&b->seq, 0, RELAXED);
+    b->cursor = 0;
     return;
   }
   for (int i = 0; i < b->n; i++)

@@ -183,6 +183,14 @@ void *lk_budget_backend_arg(const lk_budget *b, const lk_budget_backend *be) {
   return b && be && b->be == be ? b->be_arg : NULL;
 }
 
+void lk_budget_set_single_thread(lk_budget *b) {
+  if (!b)
+    return;
+  b->st_from = INT64_MAX; /* no head bucket cached yet */
+  b->st_to = INT64_MIN;
+  b->st = true;
+}
+
 void lk_budget_free(lk_budget *b) {
   if (!b)
     return;
@@ -199,7 +207,7 @@ void lk_budget_free(lk_budget *b) {
 static bool withdraw(lk_budget *b, int64_t cost) {
   int64_t v = atomic_load_explicit(&b->level, RELAXED);
   while (v >= cost)
-    if (atomic_compare_exchange_weak_explicit(&b->level, &v, v - cost, RELAXED, RELAXED))
+    if (lk__st_cas_i64(b->st, &b->level, &v, v - cost))
       return true;
   return false;
 }
@@ -213,7 +221,7 @@ static void adjust_clamped(lk_budget *b, int64_t delta) {
     n = n < 0 ? 0 : n > b->max ? b->max : n;
     if (n == v)
       return;
-  } while (!atomic_compare_exchange_weak_explicit(&b->level, &v, n, RELAXED, RELAXED));
+  } while (!lk__st_cas_i64(b->st, &b->level, &v, n));
 }
 
 static int acquire(lk_budget *b, int64_t now, bool after_timeout, int64_t *charged) {
@@ -228,7 +236,7 @@ static int acquire(lk_budget *b, int64_t now, bool after_timeout, int64_t *charg
       cost = LK_RATIO_RETRY;
       ok = withdraw(b, cost);
       if (ok)
-        atomic_fetch_add_explicit(&k->retries, 1, RELAXED);
+        lk__st_add_i64(b->st, &k->retries, 1);
       break;
     }
     case LK_BUDGET_TOKEN:
@@ -242,7 +250,7 @@ static int acquire(lk_budget *b, int64_t now, bool after_timeout, int64_t *charg
     }
   }
   if (!ok) {
-    atomic_fetch_add_explicit(&b->refused, 1, RELAXED);
+    lk__st_add_u64(b->st, &b->refused, 1);
     return LK_EBUDGET;
   }
   *charged = cost;
@@ -273,8 +281,8 @@ void lk_budget_record_request(lk_budget *b, int64_t now) {
   lk_ratio_bucket *k = lk__ratio_bucket(b, now);
   /* Balance first: an eviction racing with us can then only leave the balance above the window's
    * sums for a moment (never below), and the two agree again once both adds are done. */
-  atomic_fetch_add_explicit(&b->level, b->gain, RELAXED);
-  atomic_fetch_add_explicit(&k->requests, 1, RELAXED);
+  lk__st_add_i64(b->st, &b->level, b->gain);
+  lk__st_add_i64(b->st, &k->requests, 1);
 }
 
 void lk_budget_record_success(lk_budget *b, int64_t now) {

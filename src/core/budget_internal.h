@@ -5,6 +5,8 @@
 
 #include <linkd/budget.h>
 
+#include "st_atomic.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -22,6 +24,7 @@ typedef struct lk_ratio_bucket {
 struct lk_budget {
   /* Immutable after construction, read on every call (shares its line with `head`). */
   lk_budget_kind kind;
+  bool st;              /* lk_budget_set_single_thread: no atomic read-modify-writes */
   int n;                /* RATIO: buckets */
   int64_t max;          /* TOKEN: max milli-tokens; QUOTA: capacity */
   int64_t gain;         /* TOKEN: milli-tokens per success; QUOTA: no-retry increment;
@@ -32,6 +35,10 @@ struct lk_budget {
   int64_t width;        /* RATIO: ns per bucket */
   lk_ratio_bucket *ring;
   _Atomic int64_t head; /* RATIO: newest epoch in the ring; changes once per bucket width */
+  /* RATIO, single-threaded: the head bucket and the times it covers, [st_from, st_to), so that
+   * an event in it finds it without two divisions (st_from > st_to: none yet). */
+  lk_ratio_bucket *st_bucket;
+  int64_t st_from, st_to;
 
   /* The balance: RATIO micro-retries, TOKEN milli-tokens, QUOTA units. Hot: own line. */
   _Alignas(LK_BUDGET_LINE) _Atomic int64_t level;

@@ -44,11 +44,21 @@ static int64_t roll(lk_budget *b, int64_t e) {
 }
 
 lk_ratio_bucket *lk__ratio_bucket(lk_budget *b, int64_t now) {
+  if (b->st && now >= b->st_from && now < b->st_to)
+    return b->st_bucket;
   int64_t e = lk__floor_div(now, b->width);
   int64_t h = atomic_load_explicit(&b->head, memory_order_acquire);
   if (h == LK_RATIO_EMPTY || e > h)
     h = roll(b, e);
-  return &b->ring[ring_index(b, h)];
+  lk_ratio_bucket *k = &b->ring[ring_index(b, h)];
+  int64_t from, to;
+  if (b->st && !__builtin_mul_overflow(h, b->width, &from) &&
+      !__builtin_add_overflow(from, b->width, &to)) {
+    b->st_bucket = k; /* the head's own times: an event before it still goes the long way */
+    b->st_from = from;
+    b->st_to = to;
+  }
+  return k;
 }
 
 void lk__ratio_sums(lk_budget *b, int64_t now, int64_t *requests, int64_t *retries) {

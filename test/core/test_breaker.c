@@ -1424,6 +1424,78 @@ static void stalled_callback_drops_and_counts(void **state) {
   free(c.nows);
 }
 
+/* A breaker declared single-threaded gives the same answers as a shared one: the same seeded
+ * sequence of acquires, records (failures in bursts, so it opens, probes and closes again, some
+ * slow, some ignored) and releases, for a count and a time window, with and without a half-open
+ * time limit, on a twin declared single-threaded after its first calls (its window's position
+ * must carry over). Both must also have moved through every state the sequence can reach. */
+static void single_thread_same_results(void **state) {
+  (void)state;
+  for (int kind = 0; kind < 4; kind++) {
+    events ra = {0}, rb = {0};
+    lk_breaker_config ca = small(&ra), cb = small(&rb);
+    if (kind & 1) {
+      ca.window = cb.window = LK_BREAKER_WINDOW_TIME;
+      ca.window_size = cb.window_size = 3; /* seconds */
+      ca.minimum_calls = cb.minimum_calls = 5;
+    }
+    if (kind & 2) {
+      ca.max_wait_half_open = cb.max_wait_half_open = LK_SEC(2);
+      ca.half_open_decide_early = cb.half_open_decide_early = true;
+    }
+    ca.wait_open = cb.wait_open = LK_SEC(1);
+    lk_breaker *a = make(&ca), *b = make(&cb);
+    lk_rand_fast g;
+    lk_rand_fast_seeded(&g, 11 + (uint64_t)kind);
+    int64_t now = LK_SEC(1000);
+    for (int i = 0; i < 20000; i++) {
+      if (i == 37)
+        lk_breaker_set_single_thread(b);
+      uint64_t r = lk_rand_next64(&g.base);
+      bool bad = (i / 500) % 2 == 1; /* half a second of failures in every second */
+      lk_breaker_permit pa, pb;
+      int rca = lk_breaker_acquire_permit(a, now, &pa), rcb = lk_breaker_acquire_permit(b, now, &pb);
+      assert_int_equal(rca, rcb);
+      if (rca == LK_OK) {
+        assert_int_equal(pa.state, pb.state);
+        unsigned pick = (unsigned)(r % 16);
+        lk_failure f = pick < (bad ? 12u : 1u) ? LK_F_HTTP_503 : pick == 15 ? LK_F_CANCELLED : LK_F_NONE;
+        int64_t took = (r >> 8) % 8 == 0 ? LK_SEC(2) : LK_MS(5);
+        if (pick == 14) {
+          lk_breaker_release_permit(a, &pa);
+          lk_breaker_release_permit(b, &pb);
+        } else {
+          lk_breaker_record_permit(a, &pa, now, took, f);
+          lk_breaker_record_permit(b, &pb, now, took, f);
+        }
+      }
+      now += LK_MS(2);
+      lk_breaker_metrics ma, mb;
+      assert_int_equal(lk_breaker_metrics_get(a, now, &ma), LK_OK);
+      assert_int_equal(lk_breaker_metrics_get(b, now, &mb), LK_OK);
+      assert_int_equal(ma.state, mb.state);
+      assert_int_equal(ma.calls, mb.calls);
+      assert_int_equal(ma.failed, mb.failed);
+      assert_int_equal(ma.slow, mb.slow);
+      assert_int_equal(ma.not_permitted, mb.not_permitted);
+      assert_int_equal(ma.transitions, mb.transitions);
+      assert_int_equal(ma.half_open_left, mb.half_open_left);
+      assert_int_equal(ma.open_until, mb.open_until);
+    }
+    assert_int_equal(ra.n, rb.n);
+    bool seen[8] = {false};
+    for (int k = 0; k < ra.n; k++) {
+      assert_int_equal(ra.e[k].to, rb.e[k].to);
+      assert_int_equal(ra.e[k].now, rb.e[k].now);
+      seen[ra.e[k].to] = true;
+    }
+    assert_true(seen[LK_BREAKER_OPEN] && seen[LK_BREAKER_HALF_OPEN] && seen[LK_BREAKER_CLOSED]);
+    lk_breaker_free(a);
+    lk_breaker_free(b);
+  }
+  lk_breaker_set_single_thread(NULL); /* a no-op */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(defaults_match_resilience4j, setup),
@@ -1462,6 +1534,7 @@ int main(void) {
       cmocka_unit_test_setup(callback_may_reenter, setup),
       cmocka_unit_test_setup(slow_callback_blocks_no_other_thread, setup),
       cmocka_unit_test_setup(stalled_callback_drops_and_counts, setup),
+      cmocka_unit_test_setup(single_thread_same_results, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

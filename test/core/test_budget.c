@@ -10,6 +10,7 @@
 
 #include <linkd/budget.h>
 #include <linkd/error.h>
+#include <linkd/rand.h>
 
 #include "testutil.h"
 
@@ -51,6 +52,66 @@ static int drain(lk_budget *b, int64_t now, bool after_timeout) {
   while (n < 100000 && lk_budget_acquire_retry(b, now, after_timeout) == LK_OK)
     n++;
   return n;
+}
+
+/* A budget declared single-threaded gives the same answers as a shared one: the same seeded
+ * sequence of requests, retries (after timeouts or not), successes, failures and queries, with
+ * time moving on in steps that cross the ratio window's buckets (and sometimes back), on a
+ * twin that is declared single-threaded after its first steps. */
+static void single_thread_same_results(void **state) {
+  (void)state;
+  for (int form = 0; form < 3; form++) {
+    lk_budget *a = form == 0 ? ratio(20, 1, LK_SEC(2), 4) : form == 1 ? token(10, 0.1) : quota_default();
+    lk_budget *b = form == 0 ? ratio(20, 1, LK_SEC(2), 4) : form == 1 ? token(10, 0.1) : quota_default();
+    lk_rand_fast g;
+    lk_rand_fast_seeded(&g, 7 + (uint64_t)form);
+    int64_t now = LK_SEC(100);
+    lk_budget_ticket ta = {0}, tb = {0};
+    for (int i = 0; i < 20000; i++) {
+      if (i == 50)
+        lk_budget_set_single_thread(b);
+      uint64_t r = lk_rand_next64(&g.base);
+      switch (r % 6) {
+      case 0:
+      case 1:
+        lk_budget_record_request(a, now);
+        lk_budget_record_request(b, now);
+        break;
+      case 2: {
+        bool after = (r >> 8) & 1;
+        assert_int_equal(lk_budget_acquire_retry_ticket(a, now, after, &ta),
+                         lk_budget_acquire_retry_ticket(b, now, after, &tb));
+        assert_int_equal(ta.cost, tb.cost);
+        break;
+      }
+      case 3:
+        lk_budget_record_success_ticket(a, now, &ta);
+        lk_budget_record_success_ticket(b, now, &tb);
+        break;
+      case 4:
+        lk_budget_record_failure(a, now);
+        lk_budget_record_failure(b, now);
+        break;
+      default: break;
+      }
+      /* mostly forward, by up to 0.4 s; one step in 16 goes back by up to 0.1 s */
+      int64_t step = (int64_t)((r >> 16) % (uint64_t)LK_MS(400));
+      now += ((r >> 40) & 15) == 0 ? -step / 4 : step / 50;
+      lk_budget_stats sa, sb;
+      assert_int_equal(lk_budget_stats_get(a, now, &sa), LK_OK);
+      assert_int_equal(lk_budget_stats_get(b, now, &sb), LK_OK);
+      assert_int_equal(sa.level, sb.level);
+      assert_int_equal(sa.capacity, sb.capacity);
+      assert_int_equal(sa.remaining, sb.remaining);
+      assert_int_equal(sa.refused, sb.refused);
+    }
+    lk_budget_stats sa;
+    assert_int_equal(lk_budget_stats_get(a, now, &sa), LK_OK);
+    assert_true(sa.refused > 0); /* the sequence did reach the budget's limit */
+    lk_budget_free(a);
+    lk_budget_free(b);
+  }
+  lk_budget_set_single_thread(NULL); /* a no-op */
 }
 
 /* --- configuration ---------------------------------------------------------------------------- */
@@ -619,6 +680,7 @@ int main(void) {
       cmocka_unit_test(tickets_other_forms),
       cmocka_unit_test(no_allocation_per_call),
       cmocka_unit_test(backend_gets_every_call),
+      cmocka_unit_test(single_thread_same_results),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
