@@ -952,15 +952,18 @@ static bool reply_at_once(run *R, const job *j) {
     push(R, at, EV_REPLY + (uint32_t)LK_F_NONE, j->call, j->call_gen);
     return true;
   }
-  int64_t now = R->now, cur_w = R->cur_w;
-  R->now = at;
-  int64_t w = at / R->sc->window;
-  R->cur_w = w < R->r->n_windows - 1 ? w : R->r->n_windows - 1;
+  int64_t now = R->now, cur_w = R->cur_w, next_w = R->next_w;
+  R->now = at; /* and the window `at` is in, walked on from now's (no division) */
+  while (at >= R->next_w && R->cur_w < R->r->n_windows - 1) {
+    R->cur_w++;
+    R->next_w = lk_sat_add(R->next_w, R->sc->window);
+  }
   attempt_end(R, j->call, LK_F_NONE);
   if (at > R->last_fold)
     R->last_fold = at;
   R->now = now;
   R->cur_w = cur_w;
+  R->next_w = next_w;
   return true;
 }
 
@@ -1030,12 +1033,14 @@ static int site_init(run *R, site *s, const sim_policy *p, const char **why) {
   }
   if (rc != LK_OK)
     return rc;
+  lk_budget_set_single_thread(s->budget); /* a run is one thread's: no locked instructions */
   if (p->breaker) {
     lk_breaker_config bc = p->breaker_cfg;
     bc.rng = &R->r_brk.base;
     bc.on_transition = NULL;
     if ((rc = lk_breaker_new(&bc, &s->breaker, why)) != LK_OK)
       return rc;
+    lk_breaker_set_single_thread(s->breaker);
   }
   if (p->limiter && (rc = lk_limiter_new(&p->limiter_cfg, &s->limiter, why)) != LK_OK)
     return rc;
