@@ -146,6 +146,8 @@ typedef struct run {
   uint64_t *acc[SIM_MAX_TIERS + SIM_MAX_GROUPS]; /* latencies, copied into lk_hist at the end */
   int64_t now;
   int64_t cur_w, next_w; /* the window R->now is in, and when the next one starts */
+  sim_win *cur_win;       /* its records, one per tier (window_next keeps it) */
+  uint32_t *cur_lat;      /* its latency buckets, SIM_LAT_BUCKETS per tier */
   int64_t span;          /* duration + drain: events after it are not processed */
   int64_t last_fold;     /* the latest reply handled without an event (end_time) */
   int oom;
@@ -224,7 +226,15 @@ static inline int64_t draw(const run *R, const sim_dist *d, lk_rand_fast *g) {
 /* The current window's record for `tier`. The window follows R->now in the main loop (a
  * division per record was a measurable part of the loop). */
 static inline sim_win *win(run *R, int tier) {
-  return &R->r->win[(size_t)R->cur_w * (size_t)R->sc->n_tiers + (size_t)tier];
+  return &R->cur_win[tier];
+}
+
+/* Moves R->cur_w (and its records) to the next window. */
+static inline void window_next(run *R) {
+  R->cur_w++;
+  R->next_w = lk_sat_add(R->next_w, R->sc->window);
+  R->cur_win += R->sc->n_tiers;
+  R->cur_lat += (size_t)R->sc->n_tiers * SIM_LAT_BUCKETS;
 }
 
 static inline int lat_bucket(int64_t ns) {
@@ -390,8 +400,7 @@ static void call_end(run *R, uint32_t ci, lk_failure kind, lk_reason reason) {
     ts->ok++;
     w->ok++;
     R->acc[c->target][acc_index(now - c->start)]++;
-    size_t li = ((size_t)R->cur_w * (size_t)R->sc->n_tiers + c->target) * SIM_LAT_BUCKETS;
-    r->lat[li + (size_t)lat_bucket(now - c->start)]++;
+    R->cur_lat[(size_t)c->target * SIM_LAT_BUCKETS + (size_t)lat_bucket(now - c->start)]++;
   } else {
     ts->failed++;
     w->failed++;
@@ -953,17 +962,19 @@ static bool reply_at_once(run *R, const job *j) {
     return true;
   }
   int64_t now = R->now, cur_w = R->cur_w, next_w = R->next_w;
+  sim_win *cur_win = R->cur_win;
+  uint32_t *cur_lat = R->cur_lat;
   R->now = at; /* and the window `at` is in, walked on from now's (no division) */
-  while (at >= R->next_w && R->cur_w < R->r->n_windows - 1) {
-    R->cur_w++;
-    R->next_w = lk_sat_add(R->next_w, R->sc->window);
-  }
+  while (at >= R->next_w && R->cur_w < R->r->n_windows - 1)
+    window_next(R);
   attempt_end(R, j->call, LK_F_NONE);
   if (at > R->last_fold)
     R->last_fold = at;
   R->now = now;
   R->cur_w = cur_w;
   R->next_w = next_w;
+  R->cur_win = cur_win;
+  R->cur_lat = cur_lat;
   return true;
 }
 
@@ -1153,6 +1164,8 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
   int rc = LK_OK;
   if (!out->win || !out->lat)
     goto oom;
+  R.cur_win = out->win;
+  R.cur_lat = out->lat;
   for (int t = 0; t < sc->n_tiers; t++) {
     const sim_tier *tier = &sc->tiers[t];
     R.srv[t] = calloc((size_t)tier->servers, sizeof(server));
@@ -1204,10 +1217,8 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
     if (e.t > span)
       break;
     R.now = e.t;
-    while (R.now >= R.next_w && R.cur_w < out->n_windows - 1) {
-      R.cur_w++;
-      R.next_w = lk_sat_add(R.next_w, sc->window);
-    }
+    while (R.now >= R.next_w && R.cur_w < out->n_windows - 1)
+      window_next(&R);
     out->events++;
     dispatch_event(&R, &e);
     if (__builtin_expect(R.oom, 0))
