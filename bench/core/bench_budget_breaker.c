@@ -10,7 +10,9 @@
  * Time advances 1 us per op, so time windows move to a new bucket every 10^6 ops.
  * Two threads: both run the same loop on the same object at once; the figure is wall time per
  * op as each thread sees it (not divided by two). Baselines: one relaxed atomic increment of a
- * shared counter, alone and with the second thread incrementing the same counter. */
+ * shared counter, alone and with the second thread incrementing the same counter.
+ * Single-threaded: the same loop on an object declared single-threaded
+ * (lk_breaker_set_single_thread / lk_budget_set_single_thread), against the shared one. */
 #include "benchutil.h"
 
 #include <linkd/breaker.h>
@@ -248,6 +250,20 @@ int main(int argc, char **argv) {
     lk_bench_row(rows[i].name, &c);
     worst1 = c.subj_ns.median > worst1 ? c.subj_ns.median : worst1;
     destroy(rows[i].kind, o);
+  }
+
+  lk_bench_header("budget/breaker declared single-threaded, 1 thread (ns/op)",
+                  "the same object, shared (the rows above)");
+  for (int i = 0; i < n; i++) {
+    void *shared = make(rows[i].kind), *own = make(rows[i].kind);
+    if (rows[i].kind < 2)
+      lk_breaker_set_single_thread(own);
+    else
+      lk_budget_set_single_thread(own);
+    lk_bench_cmp c = lk_bench_compare(rows[i].fn, shared, rows[i].fn, own, rounds);
+    lk_bench_row(rows[i].name, &c);
+    destroy(rows[i].kind, shared);
+    destroy(rows[i].kind, own);
   }
 
   lk_bench_header("budget/breaker, 2 threads on one object (ns/op per thread)",

@@ -131,6 +131,7 @@ int lk_breaker_new(const lk_breaker_config *c, lk_breaker **out, const char **wh
   b->on_transition_ctx = c->on_transition_ctx;
   atomic_init(&b->state, LK_BK_WORD(0, LK_BREAKER_CLOSED));
   atomic_init(&b->thead, LK_BK_EMPTY);
+  b->st_head = LK_BK_EMPTY;
   if (b->wkind == LK_BREAKER_WINDOW_COUNT)
     b->slots = calloc((size_t)b->n, sizeof *b->slots);
   else

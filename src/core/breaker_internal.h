@@ -88,6 +88,12 @@ struct lk_breaker {
   _Alignas(LK_BK_LINE) _Atomic uint64_t tseq;
   _Atomic int64_t thead, tcalls, tfailed, tslow;
   lk_bk_bucket *buckets;
+  /* Single-threaded: the snapshot as last read and the head's bucket, until the head moves or
+   * the window is reset (st_head LK_BK_EMPTY: none), so a record skips the seqlock and the
+   * division that finds the bucket. */
+  int64_t st_head;
+  lk_bk_tally st_agg;
+  lk_bk_bucket *st_bucket;
 
   /* HALF_OPEN: permissions (lock-free) and the tally (written under mu). */
   _Alignas(LK_BK_LINE) _Atomic uint64_t permits;

@@ -134,6 +134,7 @@ static void bucket_add(lk_bk_tally *t, lk_bk_bucket *k) {
 /* Moves the head to second `sec` (at most once a second). */
 static void time_roll(lk_breaker *b, int64_t sec) {
   pthread_mutex_lock(&b->mu);
+  b->st_head = LK_BK_EMPTY;
   int64_t h = atomic_load_explicit(&b->thead, RELAXED);
   if (h == LK_BK_EMPTY || sec > h) {
     /* Seconds are ns / 1e9, so sec - h cannot overflow. */
@@ -153,13 +154,24 @@ static void time_roll(lk_breaker *b, int64_t sec) {
 static bool time_record(lk_breaker *b, int64_t now, unsigned outcome, lk_bk_tally *after) {
   int64_t sec = floor_sec(now), head;
   lk_bk_tally agg;
-  for (;;) {
-    snapshot_read(b, &head, &agg);
-    if (head != LK_BK_EMPTY && sec <= head)
-      break; /* a record from before the head (another thread's clock ran ahead) counts now */
-    time_roll(b, sec);
+  lk_bk_bucket *k;
+  if (b->st && b->st_head != LK_BK_EMPTY && sec <= b->st_head) {
+    agg = b->st_agg; /* nobody else moves the head: the snapshot is still the one last read */
+    k = b->st_bucket;
+  } else {
+    for (;;) {
+      snapshot_read(b, &head, &agg);
+      if (head != LK_BK_EMPTY && sec <= head)
+        break; /* a record from before the head (another thread's clock ran ahead) counts now */
+      time_roll(b, sec);
+    }
+    k = bucket_of(b, head);
+    if (b->st) {
+      b->st_head = head;
+      b->st_agg = agg;
+      b->st_bucket = k;
+    }
   }
-  lk_bk_bucket *k = bucket_of(b, head);
   /* Calls first: a concurrent evaluation sees too few failures, never too many. */
   lk__st_add_i64(b->st, &k->calls, 1);
   if (outcome & LK_BK_FAIL)
@@ -180,6 +192,7 @@ void lk__bk_window_reset(lk_breaker *b, uint64_t period) {
     b->cursor = 0;
     return;
   }
+  b->st_head = LK_BK_EMPTY;
   for (int i = 0; i < b->n; i++)
     bucket_clear(&b->buckets[i]);
   lk_bk_tally zero = {0, 0, 0};

@@ -1426,9 +1426,9 @@ static void stalled_callback_drops_and_counts(void **state) {
 
 /* A breaker declared single-threaded gives the same answers as a shared one: the same seeded
  * sequence of acquires, records (failures in bursts, so it opens, probes and closes again, some
- * slow, some ignored) and releases, for a count and a time window, with and without a half-open
- * time limit, on a twin declared single-threaded after its first calls (its window's position
- * must carry over). Both must also have moved through every state the sequence can reach. */
+ * slow, some ignored), releases and resets, for a count and a time window, with and without a
+ * half-open time limit, on a twin declared single-threaded after its first calls (its window's
+ * position must carry over). Both must also have moved through every state the sequence can reach. */
 static void single_thread_same_results(void **state) {
   (void)state;
   for (int kind = 0; kind < 4; kind++) {
@@ -1451,6 +1451,10 @@ static void single_thread_same_results(void **state) {
     for (int i = 0; i < 20000; i++) {
       if (i == 37)
         lk_breaker_set_single_thread(b);
+      if (i % 997 == 600) { /* a reset within a second of records: nothing from before counts */
+        lk_breaker_reset(a, now);
+        lk_breaker_reset(b, now);
+      }
       uint64_t r = lk_rand_next64(&g.base);
       bool bad = (i / 500) % 2 == 1; /* half a second of failures in every second */
       lk_breaker_permit pa, pb;
