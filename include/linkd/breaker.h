@@ -145,12 +145,13 @@ LK_EXPORT int lk_breaker_new(const lk_breaker_config *c, lk_breaker **out, const
 /* Frees the breaker; NULL is a no-op. No other thread may be using it. */
 LK_EXPORT void lk_breaker_free(lk_breaker *b);
 
-/* Declares that from now on one thread at a time acquires, records and releases on b (the
- * breaker of one event loop, a simulator's): its window and counters are then updated with plain
- * loads and stores instead of atomic read-modify-writes, and a count window finds its slot
- * without a division, with the same results. Reading it (lk_breaker_get_state, lk_breaker_metrics_get)
- * stays safe from any thread. Call it before b is shared with another thread, never while
- * another thread uses it; it cannot be undone. NULL is a no-op. */
+/* Declares that from now on one thread at a time acquires, records, releases and transitions b
+ * (the breaker of one event loop, a simulator's): its window and counters are then updated with
+ * plain loads and stores instead of atomic read-modify-writes, and a window finds its slot or
+ * bucket without a division, with the same results. Reading it (lk_breaker_get_state,
+ * lk_breaker_metrics_get, lk_breaker_retry_at) stays safe from any thread. Call it before b is
+ * shared with another thread, never while another thread uses it; it cannot be undone. NULL is
+ * a no-op. */
 LK_EXPORT void lk_breaker_set_single_thread(lk_breaker *b);
 
 /* --- acquire / record ------------------------------------------------------------------------ */

@@ -22,7 +22,8 @@ typedef struct lk_ratio_bucket {
 } lk_ratio_bucket;
 
 struct lk_budget {
-  /* Immutable after construction, read on every call (shares its line with `head`). */
+  /* Immutable after construction (st: once, before the budget is shared), read on every call
+   * (shares its line with `head`). */
   lk_budget_kind kind;
   bool st;              /* lk_budget_set_single_thread: no atomic read-modify-writes */
   int n;                /* RATIO: buckets */
