@@ -977,11 +977,14 @@ static int section_listen(const raw_section *s, lk_gw_listen *l, perr *e) {
         l->upstream_client = LK_HTTP_TRANSPORT_CURL;
       else
         return bad(e, r->line, k, "'%s': native or curl", v);
+    } else if (strcmp(k, "generation-header") == 0) {
+      if (parse_bool(v, &l->generation_header) != 0)
+        return bad(e, r->line, k, "'%s': on or off", v);
     } else {
       return bad(e, r->line, k,
                  "unknown key in [listen] (known: address, backlog, max-connections, "
                  "max-header-bytes, max-headers, body-buffer, max-body, header-timeout, "
-                 "idle-timeout, drain-timeout, upstream-client)");
+                 "idle-timeout, drain-timeout, upstream-client, generation-header)");
     }
   }
   if (l->max_body && l->body_buffer > l->max_body)
@@ -1347,6 +1350,7 @@ static void config_defaults(lk_gw_config *c) {
   l->idle_timeout = LK_MS(60000);
   l->drain_timeout = LK_MS(10000);
   l->upstream_client = LK_HTTP_TRANSPORT_NATIVE; /* measured faster: docs/BENCHMARKS.md */
+  l->generation_header = true;
   snprintf(c->admin.addr.host, sizeof c->admin.addr.host, "127.0.0.1");
   c->admin.addr.port = 9901;
   c->log.level = LK_GW_LOG_INFO;
@@ -1689,6 +1693,7 @@ int lk_gw_config_dump(const lk_gw_config *c, char **out, size_t *len) {
   fprintf(f, "drain-timeout = %s\n", lk_gw_dur_exact(ls->drain_timeout, a, sizeof a));
   fprintf(f, "upstream-client = %s\n",
           ls->upstream_client == LK_HTTP_TRANSPORT_NATIVE ? "native" : "curl");
+  fprintf(f, "generation-header = %s\n", ls->generation_header ? "on" : "off");
   fprintf(f, "\n[admin]\nenabled = %s\n", c->admin.enabled ? "true" : "false");
   dump_addr(f, &c->admin.addr);
   static const char *const levels[] = {"error", "warn", "info", "debug"};

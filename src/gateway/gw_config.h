@@ -92,6 +92,8 @@ typedef struct lk_gw_listen {
   int64_t drain_timeout;    /* drain-timeout = ; SIGTERM: in-flight requests get this long; 10 s */
   lk_http_transport upstream_client; /* upstream-client = native | curl; how upstream attempts
                                         do their I/O (read at start only); default native */
+  bool generation_header; /* generation-header = ; Linkd-Config-Generation on every proxied
+                             response (staged rollouts: which configuration served it); on */
   int line;                 /* where [listen] is, 0 if absent */
 } lk_gw_listen;
 

@@ -593,6 +593,7 @@ static void test_command_line(void **state) {
   fclose(f);
   assert_non_null(strstr(buf, "header-timeout = "));
   assert_non_null(strstr(buf, "upstream-client = native\n")); /* the default */
+  assert_non_null(strstr(buf, "generation-header = on\n"));
   assert_non_null(strstr(buf, "[route r]"));
   gw_write_config_exact(&G, "[listen]\naddress = 127.0.0.1:0\n[route r]\ncluster = nope\n");
   rc = system(cmd);

@@ -130,6 +130,16 @@ static void test_good_reloads(void **state) {
   gw_request(G.admin_port, "GET", "/metrics", NULL, NULL, &r);
   assert_non_null(strstr(r.body, "linkd_gw_config_reloads_total{result=\"ok\"} 2"));
   gw_resp_free(&r);
+  /* generation-header = off, by reload: proxied responses no longer carry the generation */
+  config(cfg, sizeof cfg, "one", "generation-header = off", NULL);
+  gw_request(G.admin_port, "POST", "/config", NULL, cfg, &r);
+  assert_int_equal(r.status, 200);
+  assert_non_null(strstr(r.body, "generation 4"));
+  gw_resp_free(&r);
+  gw_request(G.port, "GET", "/x", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  assert_int_equal(generation_of(&r), -1);
+  gw_resp_free(&r);
 }
 
 typedef struct load {

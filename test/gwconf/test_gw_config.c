@@ -41,6 +41,7 @@ static void test_minimal_defaults(void **state) {
   assert_int_equal(c->listen.idle_timeout, LK_MS(60000));
   assert_int_equal(c->listen.drain_timeout, LK_MS(10000));
   assert_int_equal(c->listen.upstream_client, LK_HTTP_TRANSPORT_NATIVE);
+  assert_true(c->listen.generation_header);
   assert_false(c->admin.enabled);
   assert_null(c->log.access);
   assert_int_equal(c->log.level, LK_GW_LOG_INFO);
@@ -100,6 +101,7 @@ static const char *full =
     "idle-timeout = 30s\n"
     "drain-timeout = 2s\n"
     "upstream-client = curl\n"
+    "generation-header = off\n"
     "[admin]\n"
     "address = 127.0.0.1:19901\n"
     "[log]\n"
@@ -170,6 +172,7 @@ static void test_every_key(void **state) {
   assert_int_equal(c->listen.idle_timeout, LK_MS(30000));
   assert_int_equal(c->listen.drain_timeout, LK_MS(2000));
   assert_int_equal(c->listen.upstream_client, LK_HTTP_TRANSPORT_CURL);
+  assert_false(c->listen.generation_header);
   assert_true(c->admin.enabled);
   assert_int_equal(c->admin.addr.port, 19901);
   assert_string_equal(c->log.access, "-");
@@ -282,6 +285,8 @@ static void test_errors_name_file_line_key(void **state) {
                "gw.conf:1: [listen]: body-buffer is larger than max-body");
   expect_error("[listen]\nupstream-client = libcurl\n" CL RT,
                "gw.conf:2: upstream-client: 'libcurl': native or curl");
+  expect_error("[listen]\ngeneration-header = maybe\n" CL RT,
+               "gw.conf:2: generation-header: 'maybe': on or off");
   expect_error("[listen]\nfrobnicate = 1\n" CL RT,
                "gw.conf:2: frobnicate: unknown key in [listen]");
   expect_error("[listen]\nbacklog = 5\nbacklog = 6\n" CL RT,

@@ -237,9 +237,11 @@ static void finish(gwp_req *r, lk_http_result *res) {
   const char *key = lk_http_result_idempotency_key(res);
   if (r->key_injected && key)
     sb_hdr(&h, "Linkd-Idempotency-Key-Injected", key);
-  char gen[24];
-  gen[gwp_u64_dec(gen, r->cfg->generation)] = '\0';
-  sb_hdr(&h, "Linkd-Config-Generation", gen);
+  if (r->cfg->listen.generation_header) {
+    char gen[24];
+    gen[gwp_u64_dec(gen, r->cfg->generation)] = '\0';
+    sb_hdr(&h, "Linkd-Config-Generation", gen);
+  }
   if (h.oom) {
     free(h.p);
     lk_http_result_free(res);
