@@ -120,6 +120,14 @@ typedef struct site {
   lk_limiter *limiter;
 } site;
 
+/* A window of the time series: its number, when the next one starts, its records (one per tier)
+ * and its latency buckets (SIM_LAT_BUCKETS per tier). */
+typedef struct wpos {
+  int64_t w, next;
+  sim_win *win;
+  uint32_t *lat;
+} wpos;
+
 typedef struct run {
   const sim_scenario *sc;
   sim_result *r;
@@ -145,9 +153,7 @@ typedef struct run {
   int64_t issued[SIM_MAX_GROUPS];                /* closed: calls started */
   uint64_t *acc[SIM_MAX_TIERS + SIM_MAX_GROUPS]; /* latencies, copied into lk_hist at the end */
   int64_t now;
-  int64_t cur_w, next_w; /* the window R->now is in, and when the next one starts */
-  sim_win *cur_win;       /* its records, one per tier (window_next keeps it) */
-  uint32_t *cur_lat;      /* its latency buckets, SIM_LAT_BUCKETS per tier */
+  wpos cur; /* the window R->now is in (window_to moves it) */
   int64_t span;          /* duration + drain: events after it are not processed */
   int64_t last_fold;     /* the latest reply handled without an event (end_time) */
   int oom;
@@ -226,15 +232,18 @@ static inline int64_t draw(const run *R, const sim_dist *d, lk_rand_fast *g) {
 /* The current window's record for `tier`. The window follows R->now in the main loop (a
  * division per record was a measurable part of the loop). */
 static inline sim_win *win(run *R, int tier) {
-  return &R->cur_win[tier];
+  return &R->cur.win[tier];
 }
 
-/* Moves R->cur_w (and its records) to the next window. */
-static inline void window_next(run *R) {
-  R->cur_w++;
-  R->next_w = lk_sat_add(R->next_w, R->sc->window);
-  R->cur_win += R->sc->n_tiers;
-  R->cur_lat += (size_t)R->sc->n_tiers * SIM_LAT_BUCKETS;
+/* Moves R->cur on to the window of time t (>= its own; the last window takes all that follows),
+ * by steps, without a division. */
+static inline void window_to(run *R, int64_t t) {
+  while (t >= R->cur.next && R->cur.w < R->r->n_windows - 1) {
+    R->cur.w++;
+    R->cur.next = lk_sat_add(R->cur.next, R->sc->window);
+    R->cur.win += R->sc->n_tiers;
+    R->cur.lat += (size_t)R->sc->n_tiers * SIM_LAT_BUCKETS;
+  }
 }
 
 static inline int lat_bucket(int64_t ns) {
@@ -400,7 +409,7 @@ static void call_end(run *R, uint32_t ci, lk_failure kind, lk_reason reason) {
     ts->ok++;
     w->ok++;
     R->acc[c->target][acc_index(now - c->start)]++;
-    R->cur_lat[(size_t)c->target * SIM_LAT_BUCKETS + (size_t)lat_bucket(now - c->start)]++;
+    R->cur.lat[(size_t)c->target * SIM_LAT_BUCKETS + (size_t)lat_bucket(now - c->start)]++;
   } else {
     ts->failed++;
     w->failed++;
@@ -961,20 +970,15 @@ static bool reply_at_once(run *R, const job *j) {
     push(R, at, EV_REPLY + (uint32_t)LK_F_NONE, j->call, j->call_gen);
     return true;
   }
-  int64_t now = R->now, cur_w = R->cur_w, next_w = R->next_w;
-  sim_win *cur_win = R->cur_win;
-  uint32_t *cur_lat = R->cur_lat;
-  R->now = at; /* and the window `at` is in, walked on from now's (no division) */
-  while (at >= R->next_w && R->cur_w < R->r->n_windows - 1)
-    window_next(R);
+  int64_t now = R->now;
+  wpos cur = R->cur;
+  R->now = at;
+  window_to(R, at);
   attempt_end(R, j->call, LK_F_NONE);
   if (at > R->last_fold)
     R->last_fold = at;
   R->now = now;
-  R->cur_w = cur_w;
-  R->next_w = next_w;
-  R->cur_win = cur_win;
-  R->cur_lat = cur_lat;
+  R->cur = cur;
   return true;
 }
 
@@ -1142,7 +1146,7 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
     return LK_ENOMEM;
   }
   R.q.heap_only = sc->plain_heap;
-  R.next_w = sc->window;
+  R.cur.next = sc->window;
   for (int i = 0; i < SIM_MAX_GROUPS + SIM_MAX_TIERS; i++)
     R.sites[i].wake_at = INT64_MAX;
   sim_exp_init(&R.zt);
@@ -1164,8 +1168,8 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
   int rc = LK_OK;
   if (!out->win || !out->lat)
     goto oom;
-  R.cur_win = out->win;
-  R.cur_lat = out->lat;
+  R.cur.win = out->win;
+  R.cur.lat = out->lat;
   for (int t = 0; t < sc->n_tiers; t++) {
     const sim_tier *tier = &sc->tiers[t];
     R.srv[t] = calloc((size_t)tier->servers, sizeof(server));
@@ -1217,8 +1221,7 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
     if (e.t > span)
       break;
     R.now = e.t;
-    while (R.now >= R.next_w && R.cur_w < out->n_windows - 1)
-      window_next(&R);
+    window_to(&R, R.now);
     out->events++;
     dispatch_event(&R, &e);
     if (__builtin_expect(R.oom, 0))
