@@ -88,9 +88,9 @@ struct lk_breaker {
   _Alignas(LK_BK_LINE) _Atomic uint64_t tseq;
   _Atomic int64_t thead, tcalls, tfailed, tslow;
   lk_bk_bucket *buckets;
-  /* Single-threaded: the snapshot as last read and the head's bucket, until the head moves or
-   * the window is reset (st_head LK_BK_EMPTY: none), so a record skips the seqlock and the
-   * division that finds the bucket. */
+  /* Single-threaded: the snapshot as last read and the head's bucket, so a record skips the
+   * seqlock and the division that finds the bucket. Only a record past st_head moves the head,
+   * and it takes the long way and refreshes these; a reset empties them (LK_BK_EMPTY: none). */
   int64_t st_head;
   lk_bk_tally st_agg;
   lk_bk_bucket *st_bucket;

@@ -134,7 +134,6 @@ static void bucket_add(lk_bk_tally *t, lk_bk_bucket *k) {
 /* Moves the head to second `sec` (at most once a second). */
 static void time_roll(lk_breaker *b, int64_t sec) {
   pthread_mutex_lock(&b->mu);
-  b->st_head = LK_BK_EMPTY;
   int64_t h = atomic_load_explicit(&b->thead, RELAXED);
   if (h == LK_BK_EMPTY || sec > h) {
     /* Seconds are ns / 1e9, so sec - h cannot overflow. */
