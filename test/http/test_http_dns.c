@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@
 
 static int dns_fd = -1;
 static _Atomic int queries_nx, queries_hang;
+static _Atomic bool dns_stop;
 static pthread_t dns_th;
 
 /* The first label of the query's name starts at byte 13 (header 12 bytes, then its length). */
@@ -37,7 +39,7 @@ static void *dns_serve(void *arg) {
     struct sockaddr_in from;
     socklen_t fl = sizeof from;
     ssize_t n = recvfrom(dns_fd, q, sizeof q, 0, (struct sockaddr *)&from, &fl);
-    if (n < 0)
+    if (n < 0 || atomic_load(&dns_stop))
       return NULL;
     if (n < 17)
       continue;
@@ -117,7 +119,17 @@ static int teardown(void **s) {
     struct timespec ts = {0, 100000000L};
     nanosleep(&ts, NULL);
   }
-  shutdown(dns_fd, SHUT_RDWR);
+  /* wake the stub with a datagram of its own and join it before the socket goes */
+  atomic_store(&dns_stop, true);
+  int w = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  if (w < 0 || sendto(w, "", 1, 0, (struct sockaddr *)&a, sizeof a) != 1) {
+    perror("waking the DNS stub");
+    return -1;
+  }
+  close(w);
+  pthread_join(dns_th, NULL);
   close(dns_fd);
   return 0;
 }

@@ -132,6 +132,7 @@ static void test_head_too_large(void **s) {
   assert_false(r.att[0].decision.retry);
   assert_int_equal(atomic_load(&RAW.requests), 1);
   ht_free(&r);
+  ht_raw_stop(&RAW); /* its thread may still be sending from resp */
   free(resp);
 }
 
