@@ -71,18 +71,19 @@ int lk_duration_parse(const char *s, int64_t *out, char *err, size_t cap) {
                s);
       return LK_EPARSE;
     }
-    if (too_big || whole > INT64_MAX / unit) {
+    /* Each fraction digit is worth a tenth of the previous one; units are multiples of 10^k
+     * down to 1 ns, so this is exact until the digits go below a nanosecond (then dropped).
+     * The fraction is below one unit, so it is summed first and the bound checked once. */
+    int64_t fracns = 0, scale = unit;
+    for (size_t i = 0; i < nfrac; i++) {
+      scale /= 10;
+      fracns += (frac[i] - '0') * scale;
+    }
+    if (too_big || whole > (INT64_MAX - fracns) / unit) {
       snprintf(err, cap, "'%s' is too long a duration", s);
       return LK_ERANGE;
     }
-    int64_t term = whole * unit;
-    /* Each fraction digit is worth a tenth of the previous one; units are multiples of 10^k
-     * down to 1 ns, so this is exact until the digits go below a nanosecond (then dropped). */
-    int64_t scale = unit;
-    for (size_t i = 0; i < nfrac; i++) {
-      scale /= 10;
-      term += (frac[i] - '0') * scale;
-    }
+    int64_t term = whole * unit + fracns;
     if (term > INT64_MAX - total) {
       snprintf(err, cap, "'%s' is too long a duration", s);
       return LK_ERANGE;

@@ -72,6 +72,13 @@ static void limits(void **state) {
   bad("99999999999999999999999s", "too long");
   bad("9223372036854775807ns1ns", "too long");
   assert_int_equal(ok("2562047h"), INT64_C(2562047) * 3600 * LK_NS_PER_S);
+  /* A fraction can carry a term past the limit that its whole part stays under (found by
+   * fuzz_duration: signed overflow before the bound was checked). */
+  assert_int_equal(ok("2562047.5h"), INT64_C(25620475) * 360 * LK_NS_PER_S);
+  bad("2562047.9h", "too long");
+  bad("2562047.9h62h9939s", "too long");
+  assert_int_equal(ok("9223372036.854775807s"), INT64_MAX);
+  bad("9223372036.854775808s", "too long");
 }
 
 static void errors(void **state) {
