@@ -88,8 +88,8 @@ static void integer(const char *s, size_t len) {
     while (n > 1 && *t == '0')
       t++, n--;
     char buf[32];
-    int k = snprintf(buf, sizeof buf, "%s%.*s", minus && !(n == 1 && *t == '0') ? "-" : "",
-                     (int)n, t);
+    int k =
+        snprintf(buf, sizeof buf, "%s%.*s", minus && !(n == 1 && *t == '0') ? "-" : "", (int)n, t);
     char back[32];
     snprintf(back, sizeof back, "%" PRId64, v);
     if (k < 0 || strcmp(buf, back) != 0)
