@@ -100,9 +100,7 @@ struct lk_exec_call {
   int64_t t0, deadline, timer_at; /* clock ns; timer_at: when to step next */
   int number;                     /* attempts handed to the operation */
   int64_t prev_delay;
-  lk_slot slot;
-  bool limiter_reserved;
-  int64_t limiter_wait_from, breaker_wait_from; /* INT64_MIN: not waiting */
+  lk_admission adm; /* the bulkhead slot, limiter token and waits of the next attempt */
   lk_prot prot;
   int64_t att_start, att_timeout;
   lk_traceparent parent, span;
@@ -211,7 +209,7 @@ static void free_call(lk_exec_call *k) {
 
 static void finish(lk_exec_call *k, int64_t now, int err, lk_failure kind, const char *stop) {
   lk_exec_policy *p = &k->pol;
-  lk__slot_release(&k->slot, p->bulkhead);
+  lk__slot_release(&k->adm.slot, p->bulkhead);
   lk_exec_result *r = &k->res;
   r->err = err;
   r->failure = kind;
@@ -268,7 +266,7 @@ static void refuse(lk_exec_call *k, int64_t now, lk_failure kind, int err) {
 }
 
 static void cancelled(lk_exec_call *k, int64_t now) {
-  k->limiter_reserved = false; /* a reserved token cannot be returned (limiter.h) */
+  k->adm.limiter_reserved = false; /* a reserved token cannot be returned (limiter.h) */
   finish(k, now, LK_ECANCELED, LK_F_CANCELLED, "cancelled");
 }
 
@@ -276,7 +274,6 @@ static void cancelled(lk_exec_call *k, int64_t now) {
  * lock held; the call cannot end meanwhile (ending it cancels the wait under that lock). */
 static void slot_granted(void *ud) {
   lk_exec_call *k = ud;
-  atomic_store(&k->slot.granted, true);
   if (k->sync) {
     pthread_mutex_lock(k->wmu);
     k->woken = true;
@@ -294,6 +291,27 @@ static void arm(lk_exec_call *k, int64_t now) {
   k->loop.timer(k->loop.ctx, k, d > 0 ? d : 0);
 }
 
+/* lk__admit's hooks (protect.h). */
+static void wait_ended(void *ctx, int64_t now, int what, int64_t waited, bool granted) {
+  emit_wait(ctx, now, (lk_event_wait)what, waited, granted);
+}
+
+static void release_slot(void *ctx) {
+  lk_exec_call *k = ctx;
+  lk__slot_release(&k->adm.slot, k->pol.bulkhead);
+}
+
+/* Reports the transition an acquire caused (to the metrics as well as to events). */
+static int breaker_acquire(void *ctx, lk_prot *ps, int64_t now) {
+  lk_exec_call *k = ctx;
+  lk_breaker_state before = lk_breaker_get_state(k->pol.breaker);
+  int rc = lk__breaker_acquire(k->pol.breaker, ps, now);
+  emit_transition(k, now, k->number + 1, before, lk_breaker_get_state(k->pol.breaker));
+  return rc;
+}
+
+static const lk_admit_hooks admit_hooks = {slot_granted, wait_ended, release_slot, breaker_acquire};
+
 static void end_attempt(lk_exec_call *k, const lk_exec_outcome *o);
 
 /* Runs the protections in the fixed order and hands the next attempt to the operation, or
@@ -309,75 +327,16 @@ static void step(lk_exec_call *k, int64_t now) {
     finish(k, now, LK_EDEADLINE, LK_F_DEADLINE_EXCEEDED, "deadline exceeded");
     return;
   }
-  if (p->bulkhead && !k->slot.held) {
-    bool was_queued = k->slot.queued;
-    int64_t until = 0, waited = 0;
-    lk_failure kind = LK_F_NONE;
-    int rc = lk__slot_acquire(&k->slot, p->bulkhead, now, k->deadline, p->pool_timeout,
-                              slot_granted, k, &until, &waited, &kind);
-    if (rc == LK_EAGAIN) {
-      k->timer_at = until;
-      arm(k, now);
-      return;
-    }
-    if (was_queued)
-      emit_wait(k, now, LK_EV_WAIT_BULKHEAD, waited, rc == LK_OK);
-    if (rc != LK_OK) {
-      refuse(k, now, kind, rc);
-      return;
-    }
-    if (p->metrics) {
-      lk_call_metrics_bulkhead_wait(p->metrics, waited);
-      lk_call_metrics_bulkhead_queue_depth(p->metrics, lk_bulkhead_queue_depth(p->bulkhead));
-    }
+  lk_admit_env env = {p->bulkhead,     p->limiter,      p->breaker,
+                      p->metrics,      p->pool_timeout, p->retry.cfg.min_attempt,
+                      p->breaker_wait, &admit_hooks,    k};
+  lk_failure kind = LK_F_NONE;
+  int err = LK_OK;
+  switch (lk__admit(&k->adm, &env, &k->prot, now, k->deadline, &k->timer_at, &kind, &err)) {
+  case LK_ADMIT_LATER: arm(k, now); return;
+  case LK_ADMIT_REFUSED: refuse(k, now, kind, err); return;
+  case LK_ADMIT_GO: break;
   }
-  if (p->limiter && !k->limiter_reserved) {
-    /* a token that comes too late for a useful attempt would be spent on a certain timeout */
-    int64_t w =
-        lk_limiter_reserve(p->limiter, now, lk_sat_sub(remaining, p->retry.cfg.min_attempt));
-    if (w < 0) {
-      lk__slot_release(&k->slot, p->bulkhead);
-      refuse(k, now, LK_F_RATE_LIMITED, LK_ERATE_LIMITED);
-      return;
-    }
-    k->limiter_reserved = true;
-    if (w > 0) {
-      k->limiter_wait_from = now;
-      k->timer_at = lk_sat_add(now, w);
-      arm(k, now);
-      return;
-    }
-  }
-  if (k->limiter_wait_from != INT64_MIN) {
-    emit_wait(k, now, LK_EV_WAIT_LIMITER, lk_sat_sub(now, k->limiter_wait_from), true);
-    k->limiter_wait_from = INT64_MIN;
-  }
-  if (p->breaker) {
-    lk_breaker_state before = lk_breaker_get_state(p->breaker);
-    int rc = lk__breaker_acquire(p->breaker, &k->prot, now);
-    emit_transition(k, now, k->number + 1, before, lk_breaker_get_state(p->breaker));
-    if (rc != LK_OK) {
-      lk__slot_release(&k->slot, p->bulkhead); /* nothing is held while waiting */
-      int64_t at = lk__breaker_wait_until(p->breaker, p->breaker_wait, now, k->deadline,
-                                          p->retry.cfg.min_attempt);
-      if (at > 0) {
-        if (k->breaker_wait_from == INT64_MIN)
-          k->breaker_wait_from = now;
-        k->timer_at = at;
-        arm(k, now);
-        return;
-      }
-      if (k->breaker_wait_from != INT64_MIN)
-        emit_wait(k, now, LK_EV_WAIT_BREAKER, lk_sat_sub(now, k->breaker_wait_from), false);
-      refuse(k, now, LK_F_BREAKER_OPEN, LK_EBREAKER_OPEN);
-      return;
-    }
-    if (k->breaker_wait_from != INT64_MIN) {
-      emit_wait(k, now, LK_EV_WAIT_BREAKER, lk_sat_sub(now, k->breaker_wait_from), true);
-      k->breaker_wait_from = INT64_MIN;
-    }
-  }
-  k->limiter_reserved = false;
   k->number++;
   k->att_start = now;
   k->att_timeout = lk_attempt_timeout(p->attempt_timeout, remaining);
@@ -460,9 +419,8 @@ static void end_attempt(lk_exec_call *k, const lk_exec_outcome *o) {
     lk__cm_protection_state(p->metrics, p->budget, p->breaker, now);
   /* the adaptive limit hears of the attempt while its slot still counts as in use */
   if (p->adaptive && !cancel)
-    lk_adaptive_record_inflight(p->adaptive, now, info->duration, lk_adaptive_outcome_of(kind),
-                                -1);
-  lk__slot_release(&k->slot, p->bulkhead);
+    lk_adaptive_record_inflight(p->adaptive, now, info->duration, lk_adaptive_outcome_of(kind), -1);
+  lk__slot_release(&k->adm.slot, p->bulkhead);
 
   /* decide */
   lk_decision *d = &info->decision;
@@ -557,8 +515,7 @@ static int call_init(lk_exec_call *k, const lk_exec_policy *p, lk_cancel *cancel
   k->cancel = cancel;
   k->clock = p->clock ? p->clock : lk_clock_system();
   k->rng = p->rng ? p->rng : thread_rng();
-  k->slot.start = INT64_MIN;
-  k->limiter_wait_from = k->breaker_wait_from = INT64_MIN;
+  lk__admission_init(&k->adm);
   k->state = ST_WAIT;
   k->t0 = now_of(k);
   int64_t at = lk_sat_add(k->t0, p->deadline);
@@ -661,7 +618,7 @@ int lk_exec_run(const lk_exec_policy *p, lk_exec_fn fn, void *ctx, lk_cancel *ca
       continue;
     }
     int64_t now = now_of(&k);
-    if (now >= k.timer_at || lk__slot_due(&k.slot) || lk_cancel_fired(cancel)) {
+    if (now >= k.timer_at || lk__slot_due(&k.adm.slot) || lk_cancel_fired(cancel)) {
       step(&k, now);
       continue;
     }
@@ -728,7 +685,7 @@ int lk_exec_timer(lk_exec_call *k) {
   }
   if (k->state != ST_WAIT)
     return LK_ESTATE;
-  if (now >= k->timer_at || lk__slot_due(&k->slot) || k->aborted || lk_cancel_fired(k->cancel))
+  if (now >= k->timer_at || lk__slot_due(&k->adm.slot) || k->aborted || lk_cancel_fired(k->cancel))
     step(k, now);
   else
     arm(k, now);

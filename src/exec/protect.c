@@ -6,6 +6,9 @@
 #include "core/sat.h"
 
 #include <linkd/error.h>
+#include <linkd/event.h>
+
+#include <string.h>
 
 void lk__budget_request(lk_budget *b, int64_t now) {
   if (b)
@@ -135,6 +138,7 @@ int lk__slot_acquire(lk_slot *s, lk_bulkhead *b, int64_t now, int64_t deadline,
     *until = limit;
     return LK_EAGAIN;
   }
+  *waited = lk_sat_sub(now, s->start); /* granted or refused, the wait is over */
   if (rc == LK_EBULKHEAD_FULL) {
     s->start = INT64_MIN;
     *kind = LK_F_BULKHEAD_FULL;
@@ -146,7 +150,6 @@ int lk__slot_acquire(lk_slot *s, lk_bulkhead *b, int64_t now, int64_t deadline,
     return limit == deadline ? LK_EDEADLINE : LK_EBULKHEAD_FULL;
   }
   s->held = true;
-  *waited = lk_sat_sub(now, s->start);
   s->start = INT64_MIN;
   return LK_OK;
 }
@@ -161,4 +164,99 @@ void lk__slot_release(lk_slot *s, lk_bulkhead *b) {
     lk_bulkhead_release(b);
     s->held = false;
   }
+}
+
+void lk__admission_init(lk_admission *a) {
+  memset(a, 0, sizeof *a);
+  a->slot.start = INT64_MIN;
+  a->limiter_wait_from = a->breaker_wait_from = INT64_MIN;
+}
+
+static lk_admit_result refused(const lk_admit_env *env, lk_failure k, int e, lk_failure *kind,
+                               int *err) {
+  env->hooks->release_slot(env->ctx);
+  *kind = k;
+  *err = e;
+  return LK_ADMIT_REFUSED;
+}
+
+/* lk__slot_acquire's notify: marks the slot granted, so the next step takes it, and wakes the
+ * call the driver's way. */
+static void admission_granted(void *ud) {
+  lk_admission *a = ud;
+  atomic_store(&a->slot.granted, true);
+  a->wake(a->wake_ctx);
+}
+
+lk_admit_result lk__admit(lk_admission *a, const lk_admit_env *env, lk_prot *ps, int64_t now,
+                          int64_t deadline, int64_t *timer_at, lk_failure *kind, int *err) {
+  if (env->bulkhead && !a->slot.held) {
+    /* A slot, or a place in the bulkhead's FIFO queue shared with blocking acquirers: the grant
+     * arrives through env->hooks->granted; the timer covers pool_timeout and the deadline. */
+    bool was_queued = a->slot.queued;
+    int64_t until = 0, waited = 0;
+    lk_failure k = LK_F_NONE;
+    if (!was_queued) { /* while queued, the releasing thread may read these */
+      a->wake = env->hooks->granted;
+      a->wake_ctx = env->ctx;
+    }
+    int rc = lk__slot_acquire(&a->slot, env->bulkhead, now, deadline, env->pool_timeout,
+                              admission_granted, a, &until, &waited, &k);
+    if (rc == LK_EAGAIN) {
+      *timer_at = until;
+      return LK_ADMIT_LATER;
+    }
+    if (was_queued)
+      env->hooks->wait_ended(env->ctx, now, LK_EV_WAIT_BULKHEAD, waited, rc == LK_OK);
+    if (rc != LK_OK) {
+      *kind = k;
+      *err = rc;
+      return LK_ADMIT_REFUSED; /* nothing held: the slot was never granted */
+    }
+    if (env->metrics) {
+      lk_call_metrics_bulkhead_wait(env->metrics, waited);
+      lk_call_metrics_bulkhead_queue_depth(env->metrics, lk_bulkhead_queue_depth(env->bulkhead));
+    }
+  }
+  if (env->limiter && !a->limiter_reserved) {
+    /* a token that comes too late for a useful attempt would be spent on a certain timeout */
+    int64_t w = lk_limiter_reserve(env->limiter, now,
+                                   lk_sat_sub(lk_sat_sub(deadline, now), env->min_attempt));
+    if (w < 0)
+      return refused(env, LK_F_RATE_LIMITED, LK_ERATE_LIMITED, kind, err);
+    a->limiter_reserved = true;
+    if (w > 0) {
+      a->limiter_wait_from = now;
+      *timer_at = lk_sat_add(now, w);
+      return LK_ADMIT_LATER;
+    }
+  }
+  if (a->limiter_wait_from != INT64_MIN) {
+    env->hooks->wait_ended(env->ctx, now, LK_EV_WAIT_LIMITER, lk_sat_sub(now, a->limiter_wait_from),
+                           true);
+    a->limiter_wait_from = INT64_MIN;
+  }
+  if (env->breaker && env->hooks->breaker_acquire(env->ctx, ps, now) != LK_OK) {
+    /* nothing is held while waiting for the breaker */
+    int64_t at =
+        lk__breaker_wait_until(env->breaker, env->breaker_wait, now, deadline, env->min_attempt);
+    if (at > 0) {
+      env->hooks->release_slot(env->ctx);
+      if (a->breaker_wait_from == INT64_MIN)
+        a->breaker_wait_from = now;
+      *timer_at = at;
+      return LK_ADMIT_LATER;
+    }
+    if (a->breaker_wait_from != INT64_MIN)
+      env->hooks->wait_ended(env->ctx, now, LK_EV_WAIT_BREAKER,
+                             lk_sat_sub(now, a->breaker_wait_from), false);
+    return refused(env, LK_F_BREAKER_OPEN, LK_EBREAKER_OPEN, kind, err);
+  }
+  if (a->breaker_wait_from != INT64_MIN) {
+    env->hooks->wait_ended(env->ctx, now, LK_EV_WAIT_BREAKER, lk_sat_sub(now, a->breaker_wait_from),
+                           true);
+    a->breaker_wait_from = INT64_MIN;
+  }
+  a->limiter_reserved = false; /* the token is the attempt's now */
+  return LK_ADMIT_GO;
 }

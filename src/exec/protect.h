@@ -48,8 +48,8 @@ typedef struct lk_slot {
   lk_bulkhead_waiter w;
 } lk_slot;
 
-/* One step of getting a slot without blocking. LK_OK: held (*waited = ns spent queued, for the
- * metrics). LK_EAGAIN: queued; come back at *until (the end of pool_timeout or the deadline) or
+/* One step of getting a slot without blocking; *waited = ns spent queued unless LK_EAGAIN. LK_OK:
+ * held. LK_EAGAIN: queued; come back at *until (the end of pool_timeout or the deadline) or
  * when notify(ud) runs (on the releasing thread, bulkhead lock held: it must only signal). Any
  * other return is a refusal, nothing held: LK_EBULKHEAD_FULL with *kind BULKHEAD_FULL (queue
  * full) or POOL_TIMEOUT (pool_timeout passed), LK_EDEADLINE with DEADLINE_EXCEEDED. */
@@ -60,6 +60,55 @@ int lk__slot_acquire(lk_slot *s, lk_bulkhead *b, int64_t now, int64_t deadline,
 static inline bool lk__slot_due(lk_slot *s) { return s->queued && atomic_load(&s->granted); }
 /* Gives back the slot or leaves the queue, whichever applies. */
 void lk__slot_release(lk_slot *s, lk_bulkhead *b);
+
+/* What a call holds or waits for between admission steps, for the attempt about to start. */
+typedef struct lk_admission {
+  lk_slot slot;          /* bulkhead slot or place in its queue */
+  bool limiter_reserved; /* a limiter token is reserved (a reservation cannot be returned) */
+  int64_t limiter_wait_from, breaker_wait_from; /* INT64_MIN: not waiting (for WAIT events) */
+  void (*wake)(void *ctx); /* the hooks' `granted` and the env's ctx, while the slot is queued */
+  void *wake_ctx;
+} lk_admission;
+
+/* Zeroes an admission and marks it not waiting. */
+void lk__admission_init(lk_admission *a);
+
+/* Where the executor and the HTTP driver differ in an admission step: how a grant wakes the
+ * call, how a wait is reported, how a slot is given back, how a breaker permit is asked for
+ * (each reports breaker transitions its own way). One static table per driver; ctx is its call. */
+typedef struct lk_admit_hooks {
+  /* The bulkhead granted the queued call its slot (slot.granted is set already): runs on the
+   * releasing thread with the bulkhead's lock held, so it must only wake the call. */
+  void (*granted)(void *ctx);
+  void (*wait_ended)(void *ctx, int64_t now, int what, int64_t waited, bool granted);
+  void (*release_slot)(void *ctx);
+  int (*breaker_acquire)(void *ctx, lk_prot *ps, int64_t now);
+} lk_admit_hooks;
+
+/* What a driver lends an admission step: its protections (NULL: not used), the policy's limits
+ * and its hooks. */
+typedef struct lk_admit_env {
+  lk_bulkhead *bulkhead;
+  lk_limiter *limiter;
+  lk_breaker *breaker;
+  lk_call_metrics *metrics;
+  int64_t pool_timeout, min_attempt;
+  bool breaker_wait;
+  const lk_admit_hooks *hooks;
+  void *ctx;
+} lk_admit_env;
+
+typedef enum lk_admit_result {
+  LK_ADMIT_GO,      /* every protection agreed: the slot is held (if any), the permit in *ps */
+  LK_ADMIT_LATER,   /* come back at *timer_at, or sooner when the bulkhead grants a slot */
+  LK_ADMIT_REFUSED, /* *kind and *err say why; nothing is held */
+} lk_admit_result;
+
+/* One admission step, in the fixed order bulkhead, limiter, breaker. A wait is reported (its
+ * `what` an lk_event_wait) when it ends: granted, or in the refusal that ends it. A refusal by
+ * the breaker becomes a wait for its next probe when the policy allows it (breaker_wait). */
+lk_admit_result lk__admit(lk_admission *a, const lk_admit_env *env, lk_prot *ps, int64_t now,
+                          int64_t deadline, int64_t *timer_at, lk_failure *kind, int *err);
 
 /* Whether a kind is a timeout (for budgets and metrics). */
 bool lk__kind_is_timeout(lk_failure k);

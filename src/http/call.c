@@ -112,7 +112,7 @@ static void call_state(lk_call *k, lk_call_state to) {
  * (lk_http_client.changes) so that no start skips the pass that finds that call due. */
 static void release_slot(lk_call *k) {
   k->cl->changes++;
-  lk__slot_release(&k->slot, k->pol.bulkhead);
+  lk__slot_release(&k->adm.slot, k->pol.bulkhead);
 }
 
 static void try_release_slot(lk_try *t) {
@@ -251,7 +251,7 @@ static lk_try *try_at(lk_call *k, int i) { return i == 0 ? &k->first : k->extra[
 
 int64_t lk__call_next_timer(lk_call *k) {
   if (k->state != LK_CALL_PERFORM) {
-    if (lk__slot_due(&k->slot))
+    if (lk__slot_due(&k->adm.slot))
       return INT64_MIN; /* a slot is waiting for it: due now */
     return k->timer_at;
   }
@@ -416,9 +416,22 @@ static void finish_at(lk_call *k, int64_t now, int err, lk_failure kind, const c
  * lock held; the call cannot end meanwhile (ending it cancels the wait under that lock). */
 static void bulkhead_granted(void *ud) {
   lk_call *k = ud;
-  atomic_store(&k->slot.granted, true);
   lk__client_notify(k->cl);
 }
+
+/* lk__admit's hooks (protect.h). */
+static void admit_wait_ended(void *ctx, int64_t now, int what, int64_t waited, bool granted) {
+  emit_wait(ctx, now, (lk_event_wait)what, waited, granted);
+}
+
+static void admit_release_slot(void *ctx) { release_slot(ctx); }
+
+static int admit_breaker_acquire(void *ctx, lk_prot *ps, int64_t now) {
+  return breaker_acquire(ctx, ps, now);
+}
+
+static const lk_admit_hooks admit_hooks = {bulkhead_granted, admit_wait_ended, admit_release_slot,
+                                           admit_breaker_acquire};
 
 /* An attempt refused before any I/O: recorded in the timeline (phase QUEUED) and final. */
 static void refuse(lk_call *k, int64_t now, lk_failure kind, int err) {
@@ -458,76 +471,24 @@ static void admit(lk_call *k, int64_t now) {
     finish_at(k, now, LK_EDEADLINE, LK_F_DEADLINE_EXCEEDED, "deadline exceeded");
     return;
   }
-  if (p->bulkhead && !k->slot.held) {
-    /* A slot, or a place in the bulkhead's FIFO queue shared with blocking acquirers: the grant
-     * arrives through bulkhead_granted(); the timer covers pool_timeout and the deadline. */
-    int64_t until = 0, waited = 0;
-    lk_failure kind = LK_F_NONE;
-    int rc = lk__slot_acquire(&k->slot, p->bulkhead, now, k->deadline, p->pool_timeout,
-                              bulkhead_granted, k, &until, &waited, &kind);
-    if (rc == LK_EAGAIN) {
-      k->timer_at = until;
-      return;
-    }
-    if (waited > 0 || rc != LK_OK)
-      emit_wait(k, now, LK_EV_WAIT_BULKHEAD, waited, rc == LK_OK);
-    if (rc != LK_OK) {
-      refuse(k, now, kind, rc);
-      return;
-    }
-    if (p->metrics) {
-      lk_call_metrics_bulkhead_wait(p->metrics, waited);
-      lk_call_metrics_bulkhead_queue_depth(p->metrics, lk_bulkhead_queue_depth(p->bulkhead));
-    }
-  }
-  if (p->limiter && !k->limiter_reserved) {
-    /* a token that comes too late for a useful attempt would be spent on a certain timeout */
-    int64_t w =
-        lk_limiter_reserve(p->limiter, now, lk_sat_sub(remaining, p->retry.cfg.min_attempt));
-    if (w < 0) {
-      release_slot(k);
-      refuse(k, now, LK_F_RATE_LIMITED, LK_ERATE_LIMITED);
-      return;
-    }
-    k->limiter_reserved = true;
-    if (w > 0) {
-      k->limiter_wait_from = now;
-      k->timer_at = lk_sat_add(now, w);
-      return;
-    }
-  }
-  if (k->limiter_wait_from != INT64_MIN) {
-    emit_wait(k, now, LK_EV_WAIT_LIMITER, lk_sat_sub(now, k->limiter_wait_from), true);
-    k->limiter_wait_from = INT64_MIN;
-  }
   lk_try *t = &k->first;
-  if (breaker_acquire(k, &t->prot, now) != LK_OK) {
-    release_slot(k); /* nothing is held while waiting for the breaker */
-    int64_t at = lk__breaker_wait_until(p->breaker, p->breaker_wait, now, k->deadline,
-                                        p->retry.cfg.min_attempt);
-    if (at > 0) {
-      if (k->breaker_wait_from == INT64_MIN)
-        k->breaker_wait_from = now;
-      k->timer_at = at;
-      return;
-    }
-    if (k->breaker_wait_from != INT64_MIN)
-      emit_wait(k, now, LK_EV_WAIT_BREAKER, lk_sat_sub(now, k->breaker_wait_from), false);
-    refuse(k, now, LK_F_BREAKER_OPEN, LK_EBREAKER_OPEN);
-    return;
+  lk_admit_env env = {p->bulkhead,     p->limiter,      p->breaker,
+                      p->metrics,      p->pool_timeout, p->retry.cfg.min_attempt,
+                      p->breaker_wait, &admit_hooks,    k};
+  lk_failure kind = LK_F_NONE;
+  int err = LK_OK;
+  switch (lk__admit(&k->adm, &env, &t->prot, now, k->deadline, &k->timer_at, &kind, &err)) {
+  case LK_ADMIT_LATER: return;
+  case LK_ADMIT_REFUSED: refuse(k, now, kind, err); return;
+  case LK_ADMIT_GO: break;
   }
-  if (k->breaker_wait_from != INT64_MIN) {
-    emit_wait(k, now, LK_EV_WAIT_BREAKER, lk_sat_sub(now, k->breaker_wait_from), true);
-    k->breaker_wait_from = INT64_MIN;
-  }
-  k->limiter_reserved = false;
   if (try_launch(k, t, now, false) != LK_OK) {
     lk__breaker_release(p->breaker, &t->prot);
     finish_at(k, now, LK_ENOMEM, LK_F_TRANSPORT_ERROR, "libcurl refused the transfer");
     return;
   }
-  t->bulkhead_held = k->slot.held; /* the slot is the attempt's now */
-  k->slot.held = false;
+  t->bulkhead_held = k->adm.slot.held; /* the slot is the attempt's now */
+  k->adm.slot.held = false;
   k->round_start = now;
   k->hedges = 0;
   k->timer_at = k->hedging ? lk_sat_add(now, lk_hedge_delay(&p->hedge)) : INT64_MAX;
@@ -961,7 +922,7 @@ void lk__call_abort(lk_call *k) {
       }
     }
   }
-  if (k->limiter_reserved)
-    k->limiter_reserved = false; /* a reserved token cannot be returned (limiter.h) */
+  if (k->adm.limiter_reserved)
+    k->adm.limiter_reserved = false; /* a reserved token cannot be returned (limiter.h) */
   finish_at(k, now_of(k), LK_ECANCELED, LK_F_CANCELLED, "cancelled");
 }

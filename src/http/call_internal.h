@@ -174,12 +174,10 @@ struct lk_call {
   int hedges;           /* hedges started since the last attempt the driver started itself */
   int64_t round_start;  /* start of that attempt: hedges are due from it */
   int64_t last_start;   /* start of the attempt started last (for HEDGE_STARTED) */
-  int64_t limiter_wait_from, breaker_wait_from; /* INT64_MIN: not waiting (for WAIT events) */
-  bool ev_started;                              /* CALL_START was emitted */
+  bool ev_started;      /* CALL_START was emitted */
   int64_t prev_delay;
-  lk_slot slot;          /* bulkhead slot or place in its queue, for the attempt about to start */
-  bool limiter_reserved; /* for the attempt about to start */
-  lk_prot prot;          /* the budget ticket (breaker permits are per attempt) */
+  lk_admission adm; /* bulkhead slot, limiter token and waits of the attempt about to start */
+  lk_prot prot;     /* the budget ticket (breaker permits are per attempt) */
   bool https, unsafe, key_in_request, hedging;
   bool native;   /* attempts to eligible URLs run on the native transport (lk__h1_target) */
   bool fresh;    /* submitted, not yet seen by a pass (lk_http_client_start_submitted) */

@@ -301,8 +301,7 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   k->cancel = cancel;
   k->done = done;
   k->ud = ud;
-  k->slot.start = INT64_MIN;
-  k->limiter_wait_from = k->breaker_wait_from = INT64_MIN;
+  lk__admission_init(&k->adm);
   if (pol->traceparent) {
     k->parent = *pol->traceparent;
     k->pol.traceparent = &k->parent;
