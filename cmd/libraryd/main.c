@@ -60,7 +60,8 @@ static const char usage[] =
     "  --connection-limit N     concurrent connections (default 4096; keep it above --queue +\n"
     "                           --workers, since a queued request holds its connection)\n"
     "  --per-client-limit N     concurrent connections per client IP (default 64; 0: none)\n"
-    "  --idle-timeout DUR       close idle keep-alive connections after DUR (default 60s)\n"
+    "  --idle-timeout DUR       close idle keep-alive connections after DUR, whole seconds\n"
+    "                           rounded up, 0 never (default 60s)\n"
     "  --head-timeout DUR       close a connection whose request head takes longer (10s; 0s: off)\n"
     "  --body-timeout DUR       close a connection whose body takes longer after its head\n"
     "                           (default 30s; 0s: off)\n"
@@ -262,7 +263,7 @@ static int apply(opts *o, int id, const char *name, const char *v) {
   case O_IDLE:
     if (dur(name, v, &n))
       return -1;
-    o->srv.idle_timeout_s = (unsigned)(n / LK_NS_PER_S > 86400 ? 86400 : n / LK_NS_PER_S);
+    o->srv.idle_timeout_s = lk_whole_seconds_up(n, 86400);
     return 0;
   case O_PER_CLIENT:
     if (int_in(name, v, 0, 1000000, &n))

@@ -35,6 +35,13 @@ int lk_parse_i64(const char *s, size_t len, bool allow_negative, int64_t *out) {
   return LK_OK;
 }
 
+unsigned lk_whole_seconds_up(int64_t ns, unsigned max) {
+  if (ns <= 0)
+    return 0;
+  int64_t s = ns / LK_NS_PER_S + (ns % LK_NS_PER_S != 0);
+  return s > (int64_t)max ? max : (unsigned)s;
+}
+
 int lk_parse_size(const char *s, uint64_t *out) {
   if (!s)
     return LK_EPARSE;

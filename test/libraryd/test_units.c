@@ -130,6 +130,13 @@ static void test_parsers(void **state) {
   assert_int_equal(lk_parse_size("100", &sz), LK_OK);
   assert_int_equal(sz, 100);
   assert_int_equal(lk_parse_size("10q", &sz), LK_EPARSE);
+  /* --idle-timeout: libmicrohttpd counts whole seconds and reads 0 as "never". */
+  assert_int_equal(lk_whole_seconds_up(LK_MS(500), 86400), 1);
+  assert_int_equal(lk_whole_seconds_up(LK_MS(1500), 86400), 2);
+  assert_int_equal(lk_whole_seconds_up(LK_SEC(60), 86400), 60);
+  assert_int_equal(lk_whole_seconds_up(1, 86400), 1);
+  assert_int_equal(lk_whole_seconds_up(0, 86400), 0);
+  assert_int_equal(lk_whole_seconds_up(INT64_MAX, 86400), 86400);
   int64_t v;
   assert_int_equal(lk_parse_i64("9223372036854775807", 19, false, &v), LK_OK);
   assert_int_equal(v, INT64_MAX);
