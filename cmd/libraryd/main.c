@@ -1,21 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* libraryd: the reference book service. Flags (and an optional INI file with the same names),
- * signal handling, port files; everything else lives in src/server and src/store. */
+/* libraryd: the reference book service. Signal handling, port files and the daemon's life;
+ * flags and the config file are options.c, everything else lives in src/server and src/store. */
 #include "admq.h"
-#include "fault.h"
-#include "server.h"
-#include "store.h"
-#include "util.h"
-#include "work.h"
+#include "options.h"
 
-#include <linkd/duration.h>
 #include <linkd/error.h>
 #include <linkd/version.h>
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
-#include <ini.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,463 +16,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
-
-#define MAX_LIST 64
-
-typedef struct opts {
-  lk_server_config srv;
-  lk_store_config store;
-  bool db_given; /* --db was set (it and --store exclude each other) */
-  const char *port_file, *admin_port_file;
-  const char *log_file;
-  /* The config file being read: where its current line is, for error messages. */
-  const char *cfg_path;
-  int cfg_lines, cfg_err_line;
-  bool cfg_partial; /* the last read did not end a line */
-  const char *faults[MAX_LIST];
-  const char *require_key[MAX_LIST];
-  char *owned[2 * MAX_LIST + 64]; /* strings copied from the config file */
-  size_t n_owned;
-} opts;
-
-static const char usage[] =
-    "usage: libraryd [options]\n"
-    "\n"
-    "The reference book service: a JSON API over HTTP/1.1 on SQLite or PostgreSQL,\n"
-    "Idempotency-Key support, deadline honouring and seeded fault injection. See\n"
-    "docs/libraryd.md.\n"
-    "\n"
-    "Listening:\n"
-    "  --addr ADDR              address to listen on (default 127.0.0.1)\n"
-    "  --port N                 port; 0 picks a free one (default 8080)\n"
-    "  --port-file FILE         write the bound port and a newline to FILE once listening\n"
-    "  --admin-port N           start the admin listener on N (0: a free port); default: off\n"
-    "  --admin-addr ADDR        admin listener address (default: --addr)\n"
-    "  --admin-port-file FILE   write the admin port to FILE once listening\n"
-    "  --threads N              server threads (default: number of CPUs)\n"
-    "  --connection-limit N     concurrent connections (default 4096; keep it above --queue +\n"
-    "                           --workers, since a queued request holds its connection)\n"
-    "  --per-client-limit N     concurrent connections per client IP (default 64; 0: none)\n"
-    "  --idle-timeout DUR       close idle keep-alive connections after DUR, whole seconds\n"
-    "                           rounded up, 0 never (default 60s)\n"
-    "  --head-timeout DUR       close a connection whose request head takes longer (10s; 0s: off)\n"
-    "  --body-timeout DUR       close a connection whose body takes longer after its head\n"
-    "                           (default 30s; 0s: off)\n"
-    "  --max-body SIZE          largest accepted request body, e.g. 64k (default 64k)\n"
-    "  --drain-timeout DUR      on SIGTERM/SIGINT, time left to in-flight requests (default 10s)\n"
-    "\n"
-    "Storage:\n"
-    "  --db PATH                SQLite database file, created when missing (default libraryd.db)\n"
-    "  --store URL              PostgreSQL instead: postgres://user[:password]@host[:port]/db\n"
-    "                           (libpq URL); several libraryd processes may share one database\n"
-    "  --pool-size N            PostgreSQL connections per process (default 16)\n"
-    "  --store-timeout DUR      PostgreSQL: a request without a deadline waits this long for a\n"
-    "                           statement's answer, then 503 (default 5s; 0s: no bound)\n"
-    "  --sync full|normal       full: fsync the WAL at every commit (survives power loss);\n"
-    "                           normal: survives a process crash only (default full)\n"
-    "  --group-commit on|off    on: writes arriving together share one transaction and one\n"
-    "                           fsync, each acknowledged after it; off: one each (default on)\n"
-    "  --no-seed-data           do not insert the sample books into a new database\n"
-    "\n"
-    "Idempotency-Key:\n"
-    "  --idem-retention DUR     how long a key's result is kept and replayed (default 24h)\n"
-    "  --purge-interval DUR     how often expired keys are deleted (default retention/4, <= 1m)\n"
-    "  --require-key ROUTE      requests matching ROUTE ('POST /books/*/loans') must carry a key\n"
-    "                           (400 otherwise); repeatable\n"
-    "\n"
-    "Capacity (see docs/libraryd.md, \"Capacity, queueing and overload\"):\n"
-    "  --workers N              threads that run the handlers (default 8)\n"
-    "  --queue N                admission queue in front of them; when full, 503 at once with\n"
-    "                           Retry-After: 1 (default 1024)\n"
-    "  --work SPEC              service cost per route, first match wins: ROUTE=DURATION (slept,\n"
-    "                           like I/O) or ROUTE=cpu:DURATION (busy CPU), comma-separated;\n"
-    "                           'none' for no cost (default '" LK_WORK_DEFAULT "')\n"
-    "  --queue-discipline D     fifo | lifo | adaptive-lifo | codel (default %s)\n"
-    "  --queue-target DUR       adaptive-lifo / codel target queue delay (default 5ms)\n"
-    "  --queue-interval DUR     codel interval (default 100ms)\n"
-    "\n"
-    "Fault injection:\n"
-    "  --fault RULE             e.g. 'route=POST "
-    "/books/*/loans,kind=reset_after_processing,p=0.1'\n"
-    "                           or 'route=GET "
-    "/books/1,kind=status,code=503,retry_after=2,count=3';\n"
-    "                           repeatable; kinds: latency status reset_before_read\n"
-    "                           reset_after_read reset_after_processing close\n"
-    "                           close_after_processing partial_stall slow_body\n"
-    "                           slowdown (factor=F[,for=DUR]: service cost x F)\n"
-    "  --seed N                 seed of the fault generator (default 1)\n"
-    "\n"
-    "Other:\n"
-    "  --log text|json|off      access log on stderr, one line per request (default text)\n"
-    "  --log-file FILE          append stderr (access log, messages) to FILE; SIGHUP reopens it\n"
-    "  --config FILE            INI file with the same option names (key = value, no dashes);\n"
-    "                           command-line flags override it\n"
-    "  --help                   this text\n"
-    "  --version                print the version\n"
-    "\n"
-    "Signals: SIGTERM/SIGINT drain and stop; SIGHUP reopens --log-file and reloads the fault\n"
-    "rules and seed from --config (a bad file keeps the running rules).\n"
-    "\n"
-    "Durations take units: 250ms, 3s, 1m, 24h. Exit status: 0 after a clean shutdown, 1 on a\n"
-    "runtime failure, 2 on a usage error. See libraryd(8).\n";
-
-enum {
-  O_ADDR = 256,
-  O_PORT,
-  O_PORT_FILE,
-  O_ADMIN_PORT,
-  O_ADMIN_ADDR,
-  O_ADMIN_PORT_FILE,
-  O_THREADS,
-  O_CONN_LIMIT,
-  O_IDLE,
-  O_PER_CLIENT,
-  O_HEAD_TIMEOUT,
-  O_BODY_TIMEOUT,
-  O_MAX_BODY,
-  O_DRAIN,
-  O_DB,
-  O_STORE,
-  O_POOL_SIZE,
-  O_STORE_TIMEOUT,
-  O_SYNC_MODE,
-  O_NO_SEED,
-  O_GROUP_COMMIT,
-  O_RETENTION,
-  O_PURGE,
-  O_REQUIRE_KEY,
-  O_FAULT,
-  O_SEED,
-  O_WORKERS,
-  O_QUEUE,
-  O_WORK,
-  O_QDISC,
-  O_QTARGET,
-  O_QINTERVAL,
-  O_LOG,
-  O_LOG_FILE,
-  O_CONFIG,
-  O_HELP,
-  O_VERSION
-};
-
-static const struct option long_opts[] = {
-    {"addr", required_argument, NULL, O_ADDR},
-    {"port", required_argument, NULL, O_PORT},
-    {"port-file", required_argument, NULL, O_PORT_FILE},
-    {"admin-port", required_argument, NULL, O_ADMIN_PORT},
-    {"admin-addr", required_argument, NULL, O_ADMIN_ADDR},
-    {"admin-port-file", required_argument, NULL, O_ADMIN_PORT_FILE},
-    {"threads", required_argument, NULL, O_THREADS},
-    {"connection-limit", required_argument, NULL, O_CONN_LIMIT},
-    {"idle-timeout", required_argument, NULL, O_IDLE},
-    {"per-client-limit", required_argument, NULL, O_PER_CLIENT},
-    {"head-timeout", required_argument, NULL, O_HEAD_TIMEOUT},
-    {"body-timeout", required_argument, NULL, O_BODY_TIMEOUT},
-    {"max-body", required_argument, NULL, O_MAX_BODY},
-    {"drain-timeout", required_argument, NULL, O_DRAIN},
-    {"db", required_argument, NULL, O_DB},
-    {"store", required_argument, NULL, O_STORE},
-    {"pool-size", required_argument, NULL, O_POOL_SIZE},
-    {"store-timeout", required_argument, NULL, O_STORE_TIMEOUT},
-    {"sync", required_argument, NULL, O_SYNC_MODE},
-    {"no-seed-data", no_argument, NULL, O_NO_SEED},
-    {"group-commit", required_argument, NULL, O_GROUP_COMMIT},
-    {"idem-retention", required_argument, NULL, O_RETENTION},
-    {"purge-interval", required_argument, NULL, O_PURGE},
-    {"require-key", required_argument, NULL, O_REQUIRE_KEY},
-    {"fault", required_argument, NULL, O_FAULT},
-    {"seed", required_argument, NULL, O_SEED},
-    {"workers", required_argument, NULL, O_WORKERS},
-    {"queue", required_argument, NULL, O_QUEUE},
-    {"work", required_argument, NULL, O_WORK},
-    {"queue-discipline", required_argument, NULL, O_QDISC},
-    {"queue-target", required_argument, NULL, O_QTARGET},
-    {"queue-interval", required_argument, NULL, O_QINTERVAL},
-    {"log", required_argument, NULL, O_LOG},
-    {"log-file", required_argument, NULL, O_LOG_FILE},
-    {"config", required_argument, NULL, O_CONFIG},
-    {"help", no_argument, NULL, O_HELP},
-    {"version", no_argument, NULL, O_VERSION},
-    {NULL, 0, NULL, 0},
-};
-
-/* "file:line" while a config file is applied, NULL for command-line flags. */
-static const char *cfg_where;
-
-static int bad(const char *name, const char *value, const char *why) {
-  if (cfg_where)
-    fprintf(stderr, "libraryd: %s: %s = '%s': %s\n", cfg_where, name, value ? value : "", why);
-  else
-    fprintf(stderr, "libraryd: --%s '%s': %s\n", name, value ? value : "", why);
-  return -1;
-}
-
-static int int_in(const char *name, const char *v, int64_t lo, int64_t hi, int64_t *out) {
-  if (lk_parse_i64(v, strlen(v), false, out) != LK_OK || *out < lo || *out > hi) {
-    char why[96];
-    snprintf(why, sizeof why, "expected an integer in [%lld, %lld]", (long long)lo, (long long)hi);
-    return bad(name, v, why);
-  }
-  return 0;
-}
-
-static int dur(const char *name, const char *v, int64_t *out) {
-  char why[160];
-  if (lk_duration_parse(v, out, why, sizeof why) != LK_OK)
-    return bad(name, v, why);
-  return 0;
-}
-
-/* Applies one option (by its long name). 0, 1 for --help / --version handled, -1 on error. */
-static int apply(opts *o, int id, const char *name, const char *v) {
-  int64_t n;
-  uint64_t u;
-  switch (id) {
-  case O_ADDR: o->srv.addr = v; return 0;
-  case O_ADMIN_ADDR: o->srv.admin_addr = v; return 0;
-  case O_PORT:
-    if (int_in(name, v, 0, 65535, &n))
-      return -1;
-    o->srv.port = (int)n;
-    return 0;
-  case O_ADMIN_PORT:
-    if (int_in(name, v, 0, 65535, &n))
-      return -1;
-    o->srv.admin_port = (int)n;
-    return 0;
-  case O_PORT_FILE: o->port_file = v; return 0;
-  case O_ADMIN_PORT_FILE: o->admin_port_file = v; return 0;
-  case O_THREADS:
-    if (int_in(name, v, 1, 1024, &n))
-      return -1;
-    o->srv.threads = (unsigned)n;
-    return 0;
-  case O_CONN_LIMIT:
-    if (int_in(name, v, 1, 1000000, &n))
-      return -1;
-    o->srv.connection_limit = (unsigned)n;
-    return 0;
-  case O_IDLE:
-    if (dur(name, v, &n))
-      return -1;
-    o->srv.idle_timeout_s = lk_whole_seconds_up(n, 86400);
-    return 0;
-  case O_PER_CLIENT:
-    if (int_in(name, v, 0, 1000000, &n))
-      return -1;
-    o->srv.per_client_limit = (unsigned)n;
-    return 0;
-  case O_HEAD_TIMEOUT: return dur(name, v, &o->srv.head_timeout_ns);
-  case O_BODY_TIMEOUT: return dur(name, v, &o->srv.body_timeout_ns);
-  case O_MAX_BODY:
-    if (lk_parse_size(v, &u) != LK_OK || u == 0 || u > 64 * 1024 * 1024)
-      return bad(name, v, "expected a size in (0, 64m], e.g. 65536 or 64k");
-    o->srv.max_body = (size_t)u;
-    return 0;
-  case O_DRAIN: return dur(name, v, &o->srv.drain_timeout_ns);
-  case O_STORE_TIMEOUT: return dur(name, v, &o->store.statement_timeout_ns);
-  case O_DB:
-    if (o->store.url)
-      return bad(name, v, "--db (SQLite) and --store (PostgreSQL) exclude each other");
-    o->store.path = v;
-    o->db_given = true;
-    return 0;
-  case O_STORE:
-    if (o->db_given)
-      return bad(name, v, "--db (SQLite) and --store (PostgreSQL) exclude each other");
-    if (strncmp(v, "postgres://", 11) && strncmp(v, "postgresql://", 13))
-      return bad(name, v, "expected a PostgreSQL URL, postgres://... (for SQLite use --db)");
-    o->store.url = v;
-    return 0;
-  case O_POOL_SIZE:
-    if (int_in(name, v, 1, 1024, &n))
-      return -1;
-    o->store.pool_size = (unsigned)n;
-    return 0;
-  case O_SYNC_MODE:
-    if (!strcmp(v, "full"))
-      o->store.sync = LK_STORE_SYNC_FULL;
-    else if (!strcmp(v, "normal"))
-      o->store.sync = LK_STORE_SYNC_NORMAL;
-    else
-      return bad(name, v, "expected full or normal");
-    return 0;
-  case O_NO_SEED: o->store.seed = false; return 0;
-  case O_GROUP_COMMIT:
-    if (!strcmp(v, "on"))
-      o->store.group_commit = true;
-    else if (!strcmp(v, "off"))
-      o->store.group_commit = false;
-    else
-      return bad(name, v, "expected on or off");
-    return 0;
-  case O_RETENTION:
-    if (dur(name, v, &o->srv.idem_retention_ns) || o->srv.idem_retention_ns == 0)
-      return o->srv.idem_retention_ns == 0 ? bad(name, v, "must be positive") : -1;
-    return 0;
-  case O_PURGE: return dur(name, v, &o->srv.purge_interval_ns);
-  case O_REQUIRE_KEY:
-    if (o->srv.n_require_key >= MAX_LIST)
-      return bad(name, v, "too many");
-    if (lk_route_pattern_check(v) != LK_OK)
-      return bad(name, v, "expected a route pattern such as 'POST /books/*/loans'");
-    o->require_key[o->srv.n_require_key++] = v;
-    return 0;
-  case O_FAULT:
-    if (o->srv.n_faults >= MAX_LIST)
-      return bad(name, v, "too many");
-    {
-      lk_fault_rule rule;
-      char why[200];
-      if (lk_fault_rule_parse(v, &rule, why, sizeof why) != LK_OK)
-        return bad(name, v, why);
-    }
-    o->faults[o->srv.n_faults++] = v;
-    return 0;
-  case O_SEED:
-    if (lk_parse_i64(v, strlen(v), false, &n) != LK_OK)
-      return bad(name, v, "expected a non-negative integer");
-    o->srv.seed = (uint64_t)n;
-    return 0;
-  case O_WORKERS:
-    if (int_in(name, v, 1, 4096, &n))
-      return -1;
-    o->srv.workers = (unsigned)n;
-    return 0;
-  case O_QUEUE:
-    if (int_in(name, v, 1, 1000000, &n))
-      return -1;
-    o->srv.queue_limit = (size_t)n;
-    return 0;
-  case O_WORK: {
-    static lk_work_spec w; /* only checked here; the server parses its own copy */
-    char why[300];
-    if (lk_work_parse(v, &w, why, sizeof why) != LK_OK)
-      return bad(name, v, why);
-    o->srv.work = v;
-    return 0;
-  }
-  case O_QDISC:
-    if (lk_qdisc_parse(v, &o->srv.queue_discipline) != LK_OK)
-      return bad(name, v, "expected fifo, lifo, adaptive-lifo or codel");
-    return 0;
-  case O_QTARGET:
-  case O_QINTERVAL: {
-    int64_t *dst = id == O_QTARGET ? &o->srv.queue_target_ns : &o->srv.queue_interval_ns;
-    if (dur(name, v, dst))
-      return -1;
-    return *dst > 0 ? 0 : bad(name, v, "must be positive");
-  }
-  case O_LOG:
-    if (!strcmp(v, "text"))
-      o->srv.log = LK_LOG_TEXT;
-    else if (!strcmp(v, "json"))
-      o->srv.log = LK_LOG_JSON;
-    else if (!strcmp(v, "off"))
-      o->srv.log = LK_LOG_OFF;
-    else
-      return bad(name, v, "expected text, json or off");
-    return 0;
-  case O_LOG_FILE: o->log_file = v; return 0;
-  case O_CONFIG: return 0; /* read before the flags */
-  case O_HELP: printf(usage, lk_qdisc_name(LK_QDISC_DEFAULT)); return 1;
-  case O_VERSION: printf("libraryd %s\n", LK_VERSION_STRING); return 1;
-  default: return -1;
-  }
-}
-
-static int ini_apply(opts *o, const char *section, const char *key, const char *value) {
-  if (section && *section && strcmp(section, "libraryd"))
-    return 1; /* other programs' sections */
-  /* queue_discipline and queue-discipline are the same key: INI files often use underscores. */
-  char name[64];
-  snprintf(name, sizeof name, "%s", key);
-  for (char *p = name; *p; p++)
-    if (*p == '_')
-      *p = '-';
-  for (const struct option *lo = long_opts; lo->name; lo++) {
-    if (strcmp(lo->name, name))
-      continue;
-    if (lo->val == O_CONFIG || lo->val == O_HELP || lo->val == O_VERSION)
-      break;
-    if (lo->has_arg == no_argument) {
-      if (!strcmp(value, "true") || !strcmp(value, "1") || !strcmp(value, "yes"))
-        return apply(o, lo->val, name, value) == 0;
-      if (!strcmp(value, "false") || !strcmp(value, "0") || !strcmp(value, "no"))
-        return 1;
-      return bad(name, value, "expected true/yes/1 or false/no/0") == 0;
-    }
-    if (o->n_owned >= sizeof o->owned / sizeof o->owned[0])
-      return bad(name, value, "too many values in the config file") == 0;
-    char *copy = strdup(value);
-    if (!copy)
-      return bad(name, value, "out of memory") == 0;
-    o->owned[o->n_owned++] = copy;
-    return apply(o, lo->val, name, copy) == 0;
-  }
-  fprintf(stderr,
-          "libraryd: %s: unknown key '%s' (the keys are the long flags without '--'; "
-          "see --help)\n",
-          cfg_where, name);
-  return 0;
-}
-
-static int ini_cb(void *user, const char *section, const char *name, const char *value) {
-  opts *o = user;
-  char where[4200];
-  int line = o->cfg_lines + (o->cfg_partial ? 1 : 0);
-  snprintf(where, sizeof where, "%s:%d", o->cfg_path, line);
-  cfg_where = where;
-  int ok = ini_apply(o, section, name, value);
-  cfg_where = NULL;
-  if (!ok && !o->cfg_err_line)
-    o->cfg_err_line = line;
-  return ok;
-}
-
-typedef struct cfg_stream {
-  FILE *f;
-  opts *o;
-} cfg_stream;
-
-/* fgets for inih, counting lines so that errors name theirs. */
-static char *cfg_read(char *str, int num, void *arg) {
-  cfg_stream *cs = arg;
-  char *r = fgets(str, num, cs->f);
-  if (r) {
-    size_t n = strlen(r);
-    bool ends = n > 0 && r[n - 1] == '\n';
-    cs->o->cfg_lines += ends;
-    cs->o->cfg_partial = !ends;
-  }
-  return r;
-}
-
-/* Reads one config file into o. 0, or -1 after a message naming the file, line and problem. */
-static int read_config(const char *path, opts *o) {
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    fprintf(stderr, "libraryd: cannot read config file %s: %s\n", path, strerror(errno));
-    return -1;
-  }
-  o->cfg_path = path;
-  o->cfg_lines = o->cfg_err_line = 0;
-  o->cfg_partial = false;
-  cfg_stream cs = {f, o};
-  int rc = ini_parse_stream(cfg_read, &cs, ini_cb, o);
-  fclose(f);
-  if (rc == 0)
-    return 0;
-  if (rc < 0)
-    fprintf(stderr, "libraryd: cannot read config file %s: out of memory\n", path);
-  else if (rc != o->cfg_err_line) /* not a value already reported by ini_cb */
-    fprintf(stderr,
-            "libraryd: %s:%d: expected 'name = value', a [section] header, or a comment "
-            "starting with ';' or '#'\n",
-            path, rc);
-  return -1;
-}
 
 static int write_port_file(const char *path, int port) {
   char tmp[4096];
@@ -491,44 +27,6 @@ static int write_port_file(const char *path, int port) {
   /* rename: a reader never sees a half-written file */
   if (fclose(f) != 0 || rename(tmp, path) != 0) {
     unlink(tmp);
-    return -1;
-  }
-  return 0;
-}
-
-static int parse_args(int argc, char **argv, opts *o) {
-  for (int i = 1; i < argc; i++) {
-    const char *path = NULL;
-    if (!strcmp(argv[i], "--config") && i + 1 < argc)
-      path = argv[i + 1];
-    else if (!strncmp(argv[i], "--config=", 9))
-      path = argv[i] + 9;
-    if (!path)
-      continue;
-    if (read_config(path, o) != 0)
-      return -1;
-  }
-  int c;
-  opterr = 0;
-  optind = 0; /* glibc: a full re-initialisation, so a reload can parse again */
-  while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
-    if (c == 'h')
-      c = O_HELP;
-    if (c == '?' || c == ':') {
-      fprintf(stderr, "libraryd: unknown or incomplete option '%s' (see --help)\n",
-              argv[optind - 1]);
-      return -1;
-    }
-    const char *name = "";
-    for (const struct option *lo = long_opts; lo->name; lo++)
-      if (lo->val == c)
-        name = lo->name;
-    int rc = apply(o, c, name, optarg);
-    if (rc)
-      return rc;
-  }
-  if (optind < argc) {
-    fprintf(stderr, "libraryd: unexpected argument '%s' (see --help)\n", argv[optind]);
     return -1;
   }
   return 0;
@@ -577,18 +75,17 @@ static int open_log(const char *path) {
 
 /* SIGHUP: reopen the log (after rotation), then re-read the flags and config file and replace
  * the fault rules and seed; a bad file is reported and the running rules stay. */
-static void reload(int argc, char **argv, const opts *cur, lk_server *srv) {
+static void reload(int argc, char **argv, const ld_opts *cur, lk_server *srv) {
   if (cur->log_file && open_log(cur->log_file) != 0)
     fprintf(stderr, "libraryd: SIGHUP: cannot reopen %s: %s (logging on)\n", cur->log_file,
             strerror(errno));
-  opts *o = calloc(1, sizeof *o);
+  ld_opts *o = calloc(1, sizeof *o);
   if (!o) {
     fprintf(stderr, "libraryd: SIGHUP: out of memory; nothing reloaded\n");
     return;
   }
-  lk_server_config_init_default(&o->srv);
-  lk_store_config_init_default(&o->store);
-  if (parse_args(argc, argv, o) != 0) {
+  ld_opts_init(o);
+  if (ld_opts_parse_args(argc, argv, o) != 0) {
     fprintf(stderr, "libraryd: SIGHUP: configuration not reloaded; the running fault rules "
                     "stay\n");
   } else {
@@ -601,16 +98,14 @@ static void reload(int argc, char **argv, const opts *cur, lk_server *srv) {
       fprintf(stderr, "libraryd: SIGHUP: reloaded %zu fault rule(s), seed %llu\n", o->srv.n_faults,
               (unsigned long long)o->srv.seed);
   }
-  for (size_t i = 0; i < o->n_owned; i++)
-    free(o->owned[i]);
+  ld_opts_free(o);
   free(o);
 }
 
 int main(int argc, char **argv) {
-  static opts o;
-  lk_server_config_init_default(&o.srv);
-  lk_store_config_init_default(&o.store);
-  int rc = parse_args(argc, argv, &o);
+  static ld_opts o;
+  ld_opts_init(&o);
+  int rc = ld_opts_parse_args(argc, argv, &o);
   if (rc)
     return rc > 0 ? 0 : 2;
   o.srv.faults = o.faults;
@@ -680,7 +175,6 @@ int main(int argc, char **argv) {
   lk_store_close(store);
   if (o.srv.log != LK_LOG_OFF)
     fprintf(stderr, "libraryd: stopped (%d request(s) cut at the drain timeout)\n", left);
-  for (size_t i = 0; i < o.n_owned; i++)
-    free(o.owned[i]);
+  ld_opts_free(&o);
   return 0;
 }
