@@ -21,7 +21,7 @@ static const lk_gw_listen *limits(const gwp_conn *c) { return &c->srv->cfg->list
 static uint64_t ms_of(int64_t ns) {
   if (ns <= 0)
     return 0;
-  return (uint64_t)((ns + LK_NS_PER_MS - 1) / LK_NS_PER_MS);
+  return (uint64_t)(ns / LK_NS_PER_MS + (ns % LK_NS_PER_MS != 0)); /* up, without overflow */
 }
 
 static void on_handle_closed(uv_handle_t *h) {

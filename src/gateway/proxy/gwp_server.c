@@ -141,7 +141,7 @@ static void timer_fn(void *ud, int64_t delay) {
     uv_timer_stop(&s->curl_timer);
     return;
   }
-  uint64_t ms = (uint64_t)((delay + LK_NS_PER_MS - 1) / LK_NS_PER_MS);
+  uint64_t ms = (uint64_t)(delay / LK_NS_PER_MS + (delay % LK_NS_PER_MS != 0)); /* up */
   uv_timer_start(&s->curl_timer, on_curl_timer, ms, 0);
 }
 
