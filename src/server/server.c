@@ -16,6 +16,7 @@
  * Threads: MHD's poll(2) thread pool parses and sends; the workers run handlers; the waker thread
  * resumes connections suspended by faults; a purge thread deletes expired keys.
  */
+#include "core/sat.h"
 #include "idem.h"
 #include "server_impl.h"
 #include "strict.h"
@@ -787,7 +788,7 @@ int lk_server_shutdown(lk_server *s) {
   MHD_socket lfd = MHD_quiesce_daemon(s->d);
   if (lfd != MHD_INVALID_SOCKET)
     close(lfd);
-  int64_t until = lk_now_ns() + s->cfg.drain_timeout_ns;
+  int64_t until = lk_sat_add(lk_now_ns(), s->cfg.drain_timeout_ns);
   while (atomic_load(&s->active) > 0 && lk_now_ns() < until)
     sleep_ms(5);
   int left = atomic_load(&s->active);

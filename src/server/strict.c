@@ -4,6 +4,8 @@
 #include "server_impl.h"
 #include "util.h"
 
+#include "core/sat.h"
+
 #include <linkd/clock.h>
 
 #include <pthread.h>
@@ -104,10 +106,10 @@ static void *guard_main(void *arg) {
         what = "the request body";
         limit = g->body_ns;
         atomic_fetch_add(&g->cut_body, 1);
-      } else if (ph == PHASE_IDLE && g->idle_ns > 0 && age > g->idle_ns + g->head_ns) {
+      } else if (ph == PHASE_IDLE && g->idle_ns > 0 && age > lk_sat_add(g->idle_ns, g->head_ns)) {
         /* after a response: the next head, dribbled, must still end within idle + head */
         what = "the next request head";
-        limit = g->idle_ns + g->head_ns;
+        limit = lk_sat_add(g->idle_ns, g->head_ns);
         atomic_fetch_add(&g->cut_head, 1);
       }
       if (what) {

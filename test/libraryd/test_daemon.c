@@ -226,6 +226,33 @@ static void test_threads_are_named(void **state) {
   assert_int_equal(purgers, 1);
 }
 
+/* The longest duration there is (INT64_MAX ns) is accepted and saturates: the drain's end, an
+ * idle connection's head allowance and the store's statement bound once overflowed (UBSan's
+ * abort in the sanitizer build); a sub-second idle timeout is 1 s, not off. */
+#define MAX_NS "9223372036854775807ns"
+static void test_extreme_durations(void **state) {
+  (void)state;
+  lib_proc p;
+  const char *args[] = {"--drain-timeout",
+                        MAX_NS,
+                        "--head-timeout",
+                        MAX_NS,
+                        "--body-timeout",
+                        MAX_NS,
+                        "--store-timeout",
+                        MAX_NS,
+                        "--idle-timeout",
+                        "500ms",
+                        "--log",
+                        "off",
+                        NULL};
+  assert_int_equal(lib_start(&p, args), 0);
+  long st = get_status(p.port, "/books/1");
+  assert_int_equal(lib_stop(&p), 0); /* a clean drain, not an abort */
+  lib_cleanup(&p);
+  assert_int_equal(st, 200);
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   const struct CMUnitTest tests[] = {
@@ -233,6 +260,7 @@ int main(void) {
       cmocka_unit_test(test_config_errors_name_the_line),
       cmocka_unit_test(test_database_errors_name_the_cause),
       cmocka_unit_test(test_threads_are_named),
+      cmocka_unit_test(test_extreme_durations),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   curl_global_cleanup();

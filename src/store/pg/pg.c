@@ -14,6 +14,7 @@
  * PostgreSQL re-evaluates on the newest row version, so no stronger isolation is needed and no
  * transaction has to be retried for a serialization failure. */
 #include "../store_backend.h"
+#include "core/sat.h"
 
 #include <linkd/error.h>
 
@@ -347,7 +348,7 @@ static void abandon(PGconn *c) {
 static bool cap_deadline(const pg_store *s, int64_t *deadline) {
   if (*deadline != LK_DEADLINE_NONE || s->cfg.statement_timeout_ns <= 0)
     return false;
-  *deadline = now_ns(s) + s->cfg.statement_timeout_ns;
+  *deadline = lk_sat_add(now_ns(s), s->cfg.statement_timeout_ns);
   return true;
 }
 
