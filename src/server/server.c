@@ -203,7 +203,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     if (!r->stream_waiting) {
       r->stream_waiting = true;
       r->outcome = "stall";
-      suspend_until(r, lk_now_ns() + r->plan.act.stall_ns);
+      suspend_until(r, lk_sat_add(lk_now_ns(), r->plan.act.stall_ns));
       return 0;
     }
     tl_quiet_close = true; /* the stall is over: drop the connection */
@@ -218,7 +218,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     return (ssize_t)n;
   }
   r->stream_can_send = true; /* only this thread reads it; the waker just resumes */
-  suspend_until(r, lk_now_ns() + r->plan.act.interval_ns);
+  suspend_until(r, lk_sat_add(lk_now_ns(), r->plan.act.interval_ns));
   return 0;
 }
 
@@ -343,7 +343,7 @@ static enum MHD_Result after_body(req *r) {
   }
   if (r->plan.delay_ns > 0) {
     int64_t now = lk_now_ns();
-    int64_t due = now > INT64_MAX - r->plan.delay_ns ? INT64_MAX : now + r->plan.delay_ns;
+    int64_t due = lk_sat_add(now, r->plan.delay_ns);
     if (r->dl.at < due)
       due = r->dl.at; /* work in progress stops at the deadline */
     r->ph = PH_DELAY;

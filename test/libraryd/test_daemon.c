@@ -251,6 +251,31 @@ static void test_extreme_durations(void **state) {
   assert_int_equal(lib_stop(&p), 0); /* a clean drain, not an abort */
   lib_cleanup(&p);
   assert_int_equal(st, 200);
+
+  /* A fault's stall and a slow body's interval, as long as they come: the client gives up, the
+   * drain cuts the parked requests, and libraryd exits cleanly. */
+  const char *faults[] = {"--fault",
+                          "route=GET /books/2,kind=partial_stall,stall=" MAX_NS,
+                          "--fault",
+                          "route=GET /books/3,kind=slow_body,interval=" MAX_NS,
+                          "--drain-timeout",
+                          "200ms",
+                          "--log",
+                          "off",
+                          NULL};
+  assert_int_equal(lib_start(&p, faults), 0);
+  http_res r2, r3;
+  http_req q2 = {.path = "/books/2", .timeout_ms = 300},
+           q3 = {.path = "/books/3", .timeout_ms = 300};
+  int rc2 = http_do(p.port, &q2, &r2), rc3 = http_do(p.port, &q3, &r3);
+  http_res_free(&r2);
+  http_res_free(&r3);
+  st = get_status(p.port, "/books/1");
+  assert_int_equal(lib_stop(&p), 0);
+  lib_cleanup(&p);
+  assert_int_equal(rc2, -1); /* timed out */
+  assert_int_equal(rc3, -1);
+  assert_int_equal(st, 200);
 }
 
 int main(void) {
