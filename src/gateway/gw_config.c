@@ -136,6 +136,13 @@ static int on_entry(void *user, const char *section, const char *name, const cha
     fail(x, "%s: settings must follow a section header such as [listen] or [route NAME]", name);
     return 0;
   }
+  if (value[0] == ';') {
+    /* "key =;x" reads as ";x" but "key = ;x" as a comment: refused, so that the file means the
+     * same however it is spaced, and what --check prints loads again to the same settings. */
+    fail(x, "%s: '%.40s': a value may not start with ';' (after a space it starts a comment)",
+         name, value);
+    return 0;
+  }
   raw_section *s = &x->s[x->ns - 1];
   if (grow((void **)&s->e, &s->cap, s->n, sizeof *s->e) != 0) {
     x->nomem = true;

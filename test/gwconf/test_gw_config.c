@@ -294,6 +294,11 @@ static void test_errors_name_file_line_key(void **state) {
   expect_error("[admin]\nenabled = maybe\n" CL RT, "gw.conf:2: enabled: 'maybe'");
   expect_error("[log]\nlevel = loud\n" CL RT, "gw.conf:2: level: 'loud'");
   expect_error("[log]\naccess =\n" CL RT, "gw.conf:2: access: empty");
+  /* ";-" after "=" with no space would be a file name, after a space a comment (found by
+   * fuzz_gw_config: the dump, spaced, did not load again). */
+  expect_error("[log]\naccess =;-\n" CL RT, "gw.conf:2: access: ';-': a value may not start");
+  expect_error(CL "[route r]\nprefix = /\ncluster = b\nheader =;X: 1\n",
+               "gw.conf:6: header: ';X: 1': a value may not start");
   expect_error("[bogus]\nx = 1\n" CL RT, "gw.conf:1: unknown section [bogus]");
   expect_error("[cluster b c]\nendpoint = 127.0.0.1:1\n", "gw.conf:1: bad section [cluster b c]");
   expect_error("[cluster b]\n" RT, "gw.conf:1: [cluster b]: a cluster needs at least one endpoint");
