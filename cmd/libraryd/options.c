@@ -368,6 +368,10 @@ static int apply(ld_opts *o, int id, const char *name, const char *v) {
 static int ini_apply(ld_opts *o, const char *section, const char *key, const char *value) {
   if (section && *section && strcmp(section, "libraryd"))
     return 1; /* other programs' sections */
+  /* "key =;x" would be ";x" and "key = ;x" a comment: refused, whatever the spacing */
+  if (value[0] == ';')
+    return bad(key, value, "a value may not start with ';' (after a space it starts a comment)") ==
+           0;
   /* queue_discipline and queue-discipline are the same key: INI files often use underscores. */
   char name[64];
   snprintf(name, sizeof name, "%s", key);

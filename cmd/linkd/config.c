@@ -295,6 +295,11 @@ static int on_entry(void *user, const char *section, const char *name, const cha
     fail(x, "'%s' is already set in this section on line %d", name, s->key_line[f]);
     return 0;
   }
+  if (value[0] == ';') { /* "key =;x" would be ";x", "key = ;x" a comment */
+    fail(x, "%s: '%.40s': a value may not start with ';' (after a space it starts a comment)",
+         name, value);
+    return 0;
+  }
   const char *label = new_label(x);
   if (!label) {
     x->nomem = true;

@@ -189,6 +189,8 @@ static void errors_name_the_line(void **state) {
   refused("[defaults]\nbudget = ratio\n", 2, "budget: 'ratio' is not a budget");
   refused("[defaults]\nheader = broken\n", 2, "header: 'broken' is not a header");
   refused("[defaults]\ncacert =\n", 2, "cacert: a CA file must be a non-empty path");
+  /* ";" right after "=" would be part of the value, after a space a comment: refused either way. */
+  refused("[defaults]\ncacert =;ca.pem\n", 2, "cacert: ';ca.pem': a value may not start with ';'");
   refused("[defaults]\ndeadline = 3s\nthis line has no equals sign\n", 3, "syntax error");
   refused("[defaults\ndeadline = 3s\n", 1, "syntax error");
   refused("deadline = 3s\n", 1, "must follow a section header");

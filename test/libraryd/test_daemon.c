@@ -119,6 +119,7 @@ static void test_config_errors_name_the_line(void **state) {
       {"seed = 3\n\ncolour = red\n", ":3: unknown key 'colour'"},
       {"; comment\nno-seed-data = maybe\n", ":2: no-seed-data = 'maybe': expected true/yes/1"},
       {"idle-timeout = 5\n", ":1: idle-timeout = '5': "},
+      {"log-file =;x\n", ":1: log-file = ';x': a value may not start with ';'"},
       {"fault = kind=latency\nfault = route=x,kind=status\n", ":2: fault = 'route=x,kind=status'"},
   };
   char path[] = "/tmp/libraryd-cfg-XXXXXX";
