@@ -292,8 +292,8 @@ static void arm(lk_exec_call *k, int64_t now) {
 }
 
 /* lk__admit's hooks (protect.h). */
-static void wait_ended(void *ctx, int64_t now, int what, int64_t waited, bool granted) {
-  emit_wait(ctx, now, (lk_event_wait)what, waited, granted);
+static void wait_ended(void *ctx, int64_t now, lk_event_wait what, int64_t waited, bool granted) {
+  emit_wait(ctx, now, what, waited, granted);
 }
 
 static void release_slot(void *ctx) {

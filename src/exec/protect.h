@@ -12,6 +12,7 @@
 #include <linkd/budget.h>
 #include <linkd/bulkhead.h>
 #include <linkd/callmetrics.h>
+#include <linkd/event.h>
 #include <linkd/limiter.h>
 #include <linkd/rand.h>
 #include <linkd/retry.h>
@@ -80,7 +81,7 @@ typedef struct lk_admit_hooks {
   /* The bulkhead granted the queued call its slot (slot.granted is set already): runs on the
    * releasing thread with the bulkhead's lock held, so it must only wake the call. */
   void (*granted)(void *ctx);
-  void (*wait_ended)(void *ctx, int64_t now, int what, int64_t waited, bool granted);
+  void (*wait_ended)(void *ctx, int64_t now, lk_event_wait what, int64_t waited, bool granted);
   void (*release_slot)(void *ctx);
   int (*breaker_acquire)(void *ctx, lk_prot *ps, int64_t now);
 } lk_admit_hooks;
@@ -104,9 +105,9 @@ typedef enum lk_admit_result {
   LK_ADMIT_REFUSED, /* *kind and *err say why; nothing is held */
 } lk_admit_result;
 
-/* One admission step, in the fixed order bulkhead, limiter, breaker. A wait is reported (its
- * `what` an lk_event_wait) when it ends: granted, or in the refusal that ends it. A refusal by
- * the breaker becomes a wait for its next probe when the policy allows it (breaker_wait). */
+/* One admission step, in the fixed order bulkhead, limiter, breaker. A wait is reported when it
+ * ends: granted, or in the refusal that ends it. A refusal by the breaker becomes a wait for its
+ * next probe when the policy allows it (breaker_wait). */
 lk_admit_result lk__admit(lk_admission *a, const lk_admit_env *env, lk_prot *ps, int64_t now,
                           int64_t deadline, int64_t *timer_at, lk_failure *kind, int *err);
 

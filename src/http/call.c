@@ -420,8 +420,9 @@ static void bulkhead_granted(void *ud) {
 }
 
 /* lk__admit's hooks (protect.h). */
-static void admit_wait_ended(void *ctx, int64_t now, int what, int64_t waited, bool granted) {
-  emit_wait(ctx, now, (lk_event_wait)what, waited, granted);
+static void admit_wait_ended(void *ctx, int64_t now, lk_event_wait what, int64_t waited,
+                             bool granted) {
+  emit_wait(ctx, now, what, waited, granted);
 }
 
 static void admit_release_slot(void *ctx) { release_slot(ctx); }

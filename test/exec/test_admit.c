@@ -16,7 +16,7 @@
 typedef struct rec {
   int granted, released, acquires;
   int waits;
-  int what[8];
+  lk_event_wait what[8];
   int64_t waited[8];
   bool ok[8];
   lk_breaker *breaker;
@@ -24,7 +24,7 @@ typedef struct rec {
 
 static void on_granted(void *ctx) { ((rec *)ctx)->granted++; }
 
-static void on_wait(void *ctx, int64_t now, int what, int64_t waited, bool granted) {
+static void on_wait(void *ctx, int64_t now, lk_event_wait what, int64_t waited, bool granted) {
   (void)now;
   rec *r = ctx;
   if (r->waits < 8) {
