@@ -14,6 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -286,6 +290,92 @@ static void test_deadline_in_and_out(void **state) {
   gw_resp_free(&r);
 }
 
+/* A body cut short is no answer: its status is not forwarded with half a body (a 200 would pass
+ * for the whole resource); the gateway answers 502/504 with why. */
+static void test_incomplete_body_not_forwarded(void **state) {
+  (void)state;
+  /* an upstream that promises 100 bytes, sends 4 and closes, on every connection: a child
+   * process, so it answers while this one waits for the gateway */
+  int ls = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(ls >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(bind(ls, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(ls, 8), 0);
+  socklen_t al = sizeof a;
+  assert_int_equal(getsockname(ls, (struct sockaddr *)&a, &al), 0);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    alarm(10); /* bounded whatever happens */
+    for (int i = 0; i < 4; i++) {
+      int c = accept(ls, NULL, NULL);
+      if (c < 0)
+        _exit(1);
+      char buf[4096];
+      if (read(c, buf, sizeof buf) <= 0)
+        _exit(1);
+      static const char cut[] = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123";
+      if (write(c, cut, sizeof cut - 1) < 0)
+        _exit(1);
+      close(c);
+    }
+    _exit(0);
+  }
+  close(ls);
+  char ep[128];
+  snprintf(ep, sizeof ep, "endpoint = 127.0.0.1:%d\n", ntohs(a.sin_port));
+  start_gw_attempts(ep, NULL, NULL, 2);
+  gw_resp r;
+  gw_request(G.port, "GET", "/x", NULL, NULL, &r);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  assert_true(r.status == 502 || r.status == 504);
+  char want[8];
+  snprintf(want, sizeof want, "%d ", r.status);
+  assert_true(strncmp(r.body, want, 4) == 0);
+  char v[32];
+  assert_non_null(gw_header(&r, "Linkd-Retried", v, sizeof v));
+  assert_string_equal(v, "2");
+  gw_resp_free(&r);
+}
+
+/* What the gateway refuses itself says why in its one-line body; a well-formed deadline too
+ * large for the clock is the longest one, capped by the route, not malformed. */
+static void test_local_answers_say_why(void **state) {
+  (void)state;
+  start_faultd(&F1, "ok", NULL);
+  char ep[128];
+  endpoint_line(ep, sizeof ep, &F1);
+  start_gw(ep, NULL, NULL);
+  gw_resp r;
+  gw_request(G.port, "GET", "/x", "Linkd-Deadline: soon\r\n", NULL, &r);
+  assert_int_equal(r.status, 400);
+  assert_non_null(strstr(r.body, "400 Bad Request: malformed Linkd-Deadline"));
+  gw_resp_free(&r);
+  gw_request(G.port, "GET", "/x", "grpc-timeout: 5x\r\n", NULL, &r);
+  assert_int_equal(r.status, 400);
+  assert_non_null(strstr(r.body, "malformed grpc-timeout"));
+  gw_resp_free(&r);
+  gw_request(G.port, "GET", "/x", "Linkd-Deadline: 0\r\n", NULL, &r);
+  assert_int_equal(r.status, 504);
+  assert_non_null(strstr(r.body, "504 Gateway Timeout: deadline expired on arrival"));
+  gw_resp_free(&r);
+  gw_request(G.port, "POST", "/x", "Idempotency-Key: a b\r\n", "{}", &r);
+  assert_int_equal(r.status, 400);
+  assert_non_null(strstr(r.body, "Idempotency-Key"));
+  gw_resp_free(&r);
+  gw_request(G.port, "GET", "/x", "grpc-timeout: 99999999H\r\n", NULL, &r);
+  assert_int_equal(r.status, 200);
+  gw_resp_free(&r);
+  gw_request(G.port, "GET", "/x", "Linkd-Deadline: 999999999999999999\r\n", NULL, &r);
+  assert_int_equal(r.status, 200);
+  gw_resp_free(&r);
+  faultd_req q[8];
+  int n = faultd_requests(&F1, q, 8);
+  assert_int_equal(n, 2); /* the refused ones never went upstream */
+  assert_true(atoi(q[0].deadline) > 0 && atoi(q[0].deadline) <= 2000); /* the route's 2 s */
+}
+
 /* The gateway retried 3 times: its 503 says so, so the tier above does not retry again. */
 static void test_retried_header(void **state) {
   (void)state;
@@ -498,6 +588,25 @@ static void test_admin(void **state) {
   gw_request(G.admin_port, "GET", "/nope", NULL, NULL, &r);
   assert_int_equal(r.status, 404);
   gw_resp_free(&r);
+  /* HEAD is GET without the body; another method on a known resource is 405 with Allow */
+  int hfd = gw_connect(G.admin_port);
+  gw_send_str(hfd, "HEAD /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
+  assert_int_equal(gw_read_head(hfd, &r, 3000), 0);
+  assert_int_equal(r.status, 200);
+  char len[32];
+  assert_non_null(gw_header(&r, "Content-Length", len, sizeof len));
+  assert_true(atol(len) > 100);
+  gw_resp_free(&r);
+  close(hfd);
+  gw_request(G.admin_port, "DELETE", "/config", NULL, NULL, &r);
+  assert_int_equal(r.status, 405);
+  char allow[64];
+  assert_non_null(gw_header(&r, "Allow", allow, sizeof allow));
+  assert_string_equal(allow, "GET, HEAD, POST");
+  gw_resp_free(&r);
+  gw_request(G.admin_port, "POST", "/metrics", NULL, NULL, &r);
+  assert_int_equal(r.status, 405);
+  gw_resp_free(&r);
   /* the absolute form routes by its authority */
   int fd = gw_connect(G.port);
   gw_send_str(fd, "GET http://gw.test/abs HTTP/1.1\r\nHost: gw.test\r\n\r\n");
@@ -628,6 +737,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_upstream_closes_pooled_connections, teardown),
       cmocka_unit_test_teardown(test_ejection_and_return, teardown),
       cmocka_unit_test_teardown(test_deadline_in_and_out, teardown),
+      cmocka_unit_test_teardown(test_incomplete_body_not_forwarded, teardown),
+      cmocka_unit_test_teardown(test_local_answers_say_why, teardown),
       cmocka_unit_test_teardown(test_retried_header, teardown),
       cmocka_unit_test_teardown(test_key_injection, teardown),
       cmocka_unit_test_teardown(test_large_body_not_retried, teardown),

@@ -49,10 +49,15 @@ int gwp_reload(gwp_server *s, const char *text, size_t len, char *err, size_t ca
   return LK_OK;
 }
 
-static bool is(const gwp_req *r, unsigned method, const char *path) {
+static bool at(const gwp_req *r, const char *path) {
   const char *u = r->head;
   size_t n = strlen(path);
-  return r->method == method && strncmp(u, path, n) == 0 && (u[n] == '\0' || u[n] == '?');
+  return strncmp(u, path, n) == 0 && (u[n] == '\0' || u[n] == '?');
+}
+
+/* HEAD is GET without the body (RFC 9110 9.3.2), as for any resource: gwp_respond leaves it out */
+static bool is(const gwp_req *r, unsigned method, const char *path) {
+  return (r->method == method || (method == HTTP_GET && r->method == HTTP_HEAD)) && at(r, path);
 }
 
 void gwp_admin_dispatch(gwp_req *r) {
@@ -110,6 +115,15 @@ void gwp_admin_dispatch(gwp_req *r) {
     char msg[64];
     int n = snprintf(msg, sizeof msg, "generation %llu\n", (unsigned long long)s->cfg->generation);
     gwp_respond(r, 200, NULL, "Content-Type: text/plain\r\n", msg, (size_t)n, NULL);
+    return;
+  }
+  /* a known resource asked with another method: 405 and what it allows (RFC 9110 15.5.6) */
+  if (at(r, "/config")) {
+    gwp_respond_error(r, 405, false, "Allow: GET, HEAD, POST\r\n");
+    return;
+  }
+  if (at(r, "/healthz") || at(r, "/ready") || at(r, "/metrics")) {
+    gwp_respond_error(r, 405, false, "Allow: GET, HEAD\r\n");
     return;
   }
   gwp_respond_error(r, 404, false, NULL);

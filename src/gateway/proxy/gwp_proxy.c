@@ -65,15 +65,23 @@ static bool method_idempotent(unsigned m) {
 }
 
 /* The caller's deadline: Linkd-Deadline (ms) first, else grpc-timeout. 1: found (*ns, may be
- * 0), 0: none, -1: malformed. */
-static int caller_deadline(const gwp_req *r, int64_t *ns) {
+ * 0), 0: none, -1: malformed (*why says which). A well-formed value too large for int64 ns (8
+ * digits of hours are valid gRPC) is the longest deadline: the route's cap decides. */
+static int caller_deadline(const gwp_req *r, int64_t *ns, const char **why) {
   const char *v = gwp_req_header(r, "Linkd-Deadline");
-  if (v)
-    return lk_ms_timeout_parse(v, strlen(v), ns) == LK_OK ? 1 : -1;
-  v = gwp_req_header(r, "grpc-timeout");
-  if (v)
-    return lk_grpc_timeout_parse(v, strlen(v), ns) == LK_OK ? 1 : -1;
-  return 0;
+  int rc;
+  if (v) {
+    rc = lk_ms_timeout_parse(v, strlen(v), ns);
+    *why = "malformed Linkd-Deadline (1 to 18 digits of milliseconds)";
+  } else if ((v = gwp_req_header(r, "grpc-timeout"))) {
+    rc = lk_grpc_timeout_parse(v, strlen(v), ns);
+    *why = "malformed grpc-timeout (1 to 8 digits and one of H M S m u n)";
+  } else {
+    return 0;
+  }
+  if (rc == LK_ERANGE)
+    *ns = INT64_MAX;
+  return rc == LK_OK || rc == LK_ERANGE ? 1 : -1;
 }
 
 static const char *attempt_url(void *ctx, int attempt) {
@@ -209,6 +217,10 @@ static void finish(gwp_req *r, lk_http_result *res) {
   int status;
   const char *body = NULL;
   size_t body_len = 0;
+  /* A body cut short (the connection broke, or it outgrew max_response_body) is no answer:
+   * forwarded with its status it would pass for the whole resource. */
+  if (resp && !resp->complete)
+    resp = NULL;
   if (resp) {
     status = resp->status;
     const char *conn_hdr = lk_http_response_header(resp, "Connection");
@@ -281,7 +293,7 @@ static void finish(gwp_req *r, lk_http_result *res) {
                      status == 504   ? "Gateway Timeout"
                      : status == 503 ? "Service Unavailable"
                                      : "Bad Gateway",
-                     r->stop ? r->stop : "");
+                     r->stop ? r->stop : lk_failure_name(r->final));
     lk_http_result_free(res);
     gwp_respond(r, status, NULL, h.p, msg, (size_t)n, NULL);
   }
@@ -290,11 +302,12 @@ static void finish(gwp_req *r, lk_http_result *res) {
 
 static void on_done(void *ud, lk_http_result *res) { finish(ud, res); }
 
-/* A request the gateway answers itself (no upstream call), still counted and logged. */
-static void answer_local(gwp_req *r, int status, const char *extra) {
+/* A request the gateway answers itself (no upstream call), still counted and logged; `why` is
+ * the one line of the body after the status, and the access log's stop. */
+static void answer_local(gwp_req *r, int status, const char *extra, const char *why) {
   r->status = status;
   r->final = status == 504 ? LK_F_DEADLINE_EXCEEDED : LK_F_NONE;
-  r->stop = status == 504 ? "deadline expired on arrival" : "refused";
+  r->stop = why;
   if (r->route) {
     lk_gw_request_obs obs = {.status = status,
                              .failure = r->final,
@@ -307,7 +320,16 @@ static void answer_local(gwp_req *r, int status, const char *extra) {
     lk_gw_runtime_observe_unrouted(r->srv->rt, status);
   }
   gwp_access_log(r->srv, r, NULL);
-  gwp_respond_error(r, status, false, extra);
+  const char *text = status == 400   ? "Bad Request"
+                     : status == 404 ? "Not Found"
+                     : status == 504 ? "Gateway Timeout"
+                                     : "Internal Server Error";
+  char body[256], hdr[128];
+  int n = snprintf(body, sizeof body, "%d %s: %s\n", status, text, why);
+  if (n < 0 || (size_t)n >= sizeof body)
+    n = (int)sizeof body - 1;
+  snprintf(hdr, sizeof hdr, "Content-Type: text/plain\r\n%s", extra ? extra : "");
+  gwp_respond(r, status, NULL, hdr, body, (size_t)n, NULL);
 }
 
 void gwp_proxy_dispatch(gwp_req *r) {
@@ -322,7 +344,7 @@ void gwp_proxy_dispatch(gwp_req *r) {
     http_parser_url_init(&u);
     if (http_parser_parse_url(url, strlen(url), 0, &u) != 0 || !(u.field_set & (1 << UF_HOST)) ||
         u.field_data[UF_HOST].len >= sizeof hostbuf) {
-      answer_local(r, 400, NULL);
+      answer_local(r, 400, NULL, "request target without a usable host");
       return;
     }
     memcpy(hostbuf, url + u.field_data[UF_HOST].off, u.field_data[UF_HOST].len);
@@ -333,7 +355,7 @@ void gwp_proxy_dispatch(gwp_req *r) {
   r->path = url;
   r->route = lk_gw_config_match(r->cfg, host, url);
   if (!r->route) {
-    answer_local(r, 404, NULL);
+    answer_local(r, 404, NULL, "no route for this host and path");
     return;
   }
   r->version = lk_gw_route_choose(r->route, &s->rng.base);
@@ -343,14 +365,15 @@ void gwp_proxy_dispatch(gwp_req *r) {
   /* the deadline in: the caller's, capped by the route; gone already -> 504 at once */
   int64_t d = pol->deadline;
   int64_t in = 0;
-  int got = caller_deadline(r, &in);
+  const char *bad = NULL;
+  int got = caller_deadline(r, &in, &bad);
   if (got < 0) {
-    answer_local(r, 400, NULL);
+    answer_local(r, 400, NULL, bad);
     return;
   }
   if (got > 0) {
     if (in <= 0) {
-      answer_local(r, 504, LK_HTTP_RETRIED_HEADER ": 0\r\n");
+      answer_local(r, 504, LK_HTTP_RETRIED_HEADER ": 0\r\n", "deadline expired on arrival");
       return;
     }
     d = in < pol->deadline_cap ? in : pol->deadline_cap;
@@ -358,7 +381,8 @@ void gwp_proxy_dispatch(gwp_req *r) {
   /* the time already spent reading the request counts against it */
   int64_t spent = lk_sat_sub(gwp_now(), r->t_start);
   if (got > 0 && spent >= d) {
-    answer_local(r, 504, LK_HTTP_RETRIED_HEADER ": 0\r\n");
+    answer_local(r, 504, LK_HTTP_RETRIED_HEADER ": 0\r\n",
+                 "deadline expired while the request was read");
     return;
   }
   if (got > 0)
@@ -370,7 +394,7 @@ void gwp_proxy_dispatch(gwp_req *r) {
   size_t need = strlen(cl->endpoints[0].base_url) + strlen(url) + 1;
   r->url = malloc(need);
   if (!r->url) {
-    answer_local(r, 500, NULL);
+    answer_local(r, 500, NULL, "out of memory");
     return;
   }
   r->url_cap = need;
@@ -378,7 +402,7 @@ void gwp_proxy_dispatch(gwp_req *r) {
   strcat(r->url, url);
   lk_http_request *hr = lk_http_request_new(http_method_str(r->method), r->url);
   if (!hr) {
-    answer_local(r, 400, NULL);
+    answer_local(r, 400, NULL, "request target not usable in a URL");
     return;
   }
   lk_http_request_set_verbatim(hr, true); /* forward what the client sent, add no Accept */
@@ -398,7 +422,10 @@ void gwp_proxy_dispatch(gwp_req *r) {
       has_key = true;
     if (lk_http_request_add_header(hr, name, value) != LK_OK) {
       lk_http_request_free(hr);
-      answer_local(r, 400, NULL);
+      answer_local(r, 400, NULL,
+                   strcasecmp(name, "Idempotency-Key") == 0
+                       ? "Idempotency-Key: one key of 1 to 255 visible ASCII characters"
+                       : "a header the gateway cannot forward");
       return;
     }
   }
@@ -443,6 +470,6 @@ void gwp_proxy_dispatch(gwp_req *r) {
   if (rc != LK_OK) {
     gwp_log(s, LK_GW_LOG_ERROR, "route %s: the call could not start: %s", r->route->name,
             lk_strerror(rc));
-    answer_local(r, 500, NULL);
+    answer_local(r, 500, NULL, "the upstream call could not start");
   }
 }
