@@ -48,13 +48,15 @@ LK_EXPORT int64_t lk_attempt_timeout(int64_t cap, int64_t remaining);
 #define LK_GRPC_TIMEOUT_MAX 10 /* 8 digits + unit + NUL */
 #define LK_MS_TIMEOUT_MAX 20   /* 19 digits + NUL */
 
-/* Encodes `ns` (clamped to >= 0) in the finest unit whose 8 digits hold it, rounding up so the
- * receiver never gets more time than was left. Writes at most `cap` bytes incl. NUL; returns the
- * length or LK_ETOOBIG / LK_EINVAL. */
+/* Encodes `ns` (clamped to >= 0) in the finest unit whose 8 digits hold it, rounding up as gRPC
+ * does, so a positive remainder is never sent as 0 (less than one unit gained: under a millionth
+ * of the value). Writes at most `cap` bytes incl. NUL; returns the length or LK_ETOOBIG /
+ * LK_EINVAL. */
 LK_EXPORT int lk_grpc_timeout_format(int64_t ns, char *buf, size_t cap);
 /* Parses a grpc-timeout value into ns. 0 or LK_EPARSE / LK_ERANGE / LK_EINVAL. */
 LK_EXPORT int lk_grpc_timeout_parse(const char *s, size_t len, int64_t *ns);
-/* Plain milliseconds (rounded down, clamped to >= 0). Returns length or LK_ETOOBIG / LK_EINVAL. */
+/* Plain milliseconds (rounded down, clamped to >= 0; a positive value under 1 ms is 1, since 0
+ * says the deadline has passed). Returns length or LK_ETOOBIG / LK_EINVAL. */
 LK_EXPORT int lk_ms_timeout_format(int64_t ns, char *buf, size_t cap);
 /* Parses plain milliseconds into ns. 0 or LK_EPARSE / LK_ERANGE / LK_EINVAL. */
 LK_EXPORT int lk_ms_timeout_parse(const char *s, size_t len, int64_t *ns);

@@ -60,7 +60,8 @@ int lk_grpc_timeout_format(int64_t ns, char *buf, size_t cap) {
     ns = 0;
   for (size_t i = 0; i < sizeof grpc_units / sizeof grpc_units[0]; i++) {
     int64_t unit = grpc_units[i].ns;
-    /* Round up: the receiver must never believe it has more time than the sender had. */
+    /* Round up, as gRPC does: a positive remainder never reaches the receiver as 0 (passed);
+     * it gains less than one unit, under a millionth of the value past the first unit. */
     int64_t v = ns / unit + (ns % unit != 0);
     /* Hours stop at the largest value that still parses back into int64 ns. */
     if (grpc_units[i].unit == 'H' && v > INT64_MAX / unit)
@@ -117,7 +118,10 @@ int lk_ms_timeout_format(int64_t ns, char *buf, size_t cap) {
     return LK_EINVAL;
   if (ns < 0)
     ns = 0;
-  int n = snprintf(buf, cap, "%lld", (long long)(ns / LK_NS_PER_MS));
+  int64_t ms = ns / LK_NS_PER_MS;
+  if (ms == 0 && ns > 0)
+    ms = 1; /* 0 says the deadline has passed; under a millisecond left has not */
+  int n = snprintf(buf, cap, "%lld", (long long)ms);
   return (n < 0 || (size_t)n >= cap) ? LK_ETOOBIG : n;
 }
 

@@ -306,7 +306,10 @@ void lk__attempt_prepare(lk_try *t) {
   if (budget < 0)
     budget = 0;
   if (p->send_deadline) {
-    fmt_header(t->h_deadline, "Linkd-Deadline: ", (uint64_t)(budget / LK_NS_PER_MS));
+    /* whole milliseconds, rounded down, but never 0 while time is left: 0 says "passed", and a
+     * deadline-aware server would answer 504 without trying */
+    uint64_t ms = (uint64_t)(budget / LK_NS_PER_MS);
+    fmt_header(t->h_deadline, "Linkd-Deadline: ", ms == 0 && budget > 0 ? 1 : ms);
     node(t, t->h_deadline);
   }
   if (p->send_grpc_timeout) {

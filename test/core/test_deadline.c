@@ -154,6 +154,13 @@ static void ms_form(void **state) {
   assert_string_equal(b, "1500");
   assert_int_equal(lk_ms_timeout_format(-1, b, sizeof b), 1);
   assert_string_equal(b, "0");
+  assert_int_equal(lk_ms_timeout_format(0, b, sizeof b), 1);
+  assert_string_equal(b, "0");
+  /* under a millisecond left is not "passed" */
+  assert_int_equal(lk_ms_timeout_format(1, b, sizeof b), 1);
+  assert_string_equal(b, "1");
+  assert_int_equal(lk_ms_timeout_format(LK_MS(1) - 1, b, sizeof b), 1);
+  assert_string_equal(b, "1");
   assert_true(lk_ms_timeout_format(INT64_MAX, b, sizeof b) > 0);
   int64_t v;
   assert_int_equal(lk_ms_timeout_parse(b, strlen(b), &v), LK_OK);

@@ -388,6 +388,21 @@ static void test_ok_and_headers(void **s) {
   }
 }
 
+/* Less than a millisecond of budget goes out as Linkd-Deadline: 1, never 0 ("passed"). */
+static void test_deadline_header_sub_ms(void **s) {
+  (void)s;
+  lk_http_policy pol;
+  ht_policy(&pol);
+  /* the deadline is 1.5 s, so the attempt's budget is its 300 ms cap less the reserve */
+  pol.deadline_reserve = pol.attempt_timeout - 500 * LK_NS_PER_US;
+  ht_run r;
+  scenario(GET, "ok", NULL, &pol, NULL, 0, 1, &r);
+  assert_int_equal(r.err, LK_OK);
+  assert_int_equal(r.nreqs, 1);
+  assert_string_equal(r.reqs[0].deadline, "1");
+  ht_free(&r);
+}
+
 /* A caller-supplied key with a tenant prefix goes out unchanged on every attempt. */
 static void test_supplied_key(void **s) {
   (void)s;
@@ -749,6 +764,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_reset_mid_upload, teardown),
       cmocka_unit_test_teardown(test_deadline_cuts_attempt, teardown),
       cmocka_unit_test_teardown(test_ok_and_headers, teardown),
+      cmocka_unit_test_teardown(test_deadline_header_sub_ms, teardown),
       cmocka_unit_test_teardown(test_supplied_key, teardown),
       cmocka_unit_test_teardown(test_classify_hook, teardown),
       cmocka_unit_test_teardown(test_recovers, teardown),
