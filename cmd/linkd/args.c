@@ -3,6 +3,9 @@
 
 #include "writeout.h"
 
+#include <linkd/http.h>
+#include <linkd/idem.h>
+
 #include <ctype.h>
 #include <errno.h>
 
@@ -123,6 +126,86 @@ static bool is_token(const char *s) {
   return true;
 }
 
+int cli_header_check(const char *name, const char *value, char *err, size_t cap) {
+  if (strcasecmp(name, "Content-Length") == 0 || strcasecmp(name, "Transfer-Encoding") == 0) {
+    snprintf(err, cap, "%s is set by linkd: a body (-d) is sent with a Content-Length of its size",
+             name);
+    return -1;
+  }
+  size_t n = strlen(value);
+  if (strcasecmp(name, "Idempotency-Key") != 0 || lk_idem_key_valid(value, n))
+    return 0;
+  /* lk_idem_key_valid()'s rule, said the way the control-character message says its own. */
+  const char *rule = "a key is 1 to 255 visible ASCII characters: no spaces or controls";
+  if (n == 0) {
+    snprintf(err, cap, "header 'Idempotency-Key': the key is empty (%s)", rule);
+  } else if (n >= LK_IDEM_KEY_MAX) {
+    snprintf(err, cap, "header 'Idempotency-Key': the key is %zu characters long (%s)", n, rule);
+  } else {
+    size_t i = 0;
+    while ((unsigned char)value[i] >= 0x21 && (unsigned char)value[i] <= 0x7e)
+      i++;
+    unsigned char c = (unsigned char)value[i];
+    char what[32];
+    if (c == ' ')
+      snprintf(what, sizeof what, "a space");
+    else
+      snprintf(what, sizeof what, "the byte 0x%02x", c);
+    snprintf(err, cap, "header 'Idempotency-Key': the key holds %s at byte %zu (%s)", what, i + 1,
+             rule);
+  }
+  return -1;
+}
+
+/* The first header of a layer with that name and a value (not a removal); NULL if none. */
+static const cli_header *header_named(const cli_settings *s, const char *name) {
+  for (size_t i = 0; i < s->nheaders; i++)
+    if (s->headers[i].value && strcasecmp(s->headers[i].name, name) == 0)
+      return &s->headers[i];
+  return NULL;
+}
+
+/* The policy refuses a timeout above LK_HTTP_DURATION_MAX (lk_http_policy_validate()), but only
+ * after parsing and without naming the flag: refuse it here, with the flag. */
+static bool too_long(const cli_settings *s, cli_field f) {
+  int64_t v;
+  switch (f) {
+  case CLI_F_DEADLINE: v = s->deadline; break;
+  case CLI_F_ATTEMPT_TIMEOUT: v = s->attempt_timeout; break;
+  case CLI_F_CONNECT_TIMEOUT: v = s->connect_timeout; break;
+  case CLI_F_DNS_TIMEOUT: v = s->dns_timeout; break;
+  case CLI_F_TLS_TIMEOUT: v = s->tls_timeout; break;
+  case CLI_F_WRITE_TIMEOUT: v = s->write_timeout; break;
+  case CLI_F_FIRST_BYTE_TIMEOUT: v = s->first_byte_timeout; break;
+  case CLI_F_IDLE_TIMEOUT: v = s->idle_timeout; break;
+  default: return false;
+  }
+  return v > LK_HTTP_DURATION_MAX;
+}
+
+/* The settings parser says "only exponential takes a multiplier" for a bad multiplier too
+ * (and the same of symmetric's ratio): name the rule that was broken instead. */
+static void kind_arg_message(cli_field f, const char *v, char *m, size_t cap) {
+  const char *colon = strchr(v, ':');
+  size_t n = colon ? (size_t)(colon - v) : 0;
+  if (f == CLI_F_BACKOFF && n == strlen("exponential") && strncasecmp(v, "exponential", n) == 0)
+    snprintf(m, cap, "'%s': the multiplier must be a number from 1 to 1000 (e.g. exponential:1.5)",
+             v);
+  else if (f == CLI_F_JITTER && n == strlen("symmetric") && strncasecmp(v, "symmetric", n) == 0)
+    snprintf(m, cap, "'%s': the ratio must be a number from 0 to 1 (e.g. symmetric:0.2)", v);
+}
+
+/* A scheme is a prefix: RFC 3986's ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ), then "://". A
+ * "://" further on (a query's "?r=http://y") is no scheme. */
+static bool has_scheme(const char *url) {
+  if (!isalpha((unsigned char)url[0]))
+    return false;
+  size_t n = 1;
+  while (isalnum((unsigned char)url[n]) || url[n] == '+' || url[n] == '-' || url[n] == '.')
+    n++;
+  return strncmp(url + n, "://", 3) == 0;
+}
+
 /* -m takes seconds as curl does ("-m 2.5"), or a linkd duration ("-m 250ms"). */
 static int set_max_time(cli_opts *o, const char *v, char *m, size_t cap) {
   char buf[64];
@@ -164,13 +247,27 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
     char m[384];
     int rc = CLI_SET_OK;
     switch (c) {
-    case 'H':
+    case 'H': {
       rc = cli_settings_set(&o->flags, "header", optarg, cli_origin_flag, false, m, sizeof m);
       if (rc != CLI_SET_OK && rc != CLI_SET_NOMEM) {
         snprintf(err, cap, "-H: %s", m);
         return CLI_ARGS_USAGE;
       }
+      if (rc != CLI_SET_OK)
+        break;
+      /* What lk_http_request_add_header() would refuse with a bare "invalid argument". */
+      const cli_header *h = &o->flags.headers[o->flags.nheaders - 1];
+      if (h->value && cli_header_check(h->name, h->value, m, sizeof m) != 0) {
+        snprintf(err, cap, "-H: %s", m);
+        return CLI_ARGS_USAGE;
+      }
+      if (h->value && strcasecmp(h->name, "Idempotency-Key") == 0 &&
+          header_named(&o->flags, "Idempotency-Key") != h) {
+        snprintf(err, cap, "-H: Idempotency-Key given twice (a call has one key)");
+        return CLI_ARGS_USAGE;
+      }
       break;
+    }
     case 'd':
       if (o->data) {
         snprintf(err, cap, "-d/--data given twice (one body per request)");
@@ -211,6 +308,10 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
         snprintf(err, cap, "-m/--max-time: %s", m);
         return CLI_ARGS_USAGE;
       }
+      if (rc == CLI_SET_OK && too_long(&o->flags, CLI_F_DEADLINE)) {
+        snprintf(err, cap, "-m/--max-time: '%s' is too long: at most 100 days (2400h)", optarg);
+        return CLI_ARGS_USAGE;
+      }
       break;
     case O_MAX_REDIRS: {
       char *end;
@@ -234,10 +335,17 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
       snprintf(err, cap, "unknown option '%s'", bad_option(sub_argv, c));
       return CLI_ARGS_USAGE;
     default: {
-      const char *key = cli_settings_key((cli_field)(c - O_POLICY));
+      cli_field f = (cli_field)(c - O_POLICY);
+      const char *key = cli_settings_key(f);
       rc = cli_settings_set(&o->flags, key, optarg, cli_origin_flag, false, m, sizeof m);
+      if (rc == CLI_SET_BAD_VALUE)
+        kind_arg_message(f, optarg, m, sizeof m);
       if (rc != CLI_SET_OK && rc != CLI_SET_NOMEM) {
         snprintf(err, cap, "--%s: %s", key, m);
+        return CLI_ARGS_USAGE;
+      }
+      if (rc == CLI_SET_OK && too_long(&o->flags, f)) {
+        snprintf(err, cap, "--%s: '%s' is too long: at most 100 days (2400h)", key, optarg);
         return CLI_ARGS_USAGE;
       }
       break;
@@ -283,7 +391,7 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
     return CLI_ARGS_USAGE;
   }
   o->url = sub_argv[optind];
-  if (!strstr(o->url, "://")) {
+  if (!has_scheme(o->url)) {
     /* As curl: a URL without a scheme is http://. */
     size_t n = strlen(o->url) + sizeof "http://";
     if (!(o->url_buf = malloc(n)))
@@ -310,6 +418,17 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
   }
   if (o->json && o->write_out) {
     snprintf(err, cap, "--json and -w/--write-out do not mix: the JSON result goes to stdout");
+    return CLI_ARGS_USAGE;
+  }
+  /* The header's key would win and the flag be ignored: one key, given one way. */
+  const cli_header *ik = header_named(&o->flags, "Idempotency-Key");
+  if (ik && (o->flags.set & CLI_BIT(CLI_F_IDEMPOTENCY_KEY))) {
+    const cli_settings *s = &o->flags;
+    snprintf(err, cap,
+             "-H 'Idempotency-Key: %s' and --idempotency-key %s do not mix: give the call's key "
+             "one way",
+             ik->value,
+             s->idem_mode == LK_IDEM_KEY ? s->idem_key : lk_idem_mode_name(s->idem_mode));
     return CLI_ARGS_USAGE;
   }
   return CLI_ARGS_OK;

@@ -47,6 +47,12 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap);
 
 void cli_opts_free(cli_opts *o);
 
+/* Whether lk_http_request_add_header() takes the header `name: value` beyond what the settings
+ * parser checks (which it only answers with "invalid argument"): 0, or -1 with the reason in
+ * err: Content-Length and Transfer-Encoding (linkd frames the body), an Idempotency-Key that is
+ * not 1 to 255 visible ASCII characters. */
+int cli_header_check(const char *name, const char *value, char *err, size_t cap);
+
 /* Whether argv[1] starts a `linkd [flags] URL` call: a flag other than the top-level ones
  * (--help, -h, --version), or a word that looks like a URL (has "://", a '.', ':' or '/', or is
  * "localhost"); a bare unknown word stays an unknown command. */

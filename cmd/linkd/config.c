@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
+#include "args.h"
+
 #include <ini.h>
 
 #include <ctype.h>
@@ -311,6 +313,10 @@ static int on_entry(void *user, const char *section, const char *name, const cha
     x->nomem = true;
     return 0;
   }
+  const cli_header *h =
+      rc == CLI_SET_OK && f == CLI_F_HEADER ? &s->s.headers[s->s.nheaders - 1] : NULL;
+  if (h && h->value && cli_header_check(h->name, h->value, m, sizeof m) != 0)
+    rc = CLI_SET_BAD_VALUE; /* what the request would refuse, told with the line */
   if (rc != CLI_SET_OK) {
     fail(x, "%s: %s", name, m);
     return 0;

@@ -40,9 +40,11 @@ void cli_help_main(FILE *f) {
 static const char request_options[] =
     "Request:\n"
     "  -H, --header 'Name: value'  add a header (repeatable); 'Name:' removes one set by the\n"
-    "                              config file, 'Name;' sends it empty\n"
+    "                              config file or by default (User-Agent, Accept,\n"
+    "                              Content-Type), 'Name;' sends it empty\n"
     "  -d, --data DATA             request body: text, @FILE, or @- for stdin (sent as is,\n"
-    "                              at most 64 MiB)\n"
+    "                              at most 64 MiB; Content-Type:\n"
+    "                              application/x-www-form-urlencoded unless -H gives one)\n"
     "  -X, --request METHOD        the method, for 'linkd [options] URL' (GET; POST with -d)\n"
     "  -I, --head                  HEAD, and print the headers (like -i)\n"
     "  -L, --location              follow redirects (301 302 303 307 308) under the same\n"
@@ -99,10 +101,23 @@ static const char request_options[] =
     "\n"
     "Durations take a unit: 1500us, 250ms, 3s, 1m, 1h, also 1.5s and 1m30s.\n"
     "\n"
-    "Exit codes: 0 success; 1 other failure; 2 HTTP error status not retried; 3 failure not\n"
-    "retryable (may have been processed); 4 retries exhausted; 5 deadline exceeded; 6 refused\n"
-    "by the retry budget or a protection; 22 status >= 400 with -f; 64 usage error; 66 -d\n"
-    "@FILE unreadable; 73 -o FILE not writable; 78 config error; 130 cancelled (SIGINT/SIGTERM).\n";
+    "Exit codes: 0 success; 1 other failure (a redirect not followed, ...); 2 HTTP error status\n"
+    "not retried; 3 failure the policy does not retry (not in --retry-on, as DNS and TLS\n"
+    "failures by default, or may have been processed and not idempotent); 4 retries exhausted;\n"
+    "5 deadline exceeded; 6 refused by the retry budget or a protection; 22 status >= 400 with\n"
+    "-f; 64 usage error; 66 -d @FILE unreadable; 73 -o FILE or stdout not writable; 78 config\n"
+    "error; 130 cancelled (SIGINT/SIGTERM).\n";
+
+bool cli_help_knows(const char *command) {
+  static const char *const others[] = {"outbox", "demo",         "serve",  "sim",
+                                       "help",   "seed-example", "version"};
+  if (cli_command_method(command))
+    return true;
+  for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+    if (strcmp(command, others[i]) == 0)
+      return true;
+  return false;
+}
 
 void cli_help_command(FILE *f, const char *command) {
   const char *method = command ? cli_command_method(command) : NULL;

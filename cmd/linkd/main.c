@@ -64,6 +64,11 @@ int main(int argc, char **argv) {
     return CLI_EXIT_OK;
   }
   if (!strcmp(cmd, "help") || is_help(cmd)) {
+    if (argc > 2 && !is_help(argv[2]) && !cli_help_knows(argv[2])) {
+      fprintf(stderr, "linkd: help: unknown command '%s'\n", argv[2]);
+      cli_help_main(stderr);
+      return CLI_EXIT_USAGE;
+    }
     if (argc > 2)
       cli_help_command(stdout, argv[2]);
     else

@@ -143,13 +143,15 @@ void cli_print_summary(FILE *f, const cli_call_info *ci, const lk_http_result *r
   char t[32];
   int err = lk_http_result_err(r);
   fprintf(f, "linkd: %s %s: %s", ci->method, ci->url,
-          code == CLI_EXIT_OK ? "ok" : lk_strerror(err));
+          ci->stop              ? "redirect not followed"
+          : code == CLI_EXIT_OK ? "ok"
+                                : lk_strerror(err));
   fprintf(f, " (%s, %s), %zu attempt%s in %s", lk_err_name(err),
           lk_failure_name(lk_http_result_failure(r)), n, n == 1 ? "" : "s",
           lk_duration_format(lk_http_result_elapsed(r), t, sizeof t));
   if (lk_http_result_status(r))
     fprintf(f, ", status %d", lk_http_result_status(r));
-  const char *stop = lk_http_result_stop(r);
+  const char *stop = ci->stop ? ci->stop : lk_http_result_stop(r);
   if (stop && *stop)
     fprintf(f, ": %s", stop);
   fprintf(f, " [exit %d]\n", code);
@@ -256,6 +258,23 @@ static void json_policy(FILE *f, const lk_http_policy *p, const cli_budget_spec 
   fputc('}', f);
 }
 
+/* lk_http_result_json()'s object with its "stop" replaced by `stop`. */
+static void json_result_stop(FILE *f, const char *res, size_t len, const char *stop) {
+  static const char key[] = ",\"stop\":";
+  const char *k = strstr(res, key), *v = k ? k + strlen(key) : NULL;
+  if (v && *v == '"')
+    for (v++; *v && *v != '"'; v++)
+      if (*v == '\\' && v[1])
+        v++;
+  if (!v || *v != '"') { /* not the shape http.h documents: leave it as it is */
+    fwrite(res, 1, len, f);
+    return;
+  }
+  fwrite(res, 1, (size_t)(k - res) + strlen(key), f);
+  cli_json_string(f, stop);
+  fwrite(v + 1, 1, len - (size_t)(v + 1 - res), f);
+}
+
 int cli_print_json(FILE *f, const cli_call_info *ci, const lk_http_result *r, int code) {
   char *res = NULL;
   size_t len = 0;
@@ -313,7 +332,10 @@ int cli_print_json(FILE *f, const cli_call_info *ci, const lk_http_result *r, in
     fputs("null", f);
   }
   fputs(",\"result\":", f);
-  fwrite(res, 1, len, f);
+  if (ci->stop)
+    json_result_stop(f, res, len, ci->stop);
+  else
+    fwrite(res, 1, len, f);
   fputs("}\n", f);
   free(res);
   return 0;

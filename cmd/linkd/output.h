@@ -21,6 +21,8 @@ typedef struct cli_call_info {
   const char *method; /* of the last call: -L may turn a POST into a GET */
   const char *url;    /* the last URL called (-L: after the redirects) */
   int redirects;      /* redirects followed (-L) */
+  const char *stop;   /* why linkd stopped after the last call succeeded (a redirect -L could
+                         not follow), replacing its stop reason; NULL: the result's own */
 } cli_call_info;
 
 /* -v, before the call: the effective policy, one setting per line with where it came from. */

@@ -172,10 +172,14 @@ static int out_open(out_file *o, const char *path) {
   return 0;
 }
 
-/* Finishes the output: keep (truncated to what was written) or drop the file. */
-static int out_close(out_file *o, bool wrote) {
+/* Whether the messages of failures after the call started are held back: -s without -S. */
+static bool quiet(const cli_opts *o) { return o->silent && !o->show_error; }
+
+/* Finishes the output: keep (truncated to what was written) or drop the file. A failed write
+ * is told unless `hush`. stdout is left to stdout_close(), after the -w text. */
+static int out_close(out_file *o, bool wrote, bool hush) {
   if (!o->path)
-    return fflush(stdout) == 0 ? 0 : CLI_EXIT_FAILURE;
+    return 0;
   int rc = 0;
   if (wrote) {
     if (fflush(o->f) != 0)
@@ -192,9 +196,21 @@ static int out_close(out_file *o, bool wrote) {
     rc = CLI_EXIT_CANTCREAT;
   if (!wrote && o->created)
     unlink(o->path);
-  if (rc)
+  if (rc && !hush)
     fprintf(stderr, "linkd: -o %s: write failed\n", o->path);
   return rc;
+}
+
+/* stdout holds the body (without -o), the JSON or the -w text: a failed write (a full disk) is
+ * an output error as a failed -o is, with the same exit code. */
+static int stdout_close(bool hush) {
+  int flush = fflush(stdout), e = errno;
+  if (flush == 0 && !ferror(stdout))
+    return 0;
+  if (!hush)
+    fprintf(stderr, "linkd: stdout: write failed%s%s\n", flush ? ": " : "",
+            flush ? strerror(e) : "");
+  return CLI_EXIT_CANTCREAT;
 }
 
 /* Config + flags -> *eff. Returns 0 or an exit code after printing a message. */
@@ -230,9 +246,43 @@ static bool is_credential(const char *name) {
          strcasecmp(name, "Proxy-Authorization") == 0;
 }
 
+static bool has_header(const cli_settings *s, const char *name) {
+  for (size_t i = 0; i < s->nheaders; i++)
+    if (s->headers[i].value && strcasecmp(s->headers[i].name, name) == 0)
+      return true;
+  return false;
+}
+
+/* Whether a flag removes the header: -H 'Name:'. Beyond the config's headers, curl's form also
+ * removes what linkd or libcurl would add by default (User-Agent, Accept, Content-Type). */
+static bool flag_removes(const cli_settings *flags, const char *name) {
+  for (size_t i = 0; i < flags->nheaders; i++)
+    if (!flags->headers[i].value && strcasecmp(flags->headers[i].name, name) == 0)
+      return true;
+  return false;
+}
+
+/* -H 'Accept:' or -H 'Content-Type:': a verbatim request gets neither of libcurl's defaults
+ * (Accept: * / *, and Content-Type: application/x-www-form-urlencoded for a body), so the one
+ * not removed is added back as libcurl would send it. */
+static int drop_defaults(lk_http_request *req, const cli_settings *eff, const cli_settings *flags,
+                         bool body) {
+  bool accept = has_header(eff, "Accept"), ctype = has_header(eff, "Content-Type");
+  bool no_accept = !accept && flag_removes(flags, "Accept");
+  bool no_ctype = body && !ctype && flag_removes(flags, "Content-Type");
+  if (!no_accept && !no_ctype)
+    return LK_OK;
+  int rc = lk_http_request_set_verbatim(req, true);
+  if (rc == LK_OK && !accept && !no_accept)
+    rc = lk_http_request_add_header(req, "Accept", "*/*");
+  if (rc == LK_OK && body && !ctype && !no_ctype)
+    rc = lk_http_request_add_header(req, "Content-Type", "application/x-www-form-urlencoded");
+  return rc;
+}
+
 static lk_http_request *build_request(const char *method, const char *url, const cli_settings *eff,
-                                      bool credentials, const char *body, size_t body_len,
-                                      int *code) {
+                                      const cli_settings *flags, bool credentials, const char *body,
+                                      size_t body_len, int *code) {
   lk_http_request *req = lk_http_request_new(method, url);
   if (!req) {
     fprintf(stderr, "linkd: cannot make a request for '%s'\n", url);
@@ -244,6 +294,7 @@ static lk_http_request *build_request(const char *method, const char *url, const
       continue;
     int rc = lk_http_request_add_header(req, eff->headers[i].name, eff->headers[i].value);
     if (rc != LK_OK) {
+      /* What the library refuses was refused with a reason already (cli_header_check()). */
       fprintf(stderr, "linkd: header '%s': %s\n", eff->headers[i].name, lk_strerror(rc));
       bool flag = eff->origin[CLI_F_HEADER] == cli_origin_flag;
       *code = rc == LK_EINVAL ? (flag ? CLI_EXIT_USAGE : CLI_EXIT_CONFIG) : CLI_EXIT_FAILURE;
@@ -251,8 +302,9 @@ static lk_http_request *build_request(const char *method, const char *url, const
       return NULL;
     }
   }
-  if (body && lk_http_request_set_body(req, body, body_len) != LK_OK) {
-    fprintf(stderr, "linkd: out of memory for the body\n");
+  if ((body && lk_http_request_set_body(req, body, body_len) != LK_OK) ||
+      drop_defaults(req, eff, flags, body != NULL) != LK_OK) {
+    fprintf(stderr, "linkd: out of memory for the request\n");
     *code = CLI_EXIT_FAILURE;
     lk_http_request_free(req);
     return NULL;
@@ -286,13 +338,16 @@ static int exit_code_of(const cli_opts *o, const lk_http_result *res) {
  * timeline was printed attempt by attempt, as they happened. */
 static int report(const cli_opts *o, const cli_call_info *ci, const lk_http_result *res,
                   out_file *out, int attempts, int64_t started) {
-  int code = exit_code_of(o, res);
+  /* A redirect not followed ends the command as a failure (curl's 47, linkd's 1), reported as
+   * any other: JSON, summary, -w. */
+  int code = ci->stop ? CLI_EXIT_FAILURE : exit_code_of(o, res);
   const lk_http_response *resp = lk_http_result_response(res);
   bool wrote = false;
   if (resp && (!o->json || out->path) && code != CLI_EXIT_HTTP_FAIL) {
     if (o->include)
       cli_print_head(out->f, resp);
-    if (strcmp(ci->method, "HEAD") != 0)
+    /* The redirect's body is not the answer; curl skips the body of a redirect it follows. */
+    if (strcmp(ci->method, "HEAD") != 0 && !ci->stop)
       fwrite(resp->body, 1, resp->body_len, out->f);
     wrote = true;
   }
@@ -300,9 +355,9 @@ static int report(const cli_opts *o, const cli_call_info *ci, const lk_http_resu
     fprintf(stderr, "linkd: out of memory rendering the JSON result\n");
     code = CLI_EXIT_FAILURE;
   }
-  if (o->verbose || (code != CLI_EXIT_OK && (!o->silent || o->show_error)))
+  if (o->verbose || (code != CLI_EXIT_OK && !quiet(o)))
     cli_print_summary(stderr, ci, res, code);
-  int rc = out_close(out, wrote);
+  int rc = out_close(out, wrote, quiet(o));
   code = rc && code == CLI_EXIT_OK ? rc : code;
   if (o->write_out) {
     cli_write_vars v = {lk_http_result_status(res),
@@ -313,11 +368,12 @@ static int report(const cli_opts *o, const cli_call_info *ci, const lk_http_resu
                         code == CLI_EXIT_OK ? "" : lk_strerror(lk_http_result_err(res))};
     if (code == CLI_EXIT_HTTP_FAIL)
       v.errormsg = "HTTP status >= 400 (--fail)";
+    if (ci->stop)
+      v.errormsg = ci->stop;
     cli_write_out(stdout, o->write_out, &v);
   }
-  if ((o->json || o->write_out) && fflush(stdout) != 0 && code == CLI_EXIT_OK)
-    code = CLI_EXIT_FAILURE;
-  return code;
+  rc = stdout_close(quiet(o));
+  return rc && code == CLI_EXIT_OK ? rc : code;
 }
 
 /* Whether a response sends -L on: 301, 302, 303, 307 and 308 with a Location. */
@@ -357,21 +413,21 @@ static char *resolve_location(const char *base, const char *loc, bool *same_host
     rc = curl_url_set(u, CURLUPART_URL, loc, 0); /* relative to the URL already set */
   if (rc == CURLUE_OK)
     rc = curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
-  if (rc == CURLUE_OK)
+  /* The scheme first: file:///etc/passwd has no host, and that is not what is wrong with it. */
+  bool http =
+      rc == CURLUE_OK && (strcasecmp(scheme, "http") == 0 || strcasecmp(scheme, "https") == 0);
+  if (http)
     rc = curl_url_get(u, CURLUPART_HOST, &h1, 0);
-  if (rc == CURLUE_OK)
+  if (http && rc == CURLUE_OK)
     rc = curl_url_get(u, CURLUPART_PORT, &p1, CURLU_DEFAULT_PORT);
-  if (rc == CURLUE_OK)
+  if (http && rc == CURLUE_OK)
     rc = curl_url_get(u, CURLUPART_URL, &out, 0);
-  if (rc != CURLUE_OK) {
+  if (rc != CURLUE_OK)
     snprintf(err, cap, "redirect to '%s': %s", loc, curl_url_strerror(rc));
-  } else if (strcasecmp(scheme, "http") != 0 && strcasecmp(scheme, "https") != 0) {
+  else if (!http)
     snprintf(err, cap, "redirect to '%s': not an http:// or https:// URL", loc);
-    curl_free(out);
-    out = NULL;
-  } else {
+  else
     *same_host = strcasecmp(h0, h1) == 0 && strcmp(p0, p1) == 0;
-  }
   char *copy = out ? strdup(out) : NULL;
   if (out && !copy)
     snprintf(err, cap, "out of memory");
@@ -437,8 +493,8 @@ int cli_cmd_request(int argc, char **argv) {
     code = pe.from_flags ? CLI_EXIT_USAGE : CLI_EXIT_CONFIG;
     goto done;
   }
-  cli_call_info ci = {&o,       &eff,  &pol, have_cfg ? cfg.path : NULL, sections, nsections,
-                      o.method, o.url, 0};
+  cli_call_info ci = {&o,    &eff, &pol, have_cfg ? cfg.path : NULL, sections, nsections, o.method,
+                      o.url, 0,    NULL};
   if (cli_budget_new(&eff.budget, &budget, err, sizeof err) != 0) {
     fprintf(stderr, "linkd: %s\n", err);
     code = eff.origin[CLI_F_BUDGET] == cli_origin_flag ? CLI_EXIT_USAGE : CLI_EXIT_CONFIG;
@@ -451,7 +507,7 @@ int cli_cmd_request(int argc, char **argv) {
   bool has_ua = false;
   for (size_t i = 0; i < eff.nheaders; i++)
     has_ua = has_ua || strcasecmp(eff.headers[i].name, "User-Agent") == 0;
-  if (!has_ua)
+  if (!has_ua && !flag_removes(&o.flags, "User-Agent")) /* curl: -H 'User-Agent:' sends none */
     pol.user_agent = ua;
 
   if (o.insecure)
@@ -468,13 +524,13 @@ int cli_cmd_request(int argc, char **argv) {
     goto done;
   if ((code = out_open(&out, o.output)) != 0)
     goto done;
-  if (!(req = build_request(ci.method, ci.url, &eff, true, body, body_len, &code))) {
-    out_close(&out, false);
+  if (!(req = build_request(ci.method, ci.url, &eff, &o.flags, true, body, body_len, &code))) {
+    out_close(&out, false, quiet(&o));
     goto done;
   }
   if (!(g_cancel = lk_http_cancel_new())) {
     fprintf(stderr, "linkd: out of memory\n");
-    out_close(&out, false);
+    out_close(&out, false, quiet(&o));
     code = CLI_EXIT_FAILURE;
     goto done;
   }
@@ -483,6 +539,7 @@ int cli_cmd_request(int argc, char **argv) {
   install_signals();
   int attempts = 0;
   bool credentials = true;
+  char stop[sizeof err] = ""; /* a redirect -L does not follow */
   for (;;) {
     lk_http_call(NULL, req, &pol, g_cancel, &res);
     if (!res)
@@ -496,18 +553,13 @@ int cli_cmd_request(int argc, char **argv) {
     if (!loc)
       break;
     if (o.max_redirs >= 0 && ci.redirects >= o.max_redirs) {
-      fprintf(stderr, "linkd: %s %s: more than %d redirects (--max-redirs)\n", ci.method, ci.url,
-              o.max_redirs);
-      code = CLI_EXIT_FAILURE;
+      snprintf(stop, sizeof stop, "more than %d redirects (--max-redirs)", o.max_redirs);
       break;
     }
     bool same_host = false;
-    char *next = resolve_location(ci.url, loc, &same_host, err, sizeof err);
-    if (!next) {
-      fprintf(stderr, "linkd: %s %s: %s\n", ci.method, ci.url, err);
-      code = CLI_EXIT_FAILURE;
+    char *next = resolve_location(ci.url, loc, &same_host, stop, sizeof stop);
+    if (!next)
       break;
-    }
     int st = lk_http_result_status(res);
     /* curl's rules: 303 makes anything but HEAD a GET, 301 and 302 make a POST a GET; 307 and
      * 308 keep the method and the body. */
@@ -527,7 +579,7 @@ int cli_cmd_request(int argc, char **argv) {
     ci.url = url_buf = next;
     ci.redirects++;
     lk_http_request_free(req);
-    req = build_request(ci.method, ci.url, &eff, credentials, body, body_len, &code);
+    req = build_request(ci.method, ci.url, &eff, &o.flags, credentials, body, body_len, &code);
     if (!req)
       break;
     lk_http_result_free(res);
@@ -537,14 +589,15 @@ int cli_cmd_request(int argc, char **argv) {
   signal(SIGTERM, SIG_DFL);
   if (!res) {
     fprintf(stderr, "linkd: the call could not be made\n");
-    out_close(&out, false);
+    out_close(&out, false, quiet(&o));
     code = CLI_EXIT_FAILURE;
     goto done;
   }
   if (code) {
-    out_close(&out, false);
+    out_close(&out, false, quiet(&o));
     goto done;
   }
+  ci.stop = stop[0] ? stop : NULL;
   code = report(&o, &ci, res, &out, attempts, started);
 
 done:

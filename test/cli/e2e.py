@@ -313,6 +313,21 @@ def output_file(ctx):
         check(r.rc == 73, "an unwritable -o exits 73 (EX_CANTCREAT)", r)
         check("-o /nonexistent-dir/x/body: cannot write" in r.err, "message names -o", r)
         check(len(fd.requests()) == before, "nothing is sent when -o cannot be written")
+        # A failed write, to -o or stdout, is said (unless -s) and exits 73.
+        if os.path.exists("/dev/full"):
+            for args in (["-o", "/dev/full"], ["-w", "%{http_code}", "-o", "/dev/null"], []):
+                with open("/dev/full", "wb") as full:
+                    p = subprocess.run([ctx.linkd, "get"] + args + [fd.url()], stdout=full,
+                                       stderr=subprocess.PIPE, env=base_env(ctx), timeout=60)
+                    q = subprocess.run([ctx.linkd, "get", "-s"] + args + [fd.url()],
+                                       stdout=full, stderr=subprocess.PIPE, env=base_env(ctx),
+                                       timeout=60)
+                where = b"-o /dev/full" if args[:2] == ["-o", "/dev/full"] else b"stdout"
+                check(p.returncode == 73 and where + b": write failed" in p.stderr,
+                      "a failed write to %s exits 73 with a message" % where.decode(), args,
+                      p.stderr)
+                check(q.returncode == 73 and q.stderr == b"", "-s: silent, still 73", args,
+                      q.stderr)
     with Faultd(ctx, "refuse") as fd:
         out = ctx.path("never.out")
         r = linkd(ctx, "get", "-o", out, "--max-attempts", "2", *FAST, fd.url())
@@ -364,6 +379,27 @@ def headers(ctx):
         check(rec.header("X-Drop", 2) == [], "'Name:' removes the config's header",
               rec.headers(2))
         check(rec.header("X-Keep", 2) == ["k"], "other config headers stay", rec.headers(2))
+        # As curl: 'Name:' also removes what linkd and libcurl add by default.
+        n = len(rec.records)
+        r = linkd(ctx, "get", "-H", "Accept:", "-H", "User-Agent:", rec.url())
+        check(r.rc == 0 and rec.header("Accept", n) == [] and rec.header("User-Agent", n) == [],
+              "-H 'Accept:' and -H 'User-Agent:' send neither", rec.headers(n))
+        # -d sends libcurl's (and curl's) default Content-Type; -H gives another or removes it.
+        r = linkd(ctx, "post", "-d", "a=b", rec.url())
+        check(r.rc == 0 and rec.header("Content-Type", n + 1) ==
+              ["application/x-www-form-urlencoded"] and rec.header("Accept", n + 1) == ["*/*"],
+              "-d: application/x-www-form-urlencoded, as curl", rec.headers(n + 1))
+        r = linkd(ctx, "post", "-d", "{}", "-H", "Content-Type: application/json", rec.url())
+        check(r.rc == 0 and rec.header("Content-Type", n + 2) == ["application/json"],
+              "-H Content-Type replaces it", rec.headers(n + 2))
+        r = linkd(ctx, "put", "-d", "x", "-H", "Content-Type:", rec.url())
+        check(r.rc == 0 and rec.header("Content-Type", n + 3) == [] and
+              rec.header("Accept", n + 3) == ["*/*"], "-H 'Content-Type:' removes it",
+              rec.headers(n + 3))
+        r = linkd(ctx, "post", "-d", "x", "-H", "Accept:", rec.url())
+        check(r.rc == 0 and rec.header("Accept", n + 4) == [] and
+              rec.header("Content-Type", n + 4) == ["application/x-www-form-urlencoded"],
+              "removing Accept keeps the body's Content-Type", rec.headers(n + 4))
     # An Idempotency-Key given as a header is the call's key: same on every attempt.
     with Faultd(ctx, "status", "--script", "503,200") as fd:
         r = linkd(ctx, "post", "-H", "Idempotency-Key: k-9", *FAST, fd.url())
@@ -421,6 +457,10 @@ def curl_habits(ctx):
         check(r.rc == 0 and r.out == b'{"echo":true}', "linkd URL is a GET", r)
         r = linkd(ctx, host + "/noscheme", "-X", "PUT", "-d", "b")
         check(r.rc == 0, "a URL without a scheme is http://; -X PUT", r)
+        r = linkd(ctx, "get", host + "/q?r=http://y")
+        check(r.rc == 0 and rec.records[-1]["path"] == "/q?r=http://y",
+              "'://' in the query is no scheme: http:// is added", r)
+        rec.records.pop()
         r = linkd(ctx, "-d", "x", host + "/post")
         check(r.rc == 0, "-d without -X is a POST, as curl", r)
         r = linkd(ctx, "-X", "PROPFIND", "--json", rec.url("/dav"))
@@ -475,7 +515,8 @@ def redirects(ctx):
             rec.locations.update({
                 "/a": (302, "/b"), "/b": (301, "http://127.0.0.1:%d/c" % rec.port),
                 "/c": (307, "d"), "/loop": (302, "/loop"), "/see": (303, "/b"),
-                "/away": (302, other.url("/landed")), "/ftp": (302, "ftp://x/")})
+                "/away": (302, other.url("/landed")), "/ftp": (302, "ftp://x/"),
+                "/file": (302, "file:///etc/passwd")})
             r = linkd(ctx, "get", rec.url("/a"))
             check(r.rc == 0 and r.out == b'{"echo":true}', "without -L: the 302 is the answer",
                   r)
@@ -506,6 +547,22 @@ def redirects(ctx):
             r = linkd(ctx, "get", "-L", "--max-redirs", "3", rec.url("/loop"))
             check(r.rc == 1 and "more than 3 redirects (--max-redirs)" in r.err and
                   len(rec.records) - n == 4, "--max-redirs bounds a loop", r)
+            check(r.out == b"" and "[exit 1]" in r.err, "the summary, no redirect body", r)
+            # A redirect not followed is reported as any failed call: JSON, -w (curl's 47).
+            r = linkd(ctx, "get", "-L", "--max-redirs", "1", "--json", rec.url("/loop"))
+            doc = valid_json(ctx, r)
+            check(r.rc == 1 and doc["exit"] == "failure" and doc["redirects"] == 1 and
+                  doc["result"]["stop"] == "more than 1 redirects (--max-redirs)" and
+                  doc["response"]["status"] == 302, "--json after --max-redirs", doc)
+            r = linkd(ctx, "get", "-L", "--max-redirs", "1", "-w",
+                      "%{http_code} %{exitcode} %{num_attempts} [%{errormsg}]", rec.url("/loop"))
+            check(r.rc == 1 and r.out == b"302 1 2 [more than 1 redirects (--max-redirs)]",
+                  "-w after --max-redirs", r)
+            # -s silences it, -S shows it again.
+            r = linkd(ctx, "get", "-L", "-s", "--max-redirs", "0", rec.url("/loop"))
+            check(r.rc == 1 and r.err == "", "-s: no redirect message", r)
+            r = linkd(ctx, "get", "-L", "-sS", "--max-redirs", "0", rec.url("/loop"))
+            check(r.rc == 1 and "more than 0 redirects" in r.err, "-sS shows it", r)
             n = len(rec.records)
             r = linkd(ctx, "get", "-L", rec.url("/loop"))
             check(r.rc == 1 and "more than 50 redirects" in r.err and len(rec.records) - n == 51,
@@ -520,6 +577,13 @@ def redirects(ctx):
                   "-v tells the redirect", r)
             r = linkd(ctx, "get", "-L", rec.url("/ftp"))
             check(r.rc == 1 and "not an http:// or https:// URL" in r.err, "no ftp", r)
+            for path, loc in (("/ftp", "ftp://x/"), ("/file", "file:///etc/passwd")):
+                r = linkd(ctx, "get", "-L", "--json", rec.url(path))
+                doc = valid_json(ctx, r)
+                check(r.rc == 1 and doc["result"]["stop"] ==
+                      "redirect to '%s': not an http:// or https:// URL" % loc, "no %s" % loc, doc)
+                r = linkd(ctx, "get", "-L", "-s", rec.url(path))
+                check(r.rc == 1 and r.err == "" and r.out == b"", "-s: silent", r)
 
 
 @case
@@ -955,6 +1019,11 @@ def exit_codes(ctx):
             r = linkd(ctx, *args, "--json", fd.url())
             check(r.rc == code, "expected exit %d for %s %s" % (code, mode, args), r)
             valid_json(ctx, r)
+    # 3 is also a kind --retry-on leaves out: by default dns-failed (an empty host here).
+    r = linkd(ctx, "get", "--json", "http:///x")
+    doc = valid_json(ctx, r)
+    check(r.rc == 3 and doc["result"]["timeline"][-1]["failure"] == "DNS_FAILED",
+          "a DNS failure is not retried: exit 3", r)
     with Faultd(ctx, "ok") as fd:
         r = linkd(ctx, "get", "--deadline", "soon", fd.url())
         check(r.rc == 64, "usage error: 64", r)
@@ -1146,6 +1215,19 @@ def usage_errors(ctx):
             (["get", "--json", "-i", u], "do not mix"),
             (["get", "-H", "Linkd-Attempt: 9", u], "Linkd-Attempt is set by linkd"),
             (["get", "-H", "X-Bell: a\x07b", u], "control character 0x07"),
+            (["post", "-H", "Content-Length: 5", u], "Content-Length is set by linkd"),
+            (["post", "-H", "Transfer-Encoding: chunked", u], "Transfer-Encoding is set by linkd"),
+            (["post", "-H", "Idempotency-Key;", u], "'Idempotency-Key': the key is empty"),
+            (["post", "-H", "Idempotency-Key: a b", u], "the key holds a space at byte 2"),
+            (["post", "-H", "Idempotency-Key: " + "k" * 300, u],
+             "the key is 300 characters long"),
+            (["post", "-H", "Idempotency-Key: K1", "--idempotency-key", "K2", u],
+             "-H 'Idempotency-Key: K1' and --idempotency-key K2 do not mix"),
+            (["post", "--idempotency-key", "none", "-H", "Idempotency-Key: K1", u],
+             "and --idempotency-key none do not mix"),
+            (["get", "--deadline", "2562047h", u], "--deadline: '2562047h' is too long"),
+            (["get", "--backoff", "exponential:0", u],
+             "--backoff: 'exponential:0': the multiplier must be a number from 1 to 1000"),
             (["get", "--deadline"], "--deadline needs a value"),
         ]
         for args, needle in table:
@@ -1174,6 +1256,9 @@ def help_and_docs(ctx):
         opts = o
         r2 = linkd(ctx, "help", cmd)
         check(r2.rc == 0 and r2.out == r.out, "'linkd help CMD' = 'linkd CMD --help'", r2)
+    r = linkd(ctx, "help", "nosuch")
+    check(r.rc == 64 and r.out == b"" and "linkd: help: unknown command 'nosuch'" in r.err,
+          "help of an unknown command is a usage error", r)
     for o in ("header", "data", "output", "include", "silent", "verbose", "json", "deadline",
               "attempt-timeout", "connect-timeout", "max-attempts", "backoff", "base", "max-delay",
               "jitter", "idempotency-key", "retry-on", "budget", "config", "no-config", "help",

@@ -238,11 +238,14 @@ static void usage_errors(void **state) {
   usage_error("--backoff: 'zigzag' is not a backoff", rc, &o, err);
   rc = PARSE(&o, err, "get", "--backoff", "fixed:2", "http://h/");
   usage_error("only exponential takes a multiplier", rc, &o, err);
+  /* A bad multiplier or ratio is named as such, not as a kind that takes none. */
   rc = PARSE(&o, err, "get", "--backoff", "exponential:0.5", "http://h/");
-  usage_error("only exponential takes a multiplier, a number from 1", rc, &o, err);
+  usage_error("--backoff: 'exponential:0.5': the multiplier must be a number from 1 to 1000", rc,
+              &o, err);
+  rc = PARSE(&o, err, "get", "--backoff", "Exponential:0", "http://h/");
+  usage_error("the multiplier must be a number from 1 to 1000", rc, &o, err);
   rc = PARSE(&o, err, "get", "--jitter", "symmetric:2", "http://h/");
-  usage_error("--jitter: 'symmetric:2': only symmetric takes a ratio, a number from 0 to 1", rc, &o,
-              err);
+  usage_error("--jitter: 'symmetric:2': the ratio must be a number from 0 to 1", rc, &o, err);
   rc = PARSE(&o, err, "get", "--jitter", "full:0.5", "http://h/");
   usage_error("only symmetric takes a ratio", rc, &o, err);
   rc = PARSE(&o, err, "get", "--jitter", "wobbly", "http://h/");
@@ -291,6 +294,65 @@ static void usage_errors(void **state) {
   usage_error("control character 0x01", rc, &o, err);
   rc = PARSE(&o, err, "get", "-H", "X-Cr: a\rb", "http://h/");
   usage_error("may not contain CR or LF", rc, &o, err);
+  /* What lk_http_request_add_header() refuses, with the reason rather than "invalid argument". */
+  rc = PARSE(&o, err, "post", "-H", "Content-Length: 5", "http://h/");
+  usage_error("-H: Content-Length is set by linkd: a body (-d) is sent with a Content-Length", rc,
+              &o, err);
+  rc = PARSE(&o, err, "post", "-H", "transfer-encoding: chunked", "http://h/");
+  usage_error("-H: transfer-encoding is set by linkd", rc, &o, err);
+  rc = PARSE(&o, err, "post", "-H", "Idempotency-Key;", "http://h/");
+  usage_error("-H: header 'Idempotency-Key': the key is empty (a key is 1 to 255 visible ASCII", rc,
+              &o, err);
+  rc = PARSE(&o, err, "post", "-H", "Idempotency-Key: a b", "http://h/");
+  usage_error("header 'Idempotency-Key': the key holds a space at byte 2", rc, &o, err);
+  rc = PARSE(&o, err, "post", "-H", "Idempotency-Key: caf\xc3\xa9", "http://h/");
+  usage_error("the key holds the byte 0xc3 at byte 4", rc, &o, err);
+  char key[300 + sizeof "Idempotency-Key: "];
+  int n = snprintf(key, sizeof key, "Idempotency-Key: ");
+  memset(key + n, 'k', 300);
+  key[n + 300] = '\0';
+  {
+    char *argv[] = {"linkd", "post", "-H", key, "http://h/", NULL};
+    rc = cli_args_parse(5, argv, &o, err, sizeof err);
+    usage_error("the key is 300 characters long", rc, &o, err);
+  }
+  key[n + 255] = '\0'; /* the longest key there is */
+  {
+    char *argv[] = {"linkd", "post", "-H", key, "http://h/", NULL};
+    assert_int_equal(cli_args_parse(5, argv, &o, err, sizeof err), CLI_ARGS_OK);
+    cli_opts_free(&o);
+  }
+  rc =
+      PARSE(&o, err, "post", "-H", "Idempotency-Key: k1", "-H", "idempotency-key: k2", "http://h/");
+  usage_error("-H: Idempotency-Key given twice", rc, &o, err);
+  /* The header's key would silently win over the flag. */
+  const char *modes[] = {"k2", "none", "auto", "always"};
+  for (size_t i = 0; i < 4; i++) {
+    char want[128];
+    snprintf(want, sizeof want, "-H 'Idempotency-Key: k1' and --idempotency-key %s do not mix",
+             modes[i]);
+    rc = PARSE(&o, err, "post", "--idempotency-key", modes[i], "-H", "Idempotency-Key: k1",
+               "http://h/");
+    usage_error(want, rc, &o, err);
+  }
+  /* Removing a header is not a key, and a key needs no flag. */
+  assert_int_equal(PARSE(&o, err, "post", "-H", "Idempotency-Key:", "-H",
+                         "Content-Length:", "--idempotency-key", "auto", "http://h/"),
+                   CLI_ARGS_OK);
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "post", "-H", "Idempotency-Key: k1", "http://h/"), CLI_ARGS_OK);
+  cli_opts_free(&o);
+  /* The policy's limit on timeouts (100 days), named with the flag. */
+  rc = PARSE(&o, err, "get", "--deadline", "2562047h", "http://h/");
+  usage_error("--deadline: '2562047h' is too long: at most 100 days (2400h)", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--idle-timeout", "2400h1ns", "http://h/");
+  usage_error("--idle-timeout: '2400h1ns' is too long", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-m", "8640001", "http://h/");
+  usage_error("-m/--max-time: '8640001' is too long", rc, &o, err);
+  assert_int_equal(PARSE(&o, err, "get", "--deadline", "2400h", "--attempt-timeout", "2400h",
+                         "--connect-timeout", "2400h", "--max-delay", "3000h", "http://h/"),
+                   CLI_ARGS_OK);
+  cli_opts_free(&o);
 }
 
 /* curl's habits: `linkd URL`, -X, -I, -m, -w, -L, -f, -S, -k, a URL without a scheme. */
@@ -370,6 +432,18 @@ static void curl_habits(void **state) {
   usage_error("-m/--max-time: 'soon'", rc, &o, err);
   rc = PARSE(&o, err, "get", "ftp://h/");
   usage_error("not an http:// or https:// URL", rc, &o, err);
+  /* A scheme is a prefix: "://" in the query is no scheme, so http:// is added. */
+  assert_int_equal(PARSE(&o, err, "get", "127.0.0.1:8080/x?r=http://y"), CLI_ARGS_OK);
+  assert_string_equal(o.url, "http://127.0.0.1:8080/x?r=http://y");
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "localhost/a?u=https://b/c"), CLI_ARGS_OK);
+  assert_string_equal(o.url, "http://localhost/a?u=https://b/c");
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "get", "HTTPS://h/x?r=ftp://y"), CLI_ARGS_OK);
+  assert_string_equal(o.url, "HTTPS://h/x?r=ftp://y");
+  cli_opts_free(&o);
+  rc = PARSE(&o, err, "get", "git+ssh://h/r");
+  usage_error("'git+ssh://h/r' is not an http:// or https:// URL", rc, &o, err);
 }
 
 /* Long options are spelt out: getopt's abbreviations would read --retry as --retry-on. */

@@ -206,6 +206,11 @@ static void errors_name_the_line(void **state) {
   refused("[defaults]\n[host \"a.com\"]\nheader = idempotency-key:k\n", 3,
           "a fixed Idempotency-Key");
   refused("[host \"a.com:8080\"]\nheader = IDEMPOTENCY-KEY;\n", 2, "a fixed Idempotency-Key");
+  /* Headers the request would refuse with "invalid argument" are refused here, with the line. */
+  refused("[defaults]\ndeadline = 3s\nheader = Content-Length: 5\n", 3,
+          "header: Content-Length is set by linkd");
+  refused("[host \"a.com\"]\nheader = Transfer-Encoding: chunked\n", 2,
+          "header: Transfer-Encoding is set by linkd");
   refused("[host example.com]\ndeadline = 1s\n", 2, "bad section [host example.com]");
   refused("[host \"\"]\ndeadline = 1s\n", 2, "bad section");
   refused("[host \"[::1]:80\"]\ndeadline = 1s\n", 2, "write IPv6 addresses without brackets");
