@@ -21,7 +21,7 @@ int lk_outbox_list(lk_outbox *ob, int state, int64_t after_id, int limit, lk_out
                               -1, &st, NULL);
   if (rc != SQLITE_OK) {
     pthread_mutex_unlock(&ob->mu);
-    return ob_err(rc);
+    return lk__ob_err(rc);
   }
   sqlite3_bind_int64(st, 1, after_id);
   sqlite3_bind_int(st, 2, state);
@@ -29,12 +29,12 @@ int lk_outbox_list(lk_outbox *ob, int state, int64_t after_id, int limit, lk_out
   int err = LK_OK;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     lk_outbox_entry e;
-    ob_entry_from_row(st, &e);
+    lk__ob_entry_from_row(st, &e);
     if (cb(ctx, &e) != 0)
       break;
   }
   if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-    err = ob_err(rc);
+    err = lk__ob_err(rc);
   sqlite3_finalize(st);
   pthread_mutex_unlock(&ob->mu);
   return err;
@@ -45,16 +45,16 @@ int lk_outbox_retry(lk_outbox *ob, int64_t id, int64_t ttl, int64_t *count) {
     *count = 0;
   if (!ob || id < 0 || ttl < 0)
     return LK_EINVAL;
-  int64_t now = ob_now(ob);
+  int64_t now = lk__ob_now(ob);
   int64_t expires = ttl > 0 ? lk_sat_add(now, ttl) : 0;
   pthread_mutex_lock(&ob->mu);
-  int rc = ob_begin(ob);
+  int rc = lk__ob_begin(ob);
   if (rc != LK_OK) {
     pthread_mutex_unlock(&ob->mu);
     return rc;
   }
   if (id > 0) {
-    sqlite3_stmt *g = ob_stmt(ob, OB_ST_GET);
+    sqlite3_stmt *g = lk__ob_stmt(ob, OB_ST_GET);
     if (!g) {
       rc = LK_EIO;
     } else {
@@ -65,7 +65,7 @@ int lk_outbox_retry(lk_outbox *ob, int64_t id, int64_t ttl, int64_t *count) {
         if (s == LK_OUTBOX_PENDING || s == LK_OUTBOX_DELIVERED || (s == LK_OUTBOX_EXPIRED && !ttl))
           rc = LK_ESTATE;
       } else {
-        rc = r == SQLITE_DONE ? LK_ENOTFOUND : ob_err(r);
+        rc = r == SQLITE_DONE ? LK_ENOTFOUND : lk__ob_err(r);
       }
       sqlite3_reset(g);
     }
@@ -87,15 +87,15 @@ int lk_outbox_retry(lk_outbox *ob, int64_t id, int64_t ttl, int64_t *count) {
     if (r == SQLITE_DONE)
       n = sqlite3_changes(ob->db);
     else
-      rc = ob_err(r);
+      rc = lk__ob_err(r);
   }
   sqlite3_finalize(st);
   if (rc == LK_OK && n > 0)
-    rc = ob_totals_add(ob, &(ob_totals){.retried = n});
+    rc = lk__ob_totals_add(ob, &(ob_totals){.retried = n});
   if (rc == LK_OK)
-    rc = ob_commit(ob);
+    rc = lk__ob_commit(ob);
   else
-    ob_rollback(ob);
+    lk__ob_rollback(ob);
   pthread_mutex_unlock(&ob->mu);
   if (rc == LK_OK && count)
     *count = n;
@@ -104,13 +104,13 @@ int lk_outbox_retry(lk_outbox *ob, int64_t id, int64_t ttl, int64_t *count) {
 
 /* Batches of 500 rows, each its own transaction: a sender recording outcomes on the same file
  * waits for one batch at most. */
-int ob_purge(lk_outbox *ob, int64_t before, bool include_poisoned, int64_t *deleted) {
+int lk__ob_purge(lk_outbox *ob, int64_t before, bool include_poisoned, int64_t *deleted) {
   int64_t total = 0;
   int rc = LK_OK;
   for (int round = 0; round < 1000000; round++) {
     pthread_mutex_lock(&ob->mu);
     sqlite3_stmt *st = NULL;
-    rc = ob_begin(ob);
+    rc = lk__ob_begin(ob);
     if (rc == LK_OK && sqlite3_prepare_v2(ob->db,
                                           "DELETE FROM entries WHERE id IN (SELECT id FROM entries "
                                           "WHERE state IN (1, 2, ?2) AND done_ns < ?1 LIMIT 500)",
@@ -124,15 +124,15 @@ int ob_purge(lk_outbox *ob, int64_t before, bool include_poisoned, int64_t *dele
       if (r == SQLITE_DONE)
         n = sqlite3_changes(ob->db);
       else
-        rc = ob_err(r);
+        rc = lk__ob_err(r);
     }
     sqlite3_finalize(st);
     if (rc == LK_OK && n > 0)
-      rc = ob_totals_add(ob, &(ob_totals){.purged = n});
+      rc = lk__ob_totals_add(ob, &(ob_totals){.purged = n});
     if (rc == LK_OK)
-      rc = ob_commit(ob);
+      rc = lk__ob_commit(ob);
     else
-      ob_rollback(ob);
+      lk__ob_rollback(ob);
     pthread_mutex_unlock(&ob->mu);
     if (rc != LK_OK)
       break;
@@ -151,7 +151,7 @@ int lk_outbox_purge(lk_outbox *ob, int64_t older_than, bool include_poisoned, in
   if (!ob)
     return LK_EINVAL;
   int64_t window = older_than < 0 ? ob->cfg.retention : older_than;
-  return ob_purge(ob, lk_sat_sub(ob_now(ob), window), include_poisoned, deleted);
+  return lk__ob_purge(ob, lk_sat_sub(lk__ob_now(ob), window), include_poisoned, deleted);
 }
 
 int lk_outbox_stats_get(lk_outbox *ob, lk_outbox_stats *out) {
@@ -160,7 +160,7 @@ int lk_outbox_stats_get(lk_outbox *ob, lk_outbox_stats *out) {
   memset(out, 0, sizeof *out);
   pthread_mutex_lock(&ob->mu);
   /* One read transaction: the counts and the totals describe the same moment. */
-  int rc = ob_exec(ob, "BEGIN");
+  int rc = lk__ob_exec(ob, "BEGIN");
   sqlite3_stmt *st = NULL;
   if (rc == LK_OK && sqlite3_prepare_v2(ob->db,
                                         "SELECT state, count(*), min(created_ns) FROM entries "
@@ -182,7 +182,7 @@ int lk_outbox_stats_get(lk_outbox *ob, lk_outbox_stats *out) {
     }
   }
   if (rc == LK_OK && r != SQLITE_DONE)
-    rc = ob_err(r);
+    rc = lk__ob_err(r);
   sqlite3_finalize(st);
   st = NULL;
   if (rc == LK_OK && sqlite3_prepare_v2(ob->db,
@@ -199,7 +199,7 @@ int lk_outbox_stats_get(lk_outbox *ob, lk_outbox_stats *out) {
       for (int i = 0; i < 8; i++)
         *dst[i] = sqlite3_column_int64(st, i);
     } else {
-      rc = r == SQLITE_DONE ? LK_EIO : ob_err(r);
+      rc = r == SQLITE_DONE ? LK_EIO : lk__ob_err(r);
     }
   }
   sqlite3_finalize(st);

@@ -85,7 +85,7 @@ static int prepare(const lk_outbox_message *m, prepared *p) {
 
 static int insert(lk_outbox *ob, const lk_outbox_message *m, const prepared *p, int64_t now,
                   int64_t *id) {
-  sqlite3_stmt *st = ob_stmt(ob, OB_ST_INSERT);
+  sqlite3_stmt *st = lk__ob_stmt(ob, OB_ST_INSERT);
   if (!st)
     return LK_EIO;
   int64_t ttl = m->ttl > 0 ? m->ttl : ob->cfg.default_ttl;
@@ -99,7 +99,7 @@ static int insert(lk_outbox *ob, const lk_outbox_message *m, const prepared *p, 
   int r = sqlite3_step(st);
   sqlite3_reset(st);
   if (r != SQLITE_DONE)
-    return ob_err(r); /* a UNIQUE key already there: LK_ECONFLICT */
+    return lk__ob_err(r); /* a UNIQUE key already there: LK_ECONFLICT */
   if (id)
     *id = sqlite3_last_insert_rowid(ob->db);
   return LK_OK;
@@ -121,17 +121,17 @@ static int enqueue(lk_outbox *ob, const lk_outbox_message *m, size_t n, int64_t 
   for (; ready < n && rc == LK_OK; ready++)
     rc = prepare(&m[ready], &p[ready]);
   if (rc == LK_OK) {
-    int64_t now = ob_now(ob);
+    int64_t now = lk__ob_now(ob);
     pthread_mutex_lock(&ob->mu);
-    rc = ob_begin(ob);
+    rc = lk__ob_begin(ob);
     for (size_t i = 0; rc == LK_OK && i < n; i++)
       rc = insert(ob, &m[i], &p[i], now, ids ? &ids[i] : NULL);
     if (rc == LK_OK)
-      rc = ob_totals_add(ob, &(ob_totals){.enqueued = (int64_t)n});
+      rc = lk__ob_totals_add(ob, &(ob_totals){.enqueued = (int64_t)n});
     if (rc == LK_OK)
-      rc = ob_commit(ob); /* synchronous=FULL: returns after the WAL's fsync */
+      rc = lk__ob_commit(ob); /* synchronous=FULL: returns after the WAL's fsync */
     else
-      ob_rollback(ob);
+      lk__ob_rollback(ob);
     pthread_mutex_unlock(&ob->mu);
   }
   if (rc == LK_OK && key_out)

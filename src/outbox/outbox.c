@@ -79,9 +79,9 @@ void lk_outbox_config_init_default(lk_outbox_config *c) {
   c->wall_clock = NULL;
 }
 
-int64_t ob_now(const lk_outbox *ob) { return ob->cfg.wall_clock->now(ob->cfg.wall_clock); }
+int64_t lk__ob_now(const lk_outbox *ob) { return ob->cfg.wall_clock->now(ob->cfg.wall_clock); }
 
-int ob_err(int rc) {
+int lk__ob_err(int rc) {
   switch (rc & 0xff) {
   case SQLITE_OK:
   case SQLITE_DONE:
@@ -94,26 +94,26 @@ int ob_err(int rc) {
   }
 }
 
-int ob_exec(lk_outbox *ob, const char *sql) {
+int lk__ob_exec(lk_outbox *ob, const char *sql) {
   int rc = sqlite3_exec(ob->db, sql, NULL, NULL, NULL);
-  return rc == SQLITE_OK ? LK_OK : ob_err(rc);
+  return rc == SQLITE_OK ? LK_OK : lk__ob_err(rc);
 }
 
-int ob_begin(lk_outbox *ob) { return ob_exec(ob, "BEGIN IMMEDIATE"); }
+int lk__ob_begin(lk_outbox *ob) { return lk__ob_exec(ob, "BEGIN IMMEDIATE"); }
 
-int ob_commit(lk_outbox *ob) {
-  int rc = ob_exec(ob, "COMMIT");
+int lk__ob_commit(lk_outbox *ob) {
+  int rc = lk__ob_exec(ob, "COMMIT");
   if (rc != LK_OK)
-    ob_rollback(ob);
+    lk__ob_rollback(ob);
   return rc;
 }
 
-void ob_rollback(lk_outbox *ob) {
+void lk__ob_rollback(lk_outbox *ob) {
   if (!sqlite3_get_autocommit(ob->db))
     sqlite3_exec(ob->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
-sqlite3_stmt *ob_stmt(lk_outbox *ob, ob_st id) {
+sqlite3_stmt *lk__ob_stmt(lk_outbox *ob, ob_st id) {
   sqlite3_stmt *st = ob->st[id];
   if (!st) {
     if (sqlite3_prepare_v3(ob->db, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) !=
@@ -127,8 +127,8 @@ sqlite3_stmt *ob_stmt(lk_outbox *ob, ob_st id) {
   return st;
 }
 
-int ob_totals_add(lk_outbox *ob, const ob_totals *t) {
-  sqlite3_stmt *st = ob_stmt(ob, OB_ST_TOTALS_ADD);
+int lk__ob_totals_add(lk_outbox *ob, const ob_totals *t) {
+  sqlite3_stmt *st = lk__ob_stmt(ob, OB_ST_TOTALS_ADD);
   if (!st)
     return LK_EIO;
   const int64_t v[] = {t->enqueued, t->delivered, t->expired,  t->poisoned,
@@ -137,7 +137,7 @@ int ob_totals_add(lk_outbox *ob, const ob_totals *t) {
     sqlite3_bind_int64(st, i + 1, v[i]);
   int rc = sqlite3_step(st);
   sqlite3_reset(st);
-  return rc == SQLITE_DONE ? LK_OK : ob_err(rc);
+  return rc == SQLITE_DONE ? LK_OK : lk__ob_err(rc);
 }
 
 static const char *col_text(sqlite3_stmt *st, int i) {
@@ -145,7 +145,7 @@ static const char *col_text(sqlite3_stmt *st, int i) {
   return t ? (const char *)t : "";
 }
 
-void ob_entry_from_row(sqlite3_stmt *st, lk_outbox_entry *e) {
+void lk__ob_entry_from_row(sqlite3_stmt *st, lk_outbox_entry *e) {
   memset(e, 0, sizeof *e);
   e->id = sqlite3_column_int64(st, 0);
   e->state = (lk_outbox_state)sqlite3_column_int(st, 1);
@@ -185,7 +185,7 @@ static int user_version(sqlite3 *db, int *v) {
 
 static int migrate(lk_outbox *ob, char *errbuf, size_t errcap) {
   /* IMMEDIATE: two processes opening one new file must not both create the schema. */
-  int rc = ob_begin(ob);
+  int rc = lk__ob_begin(ob);
   if (rc != LK_OK) {
     lk__sqlite_err(errbuf, errcap, "begin", ob->db);
     return rc;
@@ -201,17 +201,17 @@ static int migrate(lk_outbox *ob, char *errbuf, size_t errcap) {
   for (; rc == LK_OK && v < OB_SCHEMA_VERSION; v++) {
     char sql[64];
     snprintf(sql, sizeof sql, "PRAGMA user_version = %d", v + 1);
-    rc = ob_exec(ob, migrations[v]);
+    rc = lk__ob_exec(ob, migrations[v]);
     if (rc == LK_OK)
-      rc = ob_exec(ob, sql);
+      rc = lk__ob_exec(ob, sql);
     if (rc != LK_OK)
       lk__sqlite_err(errbuf, errcap, "schema", ob->db);
   }
   if (rc != LK_OK) {
-    ob_rollback(ob);
+    lk__ob_rollback(ob);
     return rc;
   }
-  rc = ob_commit(ob);
+  rc = lk__ob_commit(ob);
   if (rc != LK_OK)
     lk__sqlite_err(errbuf, errcap, "commit", ob->db);
   return rc;
@@ -257,7 +257,8 @@ int lk_outbox_open(const lk_outbox_config *cfg, lk_outbox **out, char *errbuf, s
   sqlite3_busy_timeout(ob->db, cfg->busy_timeout_ms);
   /* FULL: the WAL is fsynced at every COMMIT, so an acknowledged enqueue survives power loss,
    * not only a crash of the process. */
-  int rc = ob_exec(ob, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA temp_store=MEMORY;");
+  int rc = lk__ob_exec(
+      ob, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA temp_store=MEMORY;");
   if (rc != LK_OK) {
     lk__sqlite_err(errbuf, errcap, "pragmas", ob->db);
     lk_outbox_close(ob);

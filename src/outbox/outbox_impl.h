@@ -41,22 +41,22 @@ typedef struct ob_totals {
   "done_ns, rounds, attempts, last_error, last_failure, last_status, resp_headers, resp_body, "    \
   "resp_truncated"
 
-int64_t ob_now(const lk_outbox *ob);
+int64_t lk__ob_now(const lk_outbox *ob);
 /* The statement `id`, reset and with bindings cleared; NULL on prepare failure. Lock held. */
-sqlite3_stmt *ob_stmt(lk_outbox *ob, ob_st id);
+sqlite3_stmt *lk__ob_stmt(lk_outbox *ob, ob_st id);
 /* Maps an SQLite result code to an lk_err (never LK_OK for an error code). */
-int ob_err(int rc);
+int lk__ob_err(int rc);
 /* sqlite3_exec as an lk_err. */
-int ob_exec(lk_outbox *ob, const char *sql);
+int lk__ob_exec(lk_outbox *ob, const char *sql);
 /* BEGIN IMMEDIATE ... COMMIT helpers; lock held. */
-int ob_begin(lk_outbox *ob);
-int ob_commit(lk_outbox *ob);
-void ob_rollback(lk_outbox *ob);
+int lk__ob_begin(lk_outbox *ob);
+int lk__ob_commit(lk_outbox *ob);
+void lk__ob_rollback(lk_outbox *ob);
 /* Adds `t` to the totals row; inside a transaction. */
-int ob_totals_add(lk_outbox *ob, const ob_totals *t);
+int lk__ob_totals_add(lk_outbox *ob, const ob_totals *t);
 /* Fills `e` from the current row of a SELECT of OB_ENTRY_COLUMNS (pointers into the row). */
-void ob_entry_from_row(sqlite3_stmt *st, lk_outbox_entry *e);
+void lk__ob_entry_from_row(sqlite3_stmt *st, lk_outbox_entry *e);
 /* Purge without taking the lock per batch (lock NOT held on entry). */
-int ob_purge(lk_outbox *ob, int64_t before, bool include_poisoned, int64_t *deleted);
+int lk__ob_purge(lk_outbox *ob, int64_t before, bool include_poisoned, int64_t *deleted);
 
 #endif

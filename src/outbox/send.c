@@ -173,7 +173,7 @@ static void outcome_of(sender *s, const slot *sl, int64_t now, outcome *o) {
 }
 
 static int record_one(lk_outbox *ob, const slot *sl, const outcome *o) {
-  sqlite3_stmt *st = ob_stmt(ob, OB_ST_RECORD);
+  sqlite3_stmt *st = lk__ob_stmt(ob, OB_ST_RECORD);
   if (!st)
     return LK_EIO;
   sqlite3_bind_int64(st, 1, sl->id);
@@ -189,7 +189,7 @@ static int record_one(lk_outbox *ob, const slot *sl, const outcome *o) {
   sqlite3_bind_int(st, 11, o->truncated);
   int r = sqlite3_step(st);
   sqlite3_reset(st);
-  return r == SQLITE_DONE ? LK_OK : ob_err(r);
+  return r == SQLITE_DONE ? LK_OK : lk__ob_err(r);
 }
 
 static void tally(ob_totals *t, lk_outbox_send_stats *st, const outcome *o) {
@@ -220,7 +220,7 @@ static int flush(sender *s) {
   if (!s->ndone)
     return LK_OK;
   lk_outbox *ob = s->ob;
-  int64_t now = ob_now(ob);
+  int64_t now = lk__ob_now(ob);
   outcome *os = calloc((size_t)s->nslots, sizeof *os);
   if (!os)
     return LK_ENOMEM;
@@ -230,7 +230,7 @@ static int flush(sender *s) {
   ob_totals t = {0};
   lk_outbox_send_stats st = {0};
   pthread_mutex_lock(&ob->mu);
-  int rc = ob_begin(ob);
+  int rc = lk__ob_begin(ob);
   for (int i = 0; rc == LK_OK && i < s->nslots; i++) {
     slot *sl = &s->slots[i];
     if (!sl->done || os[i].err == LK_ECANCELED)
@@ -239,11 +239,11 @@ static int flush(sender *s) {
     tally(&t, &st, &os[i]);
   }
   if (rc == LK_OK)
-    rc = ob_totals_add(ob, &t);
+    rc = lk__ob_totals_add(ob, &t);
   if (rc == LK_OK)
-    rc = ob_commit(ob);
+    rc = lk__ob_commit(ob);
   else
-    ob_rollback(ob);
+    lk__ob_rollback(ob);
   pthread_mutex_unlock(&ob->mu);
   for (int i = 0; i < s->nslots; i++) {
     slot *sl = &s->slots[i];
@@ -333,7 +333,7 @@ static int submit(sender *s, claimed *c) {
   pol.idem_mode = LK_IDEM_KEY;
   pol.idem_key = sl->key;
   pol.idem_tenant = NULL; /* the stored key is already composed */
-  int64_t left = lk_sat_sub(sl->expires, ob_now(s->ob));
+  int64_t left = lk_sat_sub(sl->expires, lk__ob_now(s->ob));
   pol.deadline_at =
       lk_deadline_min(pol.deadline_at, lk_deadline_after(s->mono->now(s->mono), left));
   int rc = lk_http_submit(s->client, c->req, &pol, s->cfg->cancel, on_done, sl);
@@ -362,10 +362,10 @@ static int claim(sender *s, int *nclaimed) {
   if (!cs)
     return LK_ENOMEM;
   lk_outbox *ob = s->ob;
-  int64_t now = ob_now(ob);
+  int64_t now = lk__ob_now(ob);
   int n = 0, rc = LK_OK;
   pthread_mutex_lock(&ob->mu);
-  sqlite3_stmt *st = ob_stmt(ob, OB_ST_DUE);
+  sqlite3_stmt *st = lk__ob_stmt(ob, OB_ST_DUE);
   if (!st)
     rc = LK_EIO;
   int r = SQLITE_DONE;
@@ -416,7 +416,7 @@ static int claim(sender *s, int *nclaimed) {
       }
     }
     if (rc == LK_OK && r != SQLITE_ROW && r != SQLITE_DONE)
-      rc = ob_err(r);
+      rc = lk__ob_err(r);
     sqlite3_reset(st);
   }
   /* Entries whose expiry passed while they waited: EXPIRED, in one transaction. */
@@ -424,11 +424,11 @@ static int claim(sender *s, int *nclaimed) {
   for (int i = 0; i < n; i++)
     nexp += cs[i].expired;
   if (rc == LK_OK && nexp) {
-    rc = ob_begin(ob);
+    rc = lk__ob_begin(ob);
     for (int i = 0; rc == LK_OK && i < n; i++) {
       if (!cs[i].expired)
         continue;
-      sqlite3_stmt *e = ob_stmt(ob, OB_ST_EXPIRE);
+      sqlite3_stmt *e = lk__ob_stmt(ob, OB_ST_EXPIRE);
       if (!e) {
         rc = LK_EIO;
         break;
@@ -438,14 +438,14 @@ static int claim(sender *s, int *nclaimed) {
       int er = sqlite3_step(e);
       sqlite3_reset(e);
       if (er != SQLITE_DONE)
-        rc = ob_err(er);
+        rc = lk__ob_err(er);
     }
     if (rc == LK_OK)
-      rc = ob_totals_add(ob, &(ob_totals){.expired = nexp});
+      rc = lk__ob_totals_add(ob, &(ob_totals){.expired = nexp});
     if (rc == LK_OK)
-      rc = ob_commit(ob);
+      rc = lk__ob_commit(ob);
     else
-      ob_rollback(ob);
+      lk__ob_rollback(ob);
   }
   pthread_mutex_unlock(&ob->mu);
   for (int i = 0; i < n; i++) {
@@ -489,7 +489,7 @@ static int pending_info(lk_outbox *ob, int64_t *count, int64_t *next) {
       *count = sqlite3_column_int64(st, 0);
       *next = sqlite3_column_int64(st, 1);
     } else {
-      rc = ob_err(r);
+      rc = lk__ob_err(r);
     }
     sqlite3_finalize(st);
   }
@@ -568,7 +568,7 @@ int lk_outbox_send(lk_outbox *ob, const lk_outbox_sender_config *cfg, lk_outbox_
   for (int i = 0; rc == LK_OK && i < s.nslots; i++)
     s.slots[i].s = &s;
   if (rc == LK_OK)
-    rc = ob_purge(ob, lk_sat_sub(ob_now(ob), ob->cfg.retention), false, NULL);
+    rc = lk__ob_purge(ob, lk_sat_sub(lk__ob_now(ob), ob->cfg.retention), false, NULL);
   while (rc == LK_OK) {
     if (cfg->cancel && lk_http_cancel_fired(cfg->cancel)) {
       rc = LK_ECANCELED;
@@ -597,7 +597,7 @@ int lk_outbox_send(lk_outbox *ob, const lk_outbox_sender_config *cfg, lk_outbox_
         rc = pending_info(ob, &count, &next);
         if (rc != LK_OK || count == 0)
           break;
-        int64_t until_next = lk_sat_sub(next, ob_now(ob));
+        int64_t until_next = lk_sat_sub(next, lk__ob_now(ob));
         if (until_next < wait)
           wait = until_next < LK_MS(1) ? LK_MS(1) : until_next;
       }
