@@ -183,18 +183,6 @@ static bool too_long(const cli_settings *s, cli_field f) {
   return v > LK_HTTP_DURATION_MAX;
 }
 
-/* The settings parser says "only exponential takes a multiplier" for a bad multiplier too
- * (and the same of symmetric's ratio): name the rule that was broken instead. */
-static void kind_arg_message(cli_field f, const char *v, char *m, size_t cap) {
-  const char *colon = strchr(v, ':');
-  size_t n = colon ? (size_t)(colon - v) : 0;
-  if (f == CLI_F_BACKOFF && n == strlen("exponential") && strncasecmp(v, "exponential", n) == 0)
-    snprintf(m, cap, "'%s': the multiplier must be a number from 1 to 1000 (e.g. exponential:1.5)",
-             v);
-  else if (f == CLI_F_JITTER && n == strlen("symmetric") && strncasecmp(v, "symmetric", n) == 0)
-    snprintf(m, cap, "'%s': the ratio must be a number from 0 to 1 (e.g. symmetric:0.2)", v);
-}
-
 /* A scheme is a prefix: RFC 3986's ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ), then "://". A
  * "://" further on (a query's "?r=http://y") is no scheme. */
 static bool has_scheme(const char *url) {
@@ -338,8 +326,6 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
       cli_field f = (cli_field)(c - O_POLICY);
       const char *key = cli_settings_key(f);
       rc = cli_settings_set(&o->flags, key, optarg, cli_origin_flag, false, m, sizeof m);
-      if (rc == CLI_SET_BAD_VALUE)
-        kind_arg_message(f, optarg, m, sizeof m);
       if (rc != CLI_SET_OK && rc != CLI_SET_NOMEM) {
         snprintf(err, cap, "--%s: %s", key, m);
         return CLI_ARGS_USAGE;

@@ -96,11 +96,12 @@ static int parse_backoff(cli_settings *s, const char *v, char *err, size_t cap) 
   }
   double mult = 2.0;
   if (colon) {
-    if (k != LK_BACKOFF_EXPONENTIAL || parse_real(colon + 1, 1.0, 1000.0, &mult) != 0) {
-      snprintf(err, cap,
-               "'%s': only exponential takes a multiplier, a number from 1 to 1000 "
-               "(e.g. exponential:1.5)",
-               v);
+    if (k != LK_BACKOFF_EXPONENTIAL) {
+      snprintf(err, cap, "'%s': only exponential takes a multiplier (e.g. exponential:1.5)", v);
+      return -1;
+    }
+    if (parse_real(colon + 1, 1.0, 1000.0, &mult) != 0) {
+      snprintf(err, cap, "'%s': the multiplier must be a number from 1 to 1000", v);
       return -1;
     }
   }
@@ -125,9 +126,12 @@ static int parse_jitter(cli_settings *s, const char *v, char *err, size_t cap) {
   }
   double ratio = 0.5;
   if (colon) {
-    if (k != LK_JITTER_SYMMETRIC || parse_real(colon + 1, 0.0, 1.0, &ratio) != 0) {
-      snprintf(err, cap,
-               "'%s': only symmetric takes a ratio, a number from 0 to 1 (e.g. symmetric:0.2)", v);
+    if (k != LK_JITTER_SYMMETRIC) {
+      snprintf(err, cap, "'%s': only symmetric takes a ratio (e.g. symmetric:0.2)", v);
+      return -1;
+    }
+    if (parse_real(colon + 1, 0.0, 1.0, &ratio) != 0) {
+      snprintf(err, cap, "'%s': the ratio must be a number from 0 to 1", v);
       return -1;
     }
   }

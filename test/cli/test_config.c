@@ -184,7 +184,9 @@ static void errors_name_the_line(void **state) {
   refused("[defaults]\ndeadline = 3s\ndedline = 4s\n", 3, "unknown key 'dedline' (known keys: ");
   refused("[defaults]\n\n\ndeadline = 3\n", 4, "deadline: '3' needs a unit");
   refused("[defaults]\nmax-attempts = many\n", 2, "max-attempts: 'many' is not a number");
-  refused("[defaults]\njitter = symmetric:7\n", 2, "only symmetric takes a ratio");
+  refused("[defaults]\njitter = symmetric:7\n", 2, "the ratio must be a number from 0 to 1");
+  refused("[defaults]\njitter = full:0.5\n", 2, "only symmetric takes a ratio");
+  refused("[defaults]\nbackoff = exponential:0\n", 2, "the multiplier must be a number from 1");
   refused("[defaults]\nretry-on = 404\n", 2, "retry-on: status 404 has no kind of its own");
   refused("[defaults]\nbudget = ratio\n", 2, "budget: 'ratio' is not a budget");
   refused("[defaults]\nheader = broken\n", 2, "header: 'broken' is not a header");
