@@ -356,6 +356,10 @@ static void test_local_answers_say_why(void **state) {
   assert_int_equal(r.status, 400);
   assert_non_null(strstr(r.body, "malformed grpc-timeout"));
   gw_resp_free(&r);
+  gw_request(G.port, "GET", "/x", "Linkd-Deadline: 900\r\nLinkd-Deadline: 100\r\n", NULL, &r);
+  assert_int_equal(r.status, 400);
+  assert_non_null(strstr(r.body, "Linkd-Deadline sent more than once"));
+  gw_resp_free(&r);
   gw_request(G.port, "GET", "/x", "Linkd-Deadline: 0\r\n", NULL, &r);
   assert_int_equal(r.status, 504);
   assert_non_null(strstr(r.body, "504 Gateway Timeout: deadline expired on arrival"));

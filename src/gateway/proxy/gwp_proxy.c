@@ -68,6 +68,17 @@ static bool method_idempotent(unsigned m) {
  * 0), 0: none, -1: malformed (*why says which). A well-formed value too large for int64 ns (8
  * digits of hours are valid gRPC) is the longest deadline: the route's cap decides. */
 static int caller_deadline(const gwp_req *r, int64_t *ns, const char **why) {
+  /* one deadline each: two could disagree, and which one an upstream would read is anyone's
+   * guess (RFC 9110 5.3: a singleton field sent twice) */
+  int nd = 0, ng = 0;
+  for (size_t i = 0; i + 1 < r->nh; i += 2) {
+    nd += strcasecmp(r->head + r->hoff[i], "Linkd-Deadline") == 0;
+    ng += strcasecmp(r->head + r->hoff[i], "grpc-timeout") == 0;
+  }
+  if (nd > 1 || ng > 1) {
+    *why = nd > 1 ? "Linkd-Deadline sent more than once" : "grpc-timeout sent more than once";
+    return -1;
+  }
   const char *v = gwp_req_header(r, "Linkd-Deadline");
   int rc;
   if (v) {
