@@ -368,6 +368,10 @@ static void test_local_answers_say_why(void **state) {
   assert_int_equal(r.status, 400);
   assert_non_null(strstr(r.body, "Idempotency-Key"));
   gw_resp_free(&r);
+  gw_request(G.port, "CONNECT", "/x", NULL, NULL, &r);
+  assert_int_equal(r.status, 501);
+  assert_non_null(strstr(r.body, "CONNECT is not supported"));
+  gw_resp_free(&r);
   gw_request(G.port, "GET", "/x", "grpc-timeout: 99999999H\r\n", NULL, &r);
   assert_int_equal(r.status, 200);
   gw_resp_free(&r);

@@ -333,6 +333,7 @@ static void answer_local(gwp_req *r, int status, const char *extra, const char *
   gwp_access_log(r->srv, r, NULL);
   const char *text = status == 400   ? "Bad Request"
                      : status == 404 ? "Not Found"
+                     : status == 501 ? "Not Implemented"
                      : status == 504 ? "Gateway Timeout"
                                      : "Internal Server Error";
   char body[256], hdr[128];
@@ -349,6 +350,13 @@ void gwp_proxy_dispatch(gwp_req *r) {
   const char *url = r->head; /* the request target */
   const char *host = gwp_req_header(r, "Host");
   char hostbuf[LK_GW_HOST_MAX];
+  if (r->method == HTTP_CONNECT) { /* a tunnel is a forward proxy's business, not a route's */
+    /* what follows may be the tunnel's bytes, not a request */
+    if (r->conn)
+      r->conn->close_after = true;
+    answer_local(r, 501, NULL, "CONNECT is not supported: this is a reverse proxy");
+    return;
+  }
   if (url[0] != '/') {
     /* absolute form (RFC 9112 3.2.2): the authority in it is the host */
     struct http_parser_url u;
