@@ -12,6 +12,7 @@
 
 #include <ini.h>
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -200,8 +201,10 @@ static bool is_name_char(char c) {
   return isalnum((unsigned char)c) || c == '_' || c == '-' || c == '.';
 }
 
-/* host:port, [v6]:port. */
-static int parse_addr(const char *v, int min_port, lk_gw_addr *a, char *m, size_t cap) {
+/* host:port, [v6]:port. `literal`: the host must be an IPv4 address or a bracketed IPv6 one (a
+ * listener binds it: a name is not resolved, and would only fail at start). */
+static int parse_addr(const char *v, int min_port, bool literal, lk_gw_addr *a, char *m,
+                      size_t cap) {
   const char *host = v, *colon;
   size_t hlen;
   if (*v == '[') {
@@ -240,6 +243,14 @@ static int parse_addr(const char *v, int min_port, lk_gw_addr *a, char *m, size_
   }
   memcpy(a->host, host, hlen);
   a->host[hlen] = '\0';
+  unsigned char bin[sizeof(struct in6_addr)];
+  if (literal && inet_pton(*v == '[' ? AF_INET6 : AF_INET, a->host, bin) != 1) {
+    snprintf(m, cap,
+             "'%s': the host must be an IP address, A.B.C.D:PORT or [IPV6]:PORT (a listener "
+             "binds an address; a name is not resolved)",
+             v);
+    return -1;
+  }
   a->port = (int)port;
   return 0;
 bad:
@@ -673,6 +684,7 @@ typedef struct pol_builder {
   int64_t deadline_cap;
   int64_t reserve;
   bool honor_retried;
+  int cap_line, reserve_line, shared_line; /* where the gateway's keys are, 0 if not set */
 } pol_builder;
 
 static void builder_init(pol_builder *b) {
@@ -715,6 +727,25 @@ static int builder_set(pol_builder *b, const char *key, const char *shown, const
       return bad(e, line, shown,
                  "a fixed Idempotency-Key would be sent by every request; use idempotency = "
                  "inject");
+    /* Framing, hop-by-hop and per-attempt headers: the gateway never forwards the caller's and
+     * sets what is needed itself. A route's would be dropped unsaid (the HTTP layer drops a
+     * Content-Length or Transfer-Encoding given as a header), or change how the upstream frames
+     * its answer (TE, Trailer, Upgrade): refused. Connection is not: `Connection: close` is
+     * sent as is and makes the upstream close after each answer (test_gw_proxy.c uses it). */
+    static const char *const own[] = {
+        "Content-Length", "Transfer-Encoding", "Keep-Alive",    "TE",
+        "Trailer",        "Upgrade",           "Expect",        "Proxy-Connection",
+        "Linkd-Deadline", "grpc-timeout",      "Linkd-Attempt", LK_HTTP_RETRIED_HEADER};
+    size_t sep = strcspn(value, ":;"), nl = sep; /* the name, as the CLI's -H parser reads it */
+    while (nl > 0 && (value[nl - 1] == ' ' || value[nl - 1] == '\t'))
+      nl--;
+    for (size_t i = 0; value[sep] && i < sizeof own / sizeof own[0]; i++)
+      if (strlen(own[i]) == nl && strncasecmp(value, own[i], nl) == 0)
+        return bad(e, line, shown,
+                   "%s is a framing, hop-by-hop or per-attempt header: the gateway never "
+                   "forwards the caller's and sets what each attempt needs itself, so a route "
+                   "may neither set nor remove it",
+                   own[i]);
   }
   int f = cli_settings_field(key);
   if (f >= 0) {
@@ -724,6 +755,22 @@ static int builder_set(pol_builder *b, const char *key, const char *shown, const
     if (rc != CLI_SET_OK)
       return bad(e, line, shown, "%s", m);
     b->key_line[f] = line;
+    /* lk_http_policy_validate bounds these at 100 days, in a message that names no key: said
+     * here, at the key's line, as for the gateway's own durations */
+    int64_t d = 0;
+    switch ((cli_field)f) {
+    case CLI_F_DEADLINE: d = b->s.deadline; break;
+    case CLI_F_ATTEMPT_TIMEOUT: d = b->s.attempt_timeout; break;
+    case CLI_F_CONNECT_TIMEOUT: d = b->s.connect_timeout; break;
+    case CLI_F_DNS_TIMEOUT: d = b->s.dns_timeout; break;
+    case CLI_F_TLS_TIMEOUT: d = b->s.tls_timeout; break;
+    case CLI_F_WRITE_TIMEOUT: d = b->s.write_timeout; break;
+    case CLI_F_FIRST_BYTE_TIMEOUT: d = b->s.first_byte_timeout; break;
+    case CLI_F_IDLE_TIMEOUT: d = b->s.idle_timeout; break;
+    default: break;
+    }
+    if (d > LK_HTTP_DURATION_MAX)
+      return bad(e, line, shown, "'%s' is out of range: at most 100 days", value);
     return 0;
   }
   if (strcmp(key, "breaker") == 0) {
@@ -738,6 +785,7 @@ static int builder_set(pol_builder *b, const char *key, const char *shown, const
   } else if (strcmp(key, "shared") == 0) {
     if (lk_gw_shared_parse(value, &b->shared, m, sizeof m) != 0)
       return bad(e, line, shown, "%s", m);
+    b->shared_line = line;
   } else if (strcmp(key, "idempotency") == 0) {
     if (strcasecmp(value, "pass") == 0)
       b->idem = LK_GW_IDEM_PASS;
@@ -749,9 +797,11 @@ static int builder_set(pol_builder *b, const char *key, const char *shown, const
     if (parse_dur(value, 1, &b->deadline_cap, m, sizeof m) != 0)
       return bad(e, line, shown, "%s", m);
     b->cap_set = true;
+    b->cap_line = line;
   } else if (strcmp(key, "deadline-reserve") == 0) {
     if (parse_dur(value, 0, &b->reserve, m, sizeof m) != 0)
       return bad(e, line, shown, "%s", m);
+    b->reserve_line = line;
   } else if (strcmp(key, "honor-retried") == 0) {
     if (parse_bool(value, &b->honor_retried) != 0)
       return bad(e, line, shown, "'%s': use true or false", value);
@@ -834,12 +884,39 @@ static char *policy_canonical(const lk_gw_policy *p) {
   return out;
 }
 
-/* Turns a builder into a policy. 0, -1 (*e) or -2. `what` names the version in messages. */
+/* The line of the key among `lines` set last, for an error about how keys combine; `dflt` (the
+ * section's) when none is set. */
+static int last_line(const int *lines, size_t n, int dflt) {
+  int l = 0;
+  for (size_t i = 0; i < n; i++)
+    if (lines[i] > l)
+      l = lines[i];
+  return l > 0 ? l : dflt;
+}
+
+/* Where an error of cli_settings_to_policy belongs: the keys of the check that failed (its
+ * message says which, src/spec/policy.c), else `dflt`. */
+static int policy_error_line(const pol_builder *b, const char *msg, int dflt) {
+  const int *k = b->key_line;
+  if (strncmp(msg, "connect-timeout ", 16) == 0)
+    return last_line((int[]){k[CLI_F_CONNECT_TIMEOUT], k[CLI_F_ATTEMPT_TIMEOUT]}, 2, dflt);
+  if (strncmp(msg, "max-delay ", 10) == 0)
+    return last_line((int[]){k[CLI_F_BASE], k[CLI_F_MAX_DELAY]}, 2, dflt);
+  if (strncmp(msg, "invalid retry policy", 20) == 0)
+    return last_line((int[]){k[CLI_F_MAX_ATTEMPTS], k[CLI_F_BACKOFF], k[CLI_F_BASE],
+                             k[CLI_F_MAX_DELAY], k[CLI_F_JITTER], k[CLI_F_RETRY_ON]},
+                     6, dflt);
+  return dflt;
+}
+
+/* Turns a builder into a policy. 0, -1 (*e) or -2. `what` names the version in messages; an
+ * error about how keys combine names the line of the one set last (`line`, the section's, when
+ * they are all defaults). */
 static int builder_finish(pol_builder *b, lk_gw_policy *p, int line, const char *what, perr *e) {
   memset(p, 0, sizeof *p);
   cli_policy_error pe;
   if (cli_settings_to_policy(&b->s, &p->http, &pe) != 0)
-    return bad(e, line, NULL, "%s: %s", what, pe.msg);
+    return bad(e, policy_error_line(b, pe.msg, line), NULL, "%s: %s", what, pe.msg);
   p->http.default_protection = false; /* the route's own objects, or none: never the client's */
   /* The default connect timeout under a shorter attempt timeout is cut to it by the driver; say
    * so in the policy, so that its canonical text (which spells every value out) loads again. */
@@ -854,8 +931,10 @@ static int builder_finish(pol_builder *b, lk_gw_policy *p, int line, const char 
     return -2;
   p->deadline = p->http.deadline;
   p->deadline_cap = b->cap_set ? b->deadline_cap : p->deadline;
+  int cap_line = b->cap_set ? b->cap_line : b->key_line[CLI_F_DEADLINE];
   if (p->http.deadline_reserve >= p->deadline_cap)
-    return bad(e, line, NULL, "%s: deadline-reserve must be shorter than deadline-cap", what);
+    return bad(e, last_line((int[]){b->reserve_line, cap_line}, 2, line), NULL,
+               "%s: deadline-reserve must be shorter than deadline-cap", what);
   if (b->s.set & CLI_BIT(CLI_F_BUDGET)) {
     p->budget = b->s.budget;
   } else {
@@ -882,7 +961,8 @@ static int builder_finish(pol_builder *b, lk_gw_policy *p, int line, const char 
   p->bulkhead = b->bulkhead;
   p->shared = b->shared;
   if (p->shared.url[0] && p->budget.enabled && p->budget.kind != LK_BUDGET_RATIO)
-    return bad(e, line, NULL, "%s: a shared budget is a ratio budget (budget = ratio:...)", what);
+    return bad(e, last_line((int[]){b->shared_line, b->key_line[CLI_F_BUDGET]}, 2, line), NULL,
+               "%s: a shared budget is a ratio budget (budget = ratio:...)", what);
   p->idem = b->idem;
   if (b->s.nheaders) {
     p->headers = calloc(b->s.nheaders, sizeof *p->headers);
@@ -935,6 +1015,7 @@ static int check_dups(const raw_section *s, perr *e) {
 
 static int section_listen(const raw_section *s, lk_gw_listen *l, perr *e) {
   l->line = s->line;
+  int buffer_line = 0, max_body_line = 0;
   for (size_t j = 0; j < s->n; j++) {
     const raw_entry *r = &s->e[j];
     const char *k = r->key, *v = r->value;
@@ -942,8 +1023,9 @@ static int section_listen(const raw_section *s, lk_gw_listen *l, perr *e) {
     long long n;
     uint64_t z;
     if (strcmp(k, "address") == 0) {
-      if (parse_addr(v, 0, &l->addr, m, sizeof m) != 0)
+      if (parse_addr(v, 0, true, &l->addr, m, sizeof m) != 0)
         return bad(e, r->line, k, "%s", m);
+      l->addr_line = r->line;
     } else if (strcmp(k, "backlog") == 0) {
       if (parse_int(v, 1, 65535, &n) != 0)
         return bad(e, r->line, k, "'%s': a number from 1 to 65535", v);
@@ -964,10 +1046,12 @@ static int section_listen(const raw_section *s, lk_gw_listen *l, perr *e) {
       if (parse_size(v, UINT64_C(1) << 30, &z) != 0)
         return bad(e, r->line, k, "'%s': a size from 0 to 1GiB (e.g. 64KiB)", v);
       l->body_buffer = (size_t)z;
+      buffer_line = r->line;
     } else if (strcmp(k, "max-body") == 0) {
       if (parse_size(v, UINT64_C(1) << 40, &z) != 0)
         return bad(e, r->line, k, "'%s': a size from 0 (no limit) to 1024GiB (e.g. 16MiB)", v);
       l->max_body = (size_t)z;
+      max_body_line = r->line;
     } else if (strcmp(k, "header-timeout") == 0) {
       if (parse_dur(v, 1, &l->header_timeout, m, sizeof m) != 0)
         return bad(e, r->line, k, "%s", m);
@@ -995,7 +1079,9 @@ static int section_listen(const raw_section *s, lk_gw_listen *l, perr *e) {
     }
   }
   if (l->max_body && l->body_buffer > l->max_body)
-    return bad(e, s->line, NULL, "body-buffer is larger than max-body");
+    return bad(e, last_line((int[]){buffer_line, max_body_line}, 2, s->line), NULL,
+               "body-buffer (%zu bytes) is larger than max-body (%zu bytes)", l->body_buffer,
+               l->max_body);
   return 0;
 }
 
@@ -1006,8 +1092,9 @@ static int section_admin(const raw_section *s, lk_gw_admin *a, perr *e) {
     const raw_entry *r = &s->e[j];
     char m[256];
     if (strcmp(r->key, "address") == 0) {
-      if (parse_addr(r->value, 0, &a->addr, m, sizeof m) != 0)
+      if (parse_addr(r->value, 0, true, &a->addr, m, sizeof m) != 0)
         return bad(e, r->line, r->key, "%s", m);
+      a->addr_line = r->line;
     } else if (strcmp(r->key, "enabled") == 0) {
       if (parse_bool(r->value, &a->enabled) != 0)
         return bad(e, r->line, r->key, "'%s': use true or false", r->value);
@@ -1029,6 +1116,7 @@ static int section_log(const raw_section *s, lk_gw_log *l, perr *e) {
         return bad(e, r->line, r->key, "empty: use off, - (standard output) or a file path");
       if (strcasecmp(r->value, "off") != 0 && !(l->access = strdup(r->value)))
         return -2;
+      l->access_line = r->line;
     } else if (strcmp(r->key, "level") == 0) {
       static const char *const names[] = {"error", "warn", "info", "debug"};
       size_t i = 0;
@@ -1066,7 +1154,7 @@ static int section_cluster(const raw_section *s, const char *name, lk_gw_cluster
   h->timeout = LK_MS(1000);
   h->healthy_threshold = 2;
   h->unhealthy_threshold = 3;
-  int health_key_line = 0;
+  int health_key_line = 0, base_line = 0, max_line = 0, interval_line = 0, timeout_line = 0;
   const char *health_key = NULL;
   size_t n_ep = 0;
   for (size_t j = 0; j < s->n; j++)
@@ -1086,7 +1174,7 @@ static int section_cluster(const raw_section *s, const char *name, lk_gw_cluster
     long long n;
     if (strcmp(k, "endpoint") == 0) {
       lk_gw_endpoint *ep = &c->endpoints[c->n_endpoints];
-      if (parse_addr(v, 1, &ep->addr, m, sizeof m) != 0)
+      if (parse_addr(v, 1, false, &ep->addr, m, sizeof m) != 0)
         return bad(e, r->line, k, "%s", m);
       char key[LK_GW_HOST_MAX + 16], url[LK_GW_HOST_MAX + 32];
       endpoint_strings(ep, key, sizeof key, url, sizeof url);
@@ -1108,9 +1196,11 @@ static int section_cluster(const raw_section *s, const char *name, lk_gw_cluster
     } else if (strcmp(k, "eject-base-time") == 0) {
       if (parse_dur(v, 1, &o->base_time, m, sizeof m) != 0)
         return bad(e, r->line, k, "%s", m);
+      base_line = r->line;
     } else if (strcmp(k, "eject-max-time") == 0) {
       if (parse_dur(v, 1, &o->max_time, m, sizeof m) != 0)
         return bad(e, r->line, k, "%s", m);
+      max_line = r->line;
     } else if (strcmp(k, "eject-max-percent") == 0) {
       if (parse_percent(v, 0, 100, &o->max_percent) != 0)
         return bad(e, r->line, k, "'%s': a percentage from 0 to 100", v);
@@ -1127,9 +1217,11 @@ static int section_cluster(const raw_section *s, const char *name, lk_gw_cluster
       if (strcmp(k, "health-interval") == 0) {
         if (parse_dur(v, LK_MS(1), &h->interval, m, sizeof m) != 0)
           return bad(e, r->line, k, "%s", m);
+        interval_line = r->line;
       } else if (strcmp(k, "health-timeout") == 0) {
         if (parse_dur(v, LK_MS(1), &h->timeout, m, sizeof m) != 0)
           return bad(e, r->line, k, "%s", m);
+        timeout_line = r->line;
       } else if (strcmp(k, "health-healthy") == 0) {
         if (parse_int(v, 1, 1000, &n) != 0)
           return bad(e, r->line, k, "'%s': a number of probes from 1 to 1000", v);
@@ -1152,11 +1244,13 @@ static int section_cluster(const raw_section *s, const char *name, lk_gw_cluster
   if (!c->n_endpoints)
     return bad(e, s->line, NULL, "a cluster needs at least one endpoint = HOST:PORT");
   if (o->max_time < o->base_time)
-    return bad(e, s->line, NULL, "eject-max-time is shorter than eject-base-time");
+    return bad(e, last_line((int[]){base_line, max_line}, 2, s->line), NULL,
+               "eject-max-time is shorter than eject-base-time");
   if (health_key && !h->enabled)
     return bad(e, health_key_line, health_key, "set health-path to enable health checks");
   if (h->enabled && h->timeout >= h->interval)
-    return bad(e, s->line, NULL, "health-timeout must be shorter than health-interval");
+    return bad(e, last_line((int[]){interval_line, timeout_line}, 2, s->line), NULL,
+               "health-timeout must be shorter than health-interval");
   return 0;
 }
 
@@ -1436,10 +1530,14 @@ static int interpret(load_ctx *x, lk_gw_config *c, perr *e) {
   e->section = NULL;
   if (!c->n_routes)
     return bad(e, 0, NULL, "no [route NAME] section: nothing to serve");
-  e->section = "admin";
   if (c->admin.enabled && c->admin.addr.port != 0 && c->admin.addr.port == c->listen.addr.port &&
-      strcasecmp(c->admin.addr.host, c->listen.addr.host) == 0)
-    return bad(e, c->admin.line, NULL, "the admin address is the listen address");
+      strcasecmp(c->admin.addr.host, c->listen.addr.host) == 0) {
+    /* at the address key set last (the other may be its default) */
+    bool in_listen = c->listen.addr_line > c->admin.addr_line;
+    e->section = in_listen ? "listen" : "admin";
+    return bad(e, last_line((int[]){c->admin.addr_line, c->listen.addr_line}, 2, c->admin.line),
+               NULL, "the admin address is the listen address");
+  }
   return 0;
 }
 
@@ -1495,6 +1593,10 @@ lk_gw_config *lk_gw_config_load_mem(const char *text, size_t len, const char *na
   c->digest = fnv1a64(text, len);
   atomic_init(&c->refs, 1);
   load_ctx x = {.name = name, .buf = text, .len = len};
+  /* A UTF-8 byte order mark (what some Windows editors write first) is not part of the first
+   * line; skipped, as inih does by default, so [listen] on line 1 still counts. */
+  if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
+    x.pos = 3;
   int rc = ini_parse_stream(read_line, &x, on_entry, &x);
   perr e = {.line = 0};
   int irc = 0;
@@ -1582,7 +1684,32 @@ lk_gw_config *lk_gw_config_load(const char *path, char *err, size_t cap) {
   }
   lk_gw_config *c = lk_gw_config_load_mem(buf, n, path, err, cap);
   free(buf);
+  if (c && lk_gw_config_check_files(c, err, cap) != LK_OK) {
+    config_free(c);
+    return NULL;
+  }
   return c;
+}
+
+int lk_gw_config_check_files(const lk_gw_config *c, char *err, size_t cap) {
+  char dummy[1];
+  if (!err || !cap) {
+    err = dummy;
+    cap = sizeof dummy;
+  }
+  if (!c)
+    return LK_EINVAL;
+  const char *a = c->log.access;
+  if (!a || strcmp(a, "-") == 0)
+    return LK_OK;
+  FILE *f = fopen(a, "a"); /* as gwp_access_open will: appends, creates, never truncates */
+  if (!f) {
+    snprintf(err, cap, "%s:%d: access: cannot open %s for append: %s", c->path, c->log.access_line,
+             a, strerror(errno));
+    return LK_ESYS;
+  }
+  fclose(f);
+  return LK_OK;
 }
 
 lk_gw_config *lk_gw_config_ref(lk_gw_config *c) {

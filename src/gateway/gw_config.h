@@ -69,7 +69,9 @@
  * The configuration
  * ========================================================================================== */
 
-/* host:port as written ("127.0.0.1:8080", "[::1]:8080", "localhost:8080"), host unbracketed. */
+/* host:port as written ("127.0.0.1:8080", "[::1]:8080", "localhost:8080"), host unbracketed.
+ * The listen and admin addresses are IP literals (checked by the loader: they are bound, not
+ * resolved); an endpoint may be a host name. */
 typedef struct lk_gw_addr {
   char host[LK_GW_HOST_MAX];
   int port; /* 0..65535; 0 = any free port (tests read the bound port from the listener) */
@@ -95,6 +97,7 @@ typedef struct lk_gw_listen {
   bool generation_header; /* generation-header = ; Linkd-Config-Generation on every proxied
                              response (staged rollouts: which configuration served it); on */
   int line;                 /* where [listen] is, 0 if absent */
+  int addr_line;            /* where address = is, 0 if not set */
 } lk_gw_listen;
 
 /* [admin]: /metrics, /config, /healthz, /ready, POST /config. */
@@ -102,6 +105,7 @@ typedef struct lk_gw_admin {
   bool enabled;   /* the section is present (and not `enabled = false`); default false */
   lk_gw_addr addr; /* address = ; default 127.0.0.1:9901 */
   int line;
+  int addr_line; /* where address = is, 0 if not set */
 } lk_gw_admin;
 
 typedef enum lk_gw_log_level {
@@ -116,6 +120,7 @@ typedef struct lk_gw_log {
   char *access;          /* access = ; NULL (off, the default), "-" (stdout) or a file path */
   lk_gw_log_level level; /* level = error|warn|info|debug, the process log on stderr; info */
   int line;
+  int access_line; /* where access = is, 0 if not set */
 } lk_gw_log;
 
 /* Outlier ejection of a cluster's endpoints (Envoy's outlier detection, simplified). */
@@ -269,14 +274,22 @@ typedef struct lk_gw_config {
 /* Reads and validates the file at `path` completely: syntax, every value, references (a route's
  * cluster), duplicates (sections, keys other than endpoint and header, two routes with the same
  * host and prefix), every policy through lk_http_policy_validate and the protection configs'
- * own validators. Returns a new configuration with one reference (the caller's), or NULL with
- * "FILE:LINE: KEY: message" in err (always NUL-terminated when cap > 0). */
+ * own validators, and the files it names (lk_gw_config_check_files). Returns a new
+ * configuration with one reference (the caller's), or NULL with "FILE:LINE: KEY: message" in
+ * err (always NUL-terminated when cap > 0). */
 lk_gw_config *lk_gw_config_load(const char *path, char *err, size_t cap);
 
 /* The same from memory (`len` bytes, no NUL needed); `name` stands for the path in messages.
- * For tests, the fuzz target and POST /config with a body. */
+ * For tests, the fuzz target and POST /config with a body. It opens no file: the access log is
+ * checked by lk_gw_config_load, or when it is opened. */
 lk_gw_config *lk_gw_config_load_mem(const char *text, size_t len, const char *name, char *err,
                                     size_t cap);
+
+/* Opens the access log file `c` names (not "-") for append and closes it again, as `nginx -t`
+ * does: creates it when missing, never truncates. So a file that passes --check (or a reload's
+ * validation) does not then fail to start on it. LK_OK, or LK_ESYS with
+ * "FILE:LINE: access: cannot open PATH for append: REASON" in err. */
+int lk_gw_config_check_files(const lk_gw_config *c, char *err, size_t cap);
 
 /* Takes a reference (returns c). Any thread. */
 lk_gw_config *lk_gw_config_ref(lk_gw_config *c);

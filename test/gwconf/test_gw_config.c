@@ -281,8 +281,15 @@ static void test_errors_name_file_line_key(void **state) {
   expect_error("[listen]\nmax-header-bytes = 12q\n" CL RT, "gw.conf:2: max-header-bytes:");
   expect_error("[listen]\nmax-header-bytes = 100\n" CL RT, "gw.conf:2: max-header-bytes:");
   expect_error("[listen]\nheader-timeout = 5\n" CL RT, "gw.conf:2: header-timeout:");
+  /* an error about two keys names the line of the one set last (the key, when the other is
+   * a default) */
   expect_error("[listen]\nbody-buffer = 2MiB\nmax-body = 1MiB\n" CL RT,
-               "gw.conf:1: [listen]: body-buffer is larger than max-body");
+               "gw.conf:3: [listen]: body-buffer (2097152 bytes) is larger than max-body "
+               "(1048576 bytes)");
+  expect_error("[listen]\nmax-body = 2MiB\nbody-buffer = 3MiB\n" CL RT,
+               "gw.conf:3: [listen]: body-buffer (3145728 bytes) is larger");
+  expect_error("[listen]\nbacklog = 5\nmax-body = 1k\n" CL RT,
+               "gw.conf:3: [listen]: body-buffer (65536 bytes) is larger than max-body");
   expect_error("[listen]\nupstream-client = libcurl\n" CL RT,
                "gw.conf:2: upstream-client: 'libcurl': native or curl");
   expect_error("[listen]\ngeneration-header = maybe\n" CL RT,
@@ -307,13 +314,17 @@ static void test_errors_name_file_line_key(void **state) {
                "gw.conf:3: endpoint: '127.0.0.1:1' is already listed on line 2");
   expect_error(CL "eject-5xx = -1\n" RT, "gw.conf:3: eject-5xx:");
   expect_error(CL "eject-base-time = 10s\neject-max-time = 1s\n" RT,
-               "gw.conf:1: [cluster b]: eject-max-time is shorter than eject-base-time");
+               "gw.conf:4: [cluster b]: eject-max-time is shorter than eject-base-time");
+  expect_error(CL "eject-base-time = 10m\n" RT,
+               "gw.conf:3: [cluster b]: eject-max-time is shorter than eject-base-time");
   expect_error(CL "eject-max-percent = 101\n" RT, "gw.conf:3: eject-max-percent:");
   expect_error(CL "health-interval = 1s\n" RT,
                "gw.conf:3: health-interval: set health-path to enable health checks");
   expect_error(CL "health-path = healthz\n" RT, "gw.conf:3: health-path:");
   expect_error(CL "health-path = /h\nhealth-interval = 1s\nhealth-timeout = 1s\n" RT,
-               "[cluster b]: health-timeout must be shorter than health-interval");
+               "gw.conf:5: [cluster b]: health-timeout must be shorter than health-interval");
+  expect_error(CL "health-interval = 500ms\nhealth-path = /h\n" RT,
+               "gw.conf:3: [cluster b]: health-timeout must be shorter than health-interval");
   expect_error(CL "[route r]\n", "gw.conf:3: [route r]: a route needs cluster = NAME");
   expect_error(CL "[route r]\ncluster = nope\n",
                "gw.conf:4: cluster: no [cluster nope] is defined");
@@ -332,9 +343,21 @@ static void test_errors_name_file_line_key(void **state) {
   expect_error(CL RT "idempotency-key = auto\n", "gw.conf:5: idempotency-key: a gateway route");
   expect_error(CL RT "header = Idempotency-Key: abc\n", "gw.conf:5: header: a fixed");
   expect_error(CL RT "connect-timeout = 2s\n",
-               "gw.conf:3: [route r]: policy: connect-timeout 2s is longer than attempt-timeout");
+               "gw.conf:5: [route r]: policy: connect-timeout 2s is longer than attempt-timeout");
+  expect_error(
+      CL RT "connect-timeout = 200ms\nmax-attempts = 2\nattempt-timeout = 100ms\n",
+      "gw.conf:7: [route r]: policy: connect-timeout 200ms is longer than attempt-timeout");
+  expect_error(CL RT "base = 3s\nmax-attempts = 2\nmax-delay = 1s\n",
+               "gw.conf:7: [route r]: policy: max-delay 1s is less than base 3s");
   expect_error(CL RT "deadline-reserve = 3s\n",
-               "[route r]: policy: deadline-reserve must be shorter than deadline-cap");
+               "gw.conf:5: [route r]: policy: deadline-reserve must be shorter than deadline-cap");
+  expect_error(CL RT "deadline-reserve = 1s\nmax-attempts = 2\ndeadline = 1s\n",
+               "gw.conf:7: [route r]: policy: deadline-reserve must be shorter than deadline-cap");
+  /* a duration the policy cannot hold, at its own line (was the [route] line) */
+  expect_error(CL RT "max-attempts = 2\ndeadline = 2401h\n",
+               "gw.conf:6: deadline: '2401h' is out of range: at most 100 days");
+  expect_error(CL RT "next.idle-timeout = 2401h\n",
+               "gw.conf:5: next.idle-timeout: '2401h' is out of range");
   expect_error(CL RT "rollout-percent = 10\n",
                "gw.conf:5: rollout-percent: a rollout needs the candidate policy's next.KEY");
   expect_error(CL RT "next.prefix = /x\n", "gw.conf:5: next.prefix: not a policy key");
@@ -350,13 +373,15 @@ static void test_errors_name_file_line_key(void **state) {
                "gw.conf:5: shared: 'redis://127.0.0.1:6379,timeout=1m': timeout= takes 1us");
   expect_error(CL RT "shared = redis://127.0.0.1:6379,colour=red\n", "gw.conf:5: shared:");
   expect_error(CL RT "shared = redis://127.0.0.1:6379\nbudget = tokens:10:1\n",
-               "[route r]: policy: a shared budget is a ratio budget");
+               "gw.conf:6: [route r]: policy: a shared budget is a ratio budget");
   expect_error(CL RT RT, "gw.conf:5: section [route r] is already defined on line 3");
   expect_error(CL RT "[route s]\ncluster = b\n",
                "gw.conf:5: [route s]: route 'r' (line 3) has the same host and prefix");
   expect_error(CL, "gw.conf: no [route NAME] section");
   expect_error("[admin]\naddress = 127.0.0.1:8080\n" CL RT,
-               "[admin]: the admin address is the listen address");
+               "gw.conf:2: [admin]: the admin address is the listen address");
+  expect_error("[admin]\n[listen]\naddress = 127.0.0.1:9901\n" CL RT,
+               "gw.conf:3: [listen]: the admin address is the listen address");
   expect_error("[listen\n", "gw.conf:1: syntax error");
   expect_error(CL "x\n", "gw.conf:3: syntax error");
   char *big = malloc(400);
@@ -365,6 +390,131 @@ static void test_errors_name_file_line_key(void **state) {
   big[399] = '\0';
   expect_error(big, "gw.conf:1: line too long");
   free(big);
+}
+
+/* The listen and admin addresses are bound, not resolved: a name or a bad IPv4 address is
+ * refused here, not only when the listener fails to start. Endpoints may be names. */
+static void test_listen_addresses_are_literals(void **state) {
+  (void)state;
+  expect_error("[listen]\naddress = localhost:0\n" CL RT,
+               "gw.conf:2: address: 'localhost:0': the host must be an IP address");
+  expect_error("[listen]\naddress = 999.1.1.1:0\n" CL RT,
+               "gw.conf:2: address: '999.1.1.1:0': the host must be an IP address");
+  expect_error("[listen]\naddress = [1.2.3.4]:0\n" CL RT, "gw.conf:2: address: '[1.2.3.4]:0'");
+  expect_error("[listen]\naddress = [::g]:0\n" CL RT, "gw.conf:2: address: '[::g]:0'");
+  expect_error("[admin]\naddress = localhost:9901\n" CL RT,
+               "gw.conf:2: address: 'localhost:9901': the host must be an IP address");
+  char err[512];
+  lk_gw_config *c = load("[listen]\naddress = [::1]:0\n[admin]\naddress = 0.0.0.0:9\n"
+                         "[cluster b]\nendpoint = localhost:1\n" RT,
+                         err, sizeof err);
+  if (!c)
+    fail_msg("%s", err);
+  assert_string_equal(c->listen.addr.host, "::1");
+  assert_string_equal(c->admin.addr.host, "0.0.0.0");
+  assert_string_equal(c->clusters[0].endpoints[0].addr.host, "localhost");
+  lk_gw_config_unref(c);
+}
+
+/* A route may not set (or remove) a header the gateway never forwards and sets itself: the
+ * framing, hop-by-hop and per-attempt ones. They passed and were then dropped (Content-Length,
+ * Transfer-Encoding) or sent upstream beside the gateway's own. Host and Connection are applied
+ * (Host replaces the caller's; `Connection: close` makes the upstream close), so they stay. */
+static void test_route_header_names(void **state) {
+  (void)state;
+  const char *names[] = {"Content-Length", "Transfer-Encoding",
+                         "Keep-Alive",     "TE",
+                         "Trailer",        "Upgrade",
+                         "Expect",         "Proxy-Connection",
+                         "Linkd-Deadline", "grpc-timeout",
+                         "Linkd-Attempt",  "Linkd-Retried",
+                         "content-length", "UPGRADE"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char text[256], want[128];
+    snprintf(text, sizeof text, CL RT "header = %s: 5\n", names[i]);
+    snprintf(want, sizeof want, "gw.conf:5: header: ");
+    expect_error(text, want);
+    expect_error(text, "is a framing, hop-by-hop or per-attempt header");
+    snprintf(text, sizeof text, CL RT "header = %s:\n", names[i]); /* removal */
+    expect_error(text, "gw.conf:5: header: ");
+    snprintf(text, sizeof text, CL RT "next.header = %s;\n", names[i]); /* an empty one */
+    expect_error(text, "gw.conf:5: next.header: ");
+  }
+  char err[512];
+  lk_gw_config *c =
+      load(CL RT "header = Host: other\nheader = Connection: close\nheader = X-Upgrade: 1\n", err,
+           sizeof err);
+  if (!c)
+    fail_msg("%s", err);
+  assert_int_equal(c->routes[0].policy.n_headers, 3);
+  assert_string_equal(c->routes[0].policy.headers[0].name, "Host");
+  assert_string_equal(c->routes[0].policy.headers[1].name, "Connection");
+  lk_gw_config_unref(c);
+}
+
+/* A UTF-8 byte order mark before [listen] is skipped (inih's default), not taken into the
+ * first line, which made [listen] vanish and its keys an error on line 2. */
+static void test_bom(void **state) {
+  (void)state;
+  char err[512];
+  lk_gw_config *c = load("\xef\xbb\xbf[listen]\naddress = 127.0.0.1:7\n" CL RT, err, sizeof err);
+  if (!c)
+    fail_msg("%s", err);
+  assert_int_equal(c->listen.addr.port, 7);
+  assert_int_equal(c->listen.line, 1);
+  lk_gw_config_unref(c);
+  /* only at the start of the file */
+  expect_error(CL "\xef\xbb\xbf[route r]\ncluster = b\n", "gw.conf:3: syntax error");
+}
+
+/* The file loader opens the access log for append, as `nginx -t` does: a path that cannot be
+ * opened fails --check (and a reload's validation) at its line instead of the start; one that
+ * can is created if missing and never truncated. */
+static void test_access_log_checked(void **state) {
+  (void)state;
+  char dir[] = "/tmp/gwconf-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[64], logp[64];
+  snprintf(path, sizeof path, "%s/gw.conf", dir);
+  snprintf(logp, sizeof logp, "%s/access.log", dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "[log]\nlevel = info\naccess = %s/no/such/dir/a.log\n" CL RT, dir);
+  fclose(f);
+  char err[512], want[256];
+  assert_null(lk_gw_config_load(path, err, sizeof err));
+  snprintf(want, sizeof want,
+           "%s:3: access: cannot open %s/no/such/dir/a.log for append: No such file or directory",
+           path, dir);
+  assert_string_equal(err, want);
+  /* the same text from memory opens nothing (tests, the fuzz target) */
+  lk_gw_config *c = load("[log]\naccess = /no/such/dir/a.log\n" CL RT, err, sizeof err);
+  assert_non_null(c);
+  lk_gw_config_unref(c);
+  f = fopen(logp, "w");
+  fputs("kept\n", f);
+  fclose(f);
+  f = fopen(path, "w");
+  fprintf(f, "[log]\naccess = %s\n" CL RT, logp);
+  fclose(f);
+  c = lk_gw_config_load(path, err, sizeof err);
+  if (!c)
+    fail_msg("%s", err);
+  lk_gw_config_unref(c);
+  char buf[16] = "";
+  f = fopen(logp, "r");
+  assert_non_null(fgets(buf, sizeof buf, f));
+  fclose(f);
+  assert_string_equal(buf, "kept\n"); /* not truncated */
+  unlink(logp);
+  f = fopen(path, "w");
+  fprintf(f, "[log]\naccess = -\n" CL RT);
+  fclose(f);
+  c = lk_gw_config_load(path, err, sizeof err);
+  assert_non_null(c);
+  lk_gw_config_unref(c);
+  unlink(path);
+  rmdir(dir);
 }
 
 static void test_nul_and_size(void **state) {
@@ -539,10 +689,19 @@ static void test_file_and_refs(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_minimal_defaults), cmocka_unit_test(test_every_key),
-      cmocka_unit_test(test_errors_name_file_line_key), cmocka_unit_test(test_nul_and_size),
-      cmocka_unit_test(test_match), cmocka_unit_test(test_dump_round_trip), cmocka_unit_test(test_shared_key),
-      cmocka_unit_test(test_versions), cmocka_unit_test(test_protection_specs),
+      cmocka_unit_test(test_minimal_defaults),
+      cmocka_unit_test(test_every_key),
+      cmocka_unit_test(test_errors_name_file_line_key),
+      cmocka_unit_test(test_listen_addresses_are_literals),
+      cmocka_unit_test(test_route_header_names),
+      cmocka_unit_test(test_bom),
+      cmocka_unit_test(test_access_log_checked),
+      cmocka_unit_test(test_nul_and_size),
+      cmocka_unit_test(test_match),
+      cmocka_unit_test(test_dump_round_trip),
+      cmocka_unit_test(test_shared_key),
+      cmocka_unit_test(test_versions),
+      cmocka_unit_test(test_protection_specs),
       cmocka_unit_test(test_file_and_refs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,6 +14,18 @@
 /* A streamed body's bytes held at once, received but not yet taken upstream. */
 #define GWP_STREAM_MAX (64 * 1024)
 
+/* A connection as this file allocates (gwp_conn_accept) and frees (on_handle_closed) it: the
+ * gwp_conn every file sees, and what only the parser callbacks here need. */
+typedef struct conn_parse {
+  gwp_conn c;   /* first: a gwp_conn * points at its conn_parse */
+  bool tail_lf; /* the bytes parsed so far end in LF and then only SP/HT: a header value that
+                   follows is a continuation line (obs_fold) */
+} conn_parse;
+
+/* The buffer http_parser_execute is parsing on this thread (feed sets it): a callback looks
+ * back in it from where its piece starts. */
+static _Thread_local const char *exec_start;
+
 int64_t gwp_now(void) { return lk_now_ns(); }
 
 static const lk_gw_listen *limits(const gwp_conn *c) { return &c->srv->cfg->listen; }
@@ -181,10 +193,27 @@ static int on_piece(http_parser *p, int kind, const char *at, size_t len) {
   return 0;
 }
 
+/* RFC 9112 5.2: a header value that starts a line (LF, then only SP/HT) is obs-fold, a
+ * continuation line. http-parser 2.9 adds it to the value above it ("Host: x\r\n Folded: y"
+ * reads as Host "x Folded: y"), and servers behind would each read it their own way: refused
+ * with 400, as nginx and HAProxy do. Any other value piece follows its field's colon (and OWS)
+ * or, when a read ended inside it, its previous piece at the end of that read. */
+static bool obs_fold(const gwp_conn *c, const char *at) {
+  const char *q = at;
+  while (q > exec_start && (q[-1] == ' ' || q[-1] == '\t'))
+    q--;
+  if (q > exec_start)
+    return q[-1] == '\n';
+  return ((const conn_parse *)c)->tail_lf; /* the line break may have ended the previous read */
+}
+
 static int on_url(http_parser *p, const char *at, size_t len) { return on_piece(p, 1, at, len); }
 static int on_field(http_parser *p, const char *at, size_t len) { return on_piece(p, 2, at, len); }
 static int on_value(http_parser *p, const char *at, size_t len) {
   gwp_req *r = req_of(p);
+  /* an empty piece adds nothing (the parser reports an empty value where the next line starts) */
+  if (len > 0 && obs_fold(p->data, at))
+    return fail(p->data, 400);
   if (r->last_cb == 2 || r->last_cb == 3)
     return on_piece(p, 3, at, len);
   return -1;
@@ -205,6 +234,38 @@ static void on_continue_written(uv_write_t *w, int status) {
   free(w);
 }
 
+/* RFC 9112 6.1 and 6.3: chunked is the only transfer coding understood here. http-parser takes
+ * "gzip, chunked" for chunked and the gzip coding would be dropped unsaid (the body forwarded
+ * still compressed, as if it were not): another coding is 501 (a SHOULD), and a list in which
+ * chunked is not the last coding, or comes twice, leaves the body's length unknown: 400 (a
+ * MUST). 0 when the request's codings are fine (or it has none). */
+static int transfer_coding_status(const gwp_req *r) {
+  bool te = false, last_chunked = false;
+  int chunked = 0, other = 0;
+  for (size_t i = 0; i + 1 < r->nh; i += 2) {
+    if (strcasecmp(r->head + r->hoff[i], "Transfer-Encoding") != 0)
+      continue;
+    te = true;
+    for (const char *v = r->head + r->hoff[i + 1];;) {
+      v += strspn(v, " \t,"); /* OWS and empty list elements */
+      if (!*v)
+        break;
+      size_t n = strcspn(v, ","), t = n;
+      while (t > 0 && (v[t - 1] == ' ' || v[t - 1] == '\t'))
+        t--;
+      last_chunked = t == 7 && strncasecmp(v, "chunked", 7) == 0;
+      chunked += last_chunked;
+      other += !last_chunked;
+      v += n;
+    }
+  }
+  if (!te)
+    return 0;
+  if (!last_chunked || chunked > 1)
+    return 400;
+  return other > 0 ? 501 : 0;
+}
+
 static int on_headers_complete(http_parser *p) {
   gwp_conn *c = p->data;
   gwp_req *r = req_of(p);
@@ -215,12 +276,23 @@ static int on_headers_complete(http_parser *p) {
   if (r->nh % 2) /* a name whose value was empty: give it one */
     if (!off_push(r, r->head_len - 1))
       return fail(c, 500);
+  /* RFC 9110 5.5: the whitespace around a field value is not part of it; http-parser drops the
+   * leading one only ("Linkd-Deadline: 100 " is 100, and no value goes upstream with it) */
+  for (size_t i = 1; i < r->nh; i += 2) {
+    char *v = r->head + r->hoff[i];
+    size_t n = strlen(v);
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+      v[--n] = '\0';
+  }
   r->method = p->method;
   r->major = p->http_major;
   r->minor = p->http_minor;
   r->keep_alive = http_should_keep_alive(p);
   if (r->major != 1 || r->minor > 1)
     return fail(c, 505);
+  int te = transfer_coding_status(r);
+  if (te)
+    return fail(c, te);
   /* RFC 9112 3.2: a 1.1 request without Host (or with two) is refused */
   if (r->minor == 1 && !c->admin) {
     int hosts = 0;
@@ -378,8 +450,20 @@ static bool pending_add(gwp_conn *c, const char *data, size_t len) {
 /* Parses `len` bytes; keeps what follows a complete request in c->pending. */
 static void feed(gwp_conn *c, const char *data, size_t len) {
   http_parser *p = &c->parser;
+  const char *outer = exec_start;
+  exec_start = data;
   size_t done = http_parser_execute(p, &SETTINGS, data, len);
+  exec_start = outer;
   enum http_errno e = HTTP_PARSER_ERRNO(p);
+  if (e == HPE_OK) {
+    /* for obs_fold: a value at the start of the next read continues a line only if this one
+     * did not end with a line break (and blanks) */
+    size_t i = len;
+    while (i > 0 && (data[i - 1] == ' ' || data[i - 1] == '\t'))
+      i--;
+    if (i > 0)
+      ((conn_parse *)c)->tail_lf = data[i - 1] == '\n';
+  }
   if (e == HPE_PAUSED) {
     http_parser_pause(p, 0);
     size_t rest = len - done;
@@ -649,9 +733,10 @@ void gwp_respond_error(gwp_req *r, int status, bool close, const char *extra) {
  */
 
 void gwp_conn_accept(gwp_server *s, uv_stream_t *listener, bool admin) {
-  gwp_conn *c = calloc(1, sizeof *c);
-  if (!c)
+  conn_parse *cp = calloc(1, sizeof *cp);
+  if (!cp)
     return;
+  gwp_conn *c = &cp->c;
   c->srv = s;
   c->admin = admin;
   uv_tcp_init(s->loop, &c->tcp);
