@@ -130,6 +130,15 @@ static void test_good_reloads(void **state) {
   gw_request(G.admin_port, "GET", "/metrics", NULL, NULL, &r);
   assert_non_null(strstr(r.body, "linkd_gw_config_reloads_total{result=\"ok\"} 2"));
   gw_resp_free(&r);
+  /* a posted text naming an access log that cannot be opened: refused with why, before it is
+   * attached (the next good one is generation 4, not 5) */
+  char bad[2600];
+  snprintf(bad, sizeof bad, "%s\n[log]\naccess = %s/no/such/dir/a.log\n", cfg, G.dir);
+  gw_request(G.admin_port, "POST", "/config", NULL, bad, &r);
+  assert_int_equal(r.status, 400);
+  assert_non_null(strstr(r.body, "access: cannot open"));
+  assert_non_null(strstr(r.body, "No such file or directory"));
+  gw_resp_free(&r);
   /* generation-header = off, by reload: proxied responses no longer carry the generation */
   config(cfg, sizeof cfg, "one", "generation-header = off", NULL);
   gw_request(G.admin_port, "POST", "/config", NULL, cfg, &r);

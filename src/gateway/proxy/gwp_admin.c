@@ -12,6 +12,12 @@ int gwp_reload(gwp_server *s, const char *text, size_t len, char *err, size_t ca
   gwp_shared *sh = s->sh;
   lk_gw_config *next = text ? lk_gw_config_load_mem(text, len, sh->config_path, err, cap)
                             : lk_gw_config_load(sh->config_path, err, cap);
+  /* a text posted to /config names files too: checked before anything is attached, as a file's
+   * are by its loader (the generation is not used up by a configuration that is refused) */
+  if (next && text && lk_gw_config_check_files(next, err, cap) != LK_OK) {
+    lk_gw_config_unref(next);
+    next = NULL;
+  }
   if (!next) {
     sh->reloads_failed++;
     lk_gw_runtime_record_reload(s->rt, s->cfg, false);
