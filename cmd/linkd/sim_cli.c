@@ -137,14 +137,17 @@ void sim_compare_print(FILE *f, const sim_scenario *sc, const sim_compare_row *r
           "goodput/s", "att/call", "wasted", "done at", "recovery", "survives trigger x");
   for (int i = 0; i < n; i++) {
     const sim_compare_row *r = &rows[i];
-    const char *rec = r->recovery == INT64_MIN ? "n/a"
-                      : r->recovery < 0        ? "never"
-                                               : lk_duration_format(r->recovery, a, sizeof a);
+    bool na = r->recovery == SIM_RECOVERY_NO_BASELINE || r->recovery == SIM_RECOVERY_TOO_LATE;
+    const char *rec = na                ? "n/a"
+                      : r->recovery < 0 ? "never"
+                                        : lk_duration_format(r->recovery, a, sizeof a);
     fprintf(f, "%-14s %7.1f%% %8.1f%% %10.1f %9.2f %7.1f%% %12s %12s ", r->policy, r->success,
             r->in_deadline, r->goodput, r->amplification, r->wasted,
             lk_duration_format(r->done_at, d, sizeof d), rec);
     if (r->survives < 0)
       fputs("(no trigger)\n", f);
+    else if (r->recovery == SIM_RECOVERY_TOO_LATE)
+      fputs("n/a (the arrivals stop too soon after the trigger)\n", f);
     else if (r->survives == 0)
       fputs("< 0.25\n", f);
     else

@@ -1311,17 +1311,19 @@ int64_t sim_recovery(const sim_result *r, int ti) {
     wend = r->n_windows;
   if (w0 > wend)
     w0 = wend;
+  int span = (int)(LK_MS(500) / sc->window);
+  if (span < 1)
+    span = 1;
+  if (w1 + span > wend) /* not one window of the arrivals left after it to measure */
+    return SIM_RECOVERY_TOO_LATE;
   int skip = w0 / 5; /* leave out the warm-up */
   double before = 0;
   int nb = 0;
   for (int w = skip; w < w0; w++, nb++)
     before += client_goodput(r, w);
   if (nb == 0 || before <= 0)
-    return INT64_MIN;
+    return SIM_RECOVERY_NO_BASELINE;
   before /= nb;
-  int span = (int)(LK_MS(500) / sc->window);
-  if (span < 1)
-    span = 1;
   for (int w = w1; w + span <= wend; w++) {
     double sum = 0;
     for (int k = w; k < w + span; k++)
@@ -1331,5 +1333,5 @@ int64_t sim_recovery(const sim_result *r, int ti) {
       return at > 0 ? at : 0;
     }
   }
-  return -1;
+  return SIM_RECOVERY_NEVER;
 }

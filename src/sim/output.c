@@ -61,8 +61,10 @@ void sim_write_summary(FILE *f, const sim_result *r) {
     fprintf(f, "trigger %s %s %s..%s", trig_names[tr->kind],
             tr->kind == SIM_TRIG_BURST ? sc->groups[tr->group].name : sc->tiers[tr->tier].name,
             fmt_ns(tr->from, a, sizeof a), fmt_ns(tr->to, b, sizeof b));
-    if (rec == INT64_MIN)
+    if (rec == SIM_RECOVERY_NO_BASELINE)
       fputs(": recovery n/a (no goodput before it)\n", f);
+    else if (rec == SIM_RECOVERY_TOO_LATE)
+      fputs(": recovery n/a (the arrivals stop too soon after it)\n", f);
     else if (rec < 0)
       fputs(": recovery never (within the run)\n", f);
     else

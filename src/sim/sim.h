@@ -211,8 +211,13 @@ int64_t sim_win_latency(const sim_result *r, int w, int tier, double q);
 
 /* Recovery after trigger `t` ends: ns from its end until client goodput (successes within the
  * deadline of the calls of all groups, over a 500 ms moving window) is back to 90 % of what it was
- * before the trigger; -1 if never within the run; INT64_MIN if there was nothing to compare (no
- * goodput before the trigger). */
+ * before the trigger; SIM_RECOVERY_NEVER if never within the run; SIM_RECOVERY_NO_BASELINE if
+ * there was nothing to compare (no goodput before the trigger); SIM_RECOVERY_TOO_LATE if the
+ * arrivals stop less than the 500 ms window after it ends (or before it starts), so no recovery
+ * could be seen whatever happened. */
+#define SIM_RECOVERY_NEVER (-1)
+#define SIM_RECOVERY_NO_BASELINE INT64_MIN
+#define SIM_RECOVERY_TOO_LATE (INT64_MIN + 1)
 int64_t sim_recovery(const sim_result *r, int t);
 
 /* The outputs (sim_output.c). */

@@ -468,6 +468,32 @@ static void test_memory_follows_in_flight(void **state) {
   sim_result_free(&longr);
 }
 
+/* A trigger after the arrivals stop (or ending less than the 500 ms window before) cannot show a
+ * recovery: n/a, not "never", which would say the fleet stayed down. */
+static void test_recovery_trigger_too_late(void **state) {
+  (void)state;
+  static const char text[] = "seed 1\nduration 2s\ndrain 1s\nwindow 100ms\n"
+                             "policy q attempts=2 timeout=50ms\n"
+                             "tier t service=const:1ms workers=10 queue=10\n"
+                             "client c rate=1000/s target=t policy=q\n"
+                             "trigger outage tier=t from=100s to=200s\n"
+                             "trigger outage tier=t from=1.7s to=1.8s\n"
+                             "trigger outage tier=t from=1s to=1.2s\n";
+  sim_scenario s;
+  sim_result r;
+  parse_or_fail(text, &s);
+  run_or_fail(&s, &r);
+  assert_true(sim_recovery(&r, 0) == SIM_RECOVERY_TOO_LATE);
+  assert_true(sim_recovery(&r, 1) == SIM_RECOVERY_TOO_LATE);
+  assert_true(sim_recovery(&r, 2) >= 0); /* 800 ms of arrivals after it */
+  size_t len;
+  char *out = outputs(&r, &len);
+  assert_non_null(strstr(out, "100s..200s: recovery n/a (the arrivals stop too soon after it)"));
+  assert_null(strstr(out, "recovery never"));
+  free(out);
+  sim_result_free(&r);
+}
+
 /* A timeout far longer than the attempts: the timeouts of attempts that ended are not kept for
  * the timeout's length (they were: memory grew with rate x timeout, 272 MB at 200 000/s under
  * 1 h), and the outputs are those of the same run with a short timeout that never fires. */
@@ -648,6 +674,7 @@ int main(void) {
       cmocka_unit_test(test_zero_delays_terminate),
       cmocka_unit_test(test_memory_follows_in_flight),
       cmocka_unit_test(test_memory_long_timeout),
+      cmocka_unit_test(test_recovery_trigger_too_late),
       cmocka_unit_test(test_events_per_attempt),
       cmocka_unit_test(test_exp_draws),
       cmocka_unit_test(test_breaker_waiters_woken),
