@@ -22,7 +22,9 @@ typedef struct admin_req {
   bool too_big;
 } admin_req;
 
-static enum MHD_Result reply(struct MHD_Connection *c, int status, json_t *o) {
+/* `allow`: the Allow header of a 405, else NULL. */
+static enum MHD_Result reply_allow(struct MHD_Connection *c, int status, json_t *o,
+                                   const char *allow) {
   char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
   json_decref(o);
   if (!txt)
@@ -34,9 +36,15 @@ static enum MHD_Result reply(struct MHD_Connection *c, int status, json_t *o) {
     return MHD_NO;
   }
   MHD_add_response_header(m, "Content-Type", "application/json");
+  if (allow)
+    MHD_add_response_header(m, "Allow", allow);
   enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, m);
   MHD_destroy_response(m);
   return rc;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, int status, json_t *o) {
+  return reply_allow(c, status, o, NULL);
 }
 
 static enum MHD_Result reply_error(struct MHD_Connection *c, int status, const char *code,
@@ -53,20 +61,45 @@ static json_t *rule_json(const lk_fault_rule *r) {
 }
 
 static enum MHD_Result list_faults(lk_server *s, struct MHD_Connection *c) {
-  static lk_fault_rule rules[64]; /* the admin listener has a single thread */
-  int n = lk_faults_snapshot(s->faults, rules, 64);
+  static lk_fault_rule rules[LK_FAULT_RULES_MAX]; /* the admin listener has a single thread */
+  int n = lk_faults_snapshot(s->faults, rules, LK_FAULT_RULES_MAX);
   json_t *arr = json_array();
-  for (int i = 0; i < n && i < 64; i++)
+  for (int i = 0; i < n && i < LK_FAULT_RULES_MAX; i++)
     json_array_append_new(arr, rule_json(&rules[i]));
   return reply(c, 200,
                json_pack("{s:I,s:o}", "seed", (json_int_t)lk_faults_seed(s->faults), "rules", arr));
 }
 
-/* Text body "k=v,..." or JSON {"rule":"k=v,..."}. */
-static bool rule_from_body(const admin_req *a, lk_fault_rule *rule, char *err, size_t cap) {
+/* The first member of JSON object o not named in `allowed` (NULL-terminated), or NULL: extra
+ * fields are refused as the main API refuses them, not ignored. */
+static const char *unknown_field(json_t *o, const char *const *allowed) {
+  const char *k;
+  json_t *v;
+  json_object_foreach(o, k, v) {
+    const char *const *p = allowed;
+    while (*p && strcmp(*p, k))
+      p++;
+    if (!*p)
+      return k;
+  }
+  return NULL;
+}
+
+/* Text body "k=v,..." or JSON {"rule":"k=v,..."}; false with the error's code and message. */
+static bool rule_from_body(const admin_req *a, lk_fault_rule *rule, const char **code, char *err,
+                           size_t cap) {
   char spec[LK_FAULT_SPEC_MAX];
+  *code = "bad_rule";
   if (a->len && a->body[0] == '{') {
-    json_t *o = json_loadb(a->body, a->len, 0, NULL);
+    json_t *o = json_loadb(a->body, a->len, JSON_REJECT_DUPLICATES, NULL);
+    static const char *const fields[] = {"rule", NULL};
+    const char *extra = json_is_object(o) ? unknown_field(o, fields) : NULL;
+    if (extra) {
+      *code = "unknown_field";
+      snprintf(err, cap, "%.100s: not a field of this resource", extra);
+      json_decref(o);
+      return false;
+    }
     const char *t = json_string_value(json_object_get(o, "rule"));
     if (!t || strlen(t) >= sizeof spec) {
       json_decref(o);
@@ -83,6 +116,11 @@ static bool rule_from_body(const admin_req *a, lk_fault_rule *rule, char *err, s
       snprintf(err, cap, "rule too long");
       return false;
     }
+    /* A NUL would silently cut the rule short: the text after it is not ignored, but refused. */
+    if (n && memchr(a->body, '\0', n)) {
+      snprintf(err, cap, "a NUL byte in the rule");
+      return false;
+    }
     memcpy(spec, a->body ? a->body : "", n);
     spec[n] = '\0';
   }
@@ -92,27 +130,49 @@ static bool rule_from_body(const admin_req *a, lk_fault_rule *rule, char *err, s
 static enum MHD_Result add_fault(lk_server *s, struct MHD_Connection *c, const admin_req *a) {
   lk_fault_rule rule;
   char err[200];
-  if (!rule_from_body(a, &rule, err, sizeof err))
-    return reply_error(c, 400, "bad_rule", err);
+  const char *code;
+  if (!rule_from_body(a, &rule, &code, err, sizeof err))
+    return reply_error(c, 400, code, err);
   int id = lk_faults_add(s->faults, &rule);
-  if (id < 0)
-    return reply_error(c, 409, "too_many_rules", lk_strerror(id));
+  if (id < 0) { /* LK_ETOOBIG, the only failure */
+    snprintf(err, sizeof err, "at most %d rules; remove one first", LK_FAULT_RULES_MAX);
+    return reply_error(c, 409, "too_many_rules", err);
+  }
   return reply(c, 201, json_pack("{s:i}", "id", id));
 }
 
 /* {"seed": N?, "rules": ["spec", ...]}: validated as a whole, then swapped in. */
 static enum MHD_Result replace_faults(lk_server *s, struct MHD_Connection *c, const admin_req *a) {
   json_error_t je;
-  json_t *o = json_loadb(a->body ? a->body : "", a->len, 0, &je);
+  json_t *o = json_loadb(a->body ? a->body : "", a->len, JSON_REJECT_DUPLICATES, &je);
   json_t *rules = json_object_get(o, "rules");
   json_t *seed = json_object_get(o, "seed");
-  if (!json_is_object(o) || (rules && !json_is_array(rules)) ||
+  static const char *const fields[] = {"seed", "rules", NULL};
+  const char *extra = json_is_object(o) ? unknown_field(o, fields) : NULL;
+  if (extra) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "%.100s: not a field of this resource", extra);
+    json_decref(o);
+    return reply_error(c, 400, "unknown_field", msg);
+  }
+  /* A body with only a seed must not wipe the rules by accident; [] clears them on purpose. */
+  if (json_is_object(o) && !rules) {
+    json_decref(o);
+    return reply_error(c, 400, "missing_field", "rules: required ([] removes every rule)");
+  }
+  if (!json_is_object(o) || !json_is_array(rules) ||
       (seed && (!json_is_integer(seed) || json_integer_value(seed) < 0))) {
     json_decref(o);
     return reply_error(c, 400, "bad_body",
                        "expected {\"seed\": N (optional), \"rules\": [\"route=...\", ...]}");
   }
   size_t n = json_array_size(rules);
+  if (n > LK_FAULT_RULES_MAX) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "at most %d rules, not %zu", LK_FAULT_RULES_MAX, n);
+    json_decref(o);
+    return reply_error(c, 400, "too_many_rules", msg);
+  }
   lk_fault_rule *parsed = calloc(n ? n : 1, sizeof *parsed);
   if (!parsed) {
     json_decref(o);
@@ -129,12 +189,13 @@ static enum MHD_Result replace_faults(lk_server *s, struct MHD_Connection *c, co
       return reply_error(c, 400, "bad_rule", msg);
     }
   }
-  lk_faults_clear(s->faults);
-  if (seed)
-    lk_faults_reseed(s->faults, (uint64_t)json_integer_value(seed));
+  int id[LK_FAULT_RULES_MAX];
+  /* One swap: requests never see the rule set empty or half replaced. */
+  lk_faults_replace(s->faults, parsed, n, seed != NULL,
+                    seed ? (uint64_t)json_integer_value(seed) : 0, id);
   json_t *ids = json_array();
   for (size_t i = 0; i < n; i++)
-    json_array_append_new(ids, json_integer(lk_faults_add(s->faults, &parsed[i])));
+    json_array_append_new(ids, json_integer(id[i]));
   free(parsed);
   json_decref(o);
   return reply(c, 200, json_pack("{s:o}", "ids", ids));
@@ -230,16 +291,35 @@ static enum MHD_Result series(lk_server *s, struct MHD_Connection *c) {
   return rc;
 }
 
+/* A known resource asked with a method it does not take: 405 with the methods it does take. */
+static enum MHD_Result not_allowed(struct MHD_Connection *c, const char *method, const char *url,
+                                   const char *allow) {
+  char msg[300];
+  snprintf(msg, sizeof msg, "%.20s is not allowed on %.200s", method, url);
+  return reply_allow(
+      c, 405,
+      json_pack("{s:s,s:s,s:i}", "error", "method_not_allowed", "message", msg, "status", 405),
+      allow);
+}
+
 static enum MHD_Result dispatch(lk_server *s, struct MHD_Connection *c, const char *url,
                                 const char *method, const admin_req *a) {
-  bool get = !strcmp(method, "GET");
-  if (!strcmp(url, "/admin/healthz") && get)
-    return reply(c, 200, json_pack("{s:s}", "status", "ok"));
-  if (!strcmp(url, "/admin/stats") && get)
-    return stats(s, c);
-  if (!strcmp(url, "/admin/series") && get)
-    return series(s, c);
-  if (!strcmp(url, "/admin/faults")) {
+  /* HEAD is GET without the body (libmicrohttpd leaves it out). */
+  bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+  const char *allow = NULL;
+  if (!strcmp(url, "/admin/healthz")) {
+    if (get)
+      return reply(c, 200, json_pack("{s:s}", "status", "ok"));
+    allow = "GET, HEAD";
+  } else if (!strcmp(url, "/admin/stats")) {
+    if (get)
+      return stats(s, c);
+    allow = "GET, HEAD";
+  } else if (!strcmp(url, "/admin/series")) {
+    if (get)
+      return series(s, c);
+    allow = "GET, HEAD";
+  } else if (!strcmp(url, "/admin/faults")) {
     if (get)
       return list_faults(s, c);
     if (!strcmp(method, "POST"))
@@ -250,16 +330,19 @@ static enum MHD_Result dispatch(lk_server *s, struct MHD_Connection *c, const ch
       lk_faults_clear(s->faults);
       return reply(c, 200, json_pack("{s:b}", "cleared", 1));
     }
-    return reply_error(c, 405, "method_not_allowed", "GET, POST, PUT or DELETE");
-  }
-  if (!strncmp(url, "/admin/faults/", 14) && !strcmp(method, "DELETE")) {
+    allow = "GET, HEAD, POST, PUT, DELETE";
+  } else if (!strncmp(url, "/admin/faults/", 14)) {
     int64_t id;
     if (lk_parse_i64(url + 14, strlen(url + 14), false, &id) != LK_OK || id > INT32_MAX)
       return reply_error(c, 400, "bad_id", "fault rule ids are positive integers");
+    if (strcmp(method, "DELETE"))
+      return not_allowed(c, method, url, "DELETE");
     if (lk_faults_remove(s->faults, (int)id) != LK_OK)
       return reply_error(c, 404, "not_found", "no such fault rule");
     return reply(c, 200, json_pack("{s:I}", "removed", (json_int_t)id));
   }
+  if (allow) /* a known resource; every method it takes has returned above */
+    return not_allowed(c, method, url, allow);
   return reply_error(c, 404, "not_found",
                      "admin routes: /admin/healthz, /admin/stats, /admin/series, "
                      "/admin/faults[/{id}]");

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_RULES 64
+#define MAX_RULES LK_FAULT_RULES_MAX
 
 static const char *const kind_names[] = {
     [LK_FAULT_NONE] = "none",
@@ -66,6 +66,19 @@ static int parse_delay(const char *v, lk_fault_action *a) {
   return lk_duration_parse(v, &a->delay_a, NULL, 0);
 }
 
+/* A duration of one request's fault, bounded: a typo such as "30h" for "30s" would otherwise hold
+ * a connection (and the client) for as long. */
+static int parse_fault_duration(const char *v, int64_t *out) {
+  if (lk_duration_parse(v, out, NULL, 0) || *out > LK_FAULT_DURATION_MAX_NS)
+    return LK_EPARSE;
+  return LK_OK;
+}
+
+/* Every key a rule may hold, each at most once: a repeated key is a mistake, not an override. */
+static const char *const rule_keys[] = {"route",  "kind",  "p",        "count",       "skip",
+                                        "factor", "for",   "code",     "retry_after", "when",
+                                        "delay",  "stall", "interval", "chunk"};
+
 static int set_kind(const char *v, lk_fault_action *a) {
   for (size_t i = 1; i < sizeof kind_names / sizeof kind_names[0]; i++) {
     if (!strcmp(v, kind_names[i])) {
@@ -101,6 +114,7 @@ int lk_fault_rule_parse(const char *spec, lk_fault_rule *out, char *err, size_t 
   snprintf(buf, sizeof buf, "%s", spec);
   bool have_kind = false, have_delay = false, have_factor = false, have_for = false;
   bool have_pcs = false; /* p, count or skip given */
+  unsigned seen = 0;     /* bit i: rule_keys[i] given */
   for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     while (*tok == ' ')
       tok++;
@@ -110,6 +124,14 @@ int lk_fault_rule_parse(const char *spec, lk_fault_rule *out, char *err, size_t 
     *eq = '\0';
     const char *k = tok, *v = eq + 1;
     int64_t n;
+    size_t ki = 0;
+    while (ki < sizeof rule_keys / sizeof rule_keys[0] && strcmp(k, rule_keys[ki]))
+      ki++;
+    if (ki == sizeof rule_keys / sizeof rule_keys[0])
+      return lk_parse_fail(err, errcap, "unknown key '%s'", k);
+    if (seen & (1u << ki))
+      return lk_parse_fail(err, errcap, "key '%s' given twice", k);
+    seen |= 1u << ki;
     if (!strcmp(k, "route")) {
       if (lk_route_pattern_check(v) || strlen(v) >= sizeof out->route)
         return lk_parse_fail(err, errcap, "bad route pattern '%s' (want 'METHOD /path/*' or '*')",
@@ -163,15 +185,18 @@ int lk_fault_rule_parse(const char *spec, lk_fault_rule *out, char *err, size_t 
         return lk_parse_fail(err, errcap, "when must be before or after, not '%s'", v);
       out->act.after = !strcmp(v, "after");
     } else if (!strcmp(k, "delay")) {
-      if (parse_delay(v, &out->act))
-        return lk_parse_fail(err, errcap, "bad delay '%s' (100ms, uniform:10ms:50ms, exp:20ms)", v);
+      const lk_fault_action *a = &out->act;
+      if (parse_delay(v, &out->act) ||
+          (a->dist == LK_DELAY_UNIFORM ? a->delay_b : a->delay_a) > LK_FAULT_DURATION_MAX_NS)
+        return lk_parse_fail(err, errcap,
+                             "bad delay '%s' (100ms, uniform:10ms:50ms, exp:20ms; at most 1h)", v);
       have_delay = true;
     } else if (!strcmp(k, "stall")) {
-      if (lk_duration_parse(v, &out->act.stall_ns, NULL, 0))
-        return lk_parse_fail(err, errcap, "bad stall duration '%s'", v);
+      if (parse_fault_duration(v, &out->act.stall_ns))
+        return lk_parse_fail(err, errcap, "bad stall duration '%s' (at most 1h)", v);
     } else if (!strcmp(k, "interval")) {
-      if (lk_duration_parse(v, &out->act.interval_ns, NULL, 0))
-        return lk_parse_fail(err, errcap, "bad interval duration '%s'", v);
+      if (parse_fault_duration(v, &out->act.interval_ns))
+        return lk_parse_fail(err, errcap, "bad interval duration '%s' (at most 1h)", v);
     } else if (!strcmp(k, "chunk")) {
       if (parse_count(v, &n) || n < 1 || n > 65536)
         return lk_parse_fail(err, errcap, "chunk must be 1-65536 bytes, not '%s'", v);
@@ -261,6 +286,30 @@ int lk_faults_remove(lk_faults *f, int id) {
   }
   pthread_mutex_unlock(&f->mu);
   return rc;
+}
+
+int lk_faults_replace(lk_faults *f, const lk_fault_rule *rules, size_t n, bool reseed,
+                      uint64_t seed, int *ids) {
+  if (n > MAX_RULES)
+    return LK_ETOOBIG;
+  int64_t now = lk_now_ns();
+  /* One critical section: lk_faults_decide never sees the table empty or half filled. */
+  pthread_mutex_lock(&f->mu);
+  if (reseed) {
+    f->seed = seed;
+    lk_rand_fast_seeded(&f->rng, seed);
+  }
+  for (size_t i = 0; i < n; i++) {
+    f->rules[i] = rules[i];
+    f->rules[i].id = f->next_id++;
+    f->rules[i].matched = f->rules[i].fired = 0;
+    f->rules[i].added_ns = now;
+    if (ids)
+      ids[i] = f->rules[i].id;
+  }
+  atomic_store(&f->n, (int)n);
+  pthread_mutex_unlock(&f->mu);
+  return LK_OK;
 }
 
 void lk_faults_clear(lk_faults *f) {

@@ -10,14 +10,14 @@
  * Keys: route (a pattern, see lk_route_match; default "*"), kind (below), p (probability in
  * [0, 1], default 1), count (fire at most N times, then the rule is spent; default unlimited),
  * skip (let the first N matching requests through; with count this scripts "the 2nd and 3rd"),
- * and per-kind parameters:
+ * and per-kind parameters. Each key at most once; delay, stall and interval at most 1h:
  *
  *   latency                 delay=100ms | delay=uniform:10ms:200ms | delay=exp:50ms (mean,
  *                           capped at 20x the mean)
- *   status                  code=500|502|503|504|429|408 (any 400-599), retry_after=SECONDS |
- *                           retry_after=date:SECONDS (an HTTP-date that far ahead), when=before
- *                           (default: nothing processed) | when=after (processed, then the error
- *                           replaces the real response)
+ *   status                  code=500|502|503|504|429|408 (any 400-599; default 503),
+ *                           retry_after=SECONDS | retry_after=date:SECONDS (an HTTP-date that
+ *                           far ahead), when=before (default: nothing processed) | when=after
+ *                           (processed, then the error replaces the real response)
  *   reset_before_read       RST once the request head is read, before the body
  *   reset_after_read        RST after the body is read, before processing
  *   reset_after_processing  processed and committed, then RST instead of the response
@@ -82,6 +82,9 @@ typedef struct lk_fault_action {
 
 #define LK_FAULT_SPEC_MAX 512
 #define LK_FAULT_ROUTE_MAX 256
+/* Rules in one lk_faults; the bound of delay, stall and interval (1h). */
+#define LK_FAULT_RULES_MAX 64
+#define LK_FAULT_DURATION_MAX_NS (3600 * INT64_C(1000000000))
 
 typedef struct lk_fault_rule {
   int id; /* assigned by lk_faults_add */
@@ -112,6 +115,11 @@ lk_faults *lk_faults_new(uint64_t seed);
 void lk_faults_free(lk_faults *f);
 /* Appends a copy of the rule; returns its id (> 0) or LK_ENOMEM / LK_ETOOBIG (64 rules). */
 int lk_faults_add(lk_faults *f, const lk_fault_rule *r);
+/* Replaces every rule with copies of rules[0..n) in one step (a concurrent decision sees the old
+ * set or the new one, never a mix), reseeding first when `reseed`; their ids go to ids (may be
+ * NULL). 0, or LK_ETOOBIG (n > LK_FAULT_RULES_MAX) with nothing changed. */
+int lk_faults_replace(lk_faults *f, const lk_fault_rule *rules, size_t n, bool reseed,
+                      uint64_t seed, int *ids);
 /* 0 or LK_ENOTFOUND. */
 int lk_faults_remove(lk_faults *f, int id);
 void lk_faults_clear(lk_faults *f);

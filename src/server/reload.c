@@ -27,15 +27,11 @@ int lk_server_replace_faults(lk_server *s, const char *const *specs, size_t n, u
       return LK_ECONFIG;
     }
   }
-  lk_faults_clear(s->faults);
-  lk_faults_reseed(s->faults, seed);
+  /* one swap: a request decided meanwhile sees the old set or the new one, never none */
   int rc = LK_OK;
-  for (size_t i = 0; i < n; i++) {
-    if (lk_faults_add(s->faults, &rules[i]) < 0) {
-      snprintf(err, errcap, "too many fault rules (%zu added)", i);
-      rc = LK_ECONFIG;
-      break;
-    }
+  if (lk_faults_replace(s->faults, rules, n, true, seed, NULL) != LK_OK) {
+    snprintf(err, errcap, "%zu fault rules: at most %d", n, LK_FAULT_RULES_MAX);
+    rc = LK_ECONFIG;
   }
   free(rules);
   return rc;

@@ -4,8 +4,10 @@
 #include "harness.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -343,6 +345,204 @@ static void test_admin_endpoint(void **state) {
   set_faults(-1, NULL);
 }
 
+/* An admin request's status, with its error code checked (NULL: not an error). */
+static void admin_expect(const char *method, const char *path, const char *body, size_t body_len,
+                         long status, const char *error) {
+  http_req rq = {.method = method, .path = path, .body = body, .body_len = body_len};
+  http_res r;
+  http_do(P.admin_port, &rq, &r);
+  if (r.status != status)
+    fprintf(stderr, "%s %s: %ld %s\n", method, path, r.status, r.body);
+  assert_int_equal(r.status, status);
+  if (error) {
+    json_t *j = http_json(&r);
+    assert_string_equal(json_string_value(json_object_get(j, "error")), error);
+    json_decref(j);
+  }
+  http_res_free(&r);
+}
+
+static size_t rule_count(void) {
+  http_res r;
+  http_get(P.admin_port, "/admin/faults", &r);
+  json_t *j = http_json(&r);
+  size_t n = json_array_size(json_object_get(j, "rules"));
+  json_decref(j);
+  http_res_free(&r);
+  return n;
+}
+
+/* A PUT body of n rules, the last one "route=GET /books/1,kind=503" (malloc'd). */
+static char *many_rules(int n) {
+  json_t *arr = json_array();
+  for (int i = 0; i < n - 1; i++) {
+    char rule[64];
+    snprintf(rule, sizeof rule, "route=GET /elsewhere/%d,kind=close", i);
+    json_array_append_new(arr, json_string(rule));
+  }
+  json_array_append_new(arr, json_string("route=GET /books/1,kind=503"));
+  json_t *o = json_pack("{s:o}", "rules", arr);
+  char *body = json_dumps(o, 0);
+  json_decref(o);
+  return body;
+}
+
+static void test_admin_rule_limit(void **state) {
+  (void)state;
+  one_fault("route=GET /books/2,kind=503");
+  /* Over the limit as a whole: refused, naming the limit, and the old rule stays. */
+  char *body = many_rules(70);
+  http_res r;
+  http_send(P.admin_port, "PUT", "/admin/faults", NULL, body, &r);
+  assert_int_equal(r.status, 400);
+  assert_non_null(strstr(r.body, "too_many_rules"));
+  assert_non_null(strstr(r.body, "at most 64 rules"));
+  http_res_free(&r);
+  free(body);
+  assert_int_equal(rule_count(), 1);
+  /* Exactly at the limit: installed, every id positive; one more POST is refused with it. */
+  body = many_rules(64);
+  http_send(P.admin_port, "PUT", "/admin/faults", NULL, body, &r);
+  assert_int_equal(r.status, 200);
+  json_t *j = http_json(&r);
+  json_t *ids = json_object_get(j, "ids");
+  assert_int_equal(json_array_size(ids), 64);
+  for (size_t i = 0; i < 64; i++)
+    assert_true(json_integer_value(json_array_get(ids, i)) > 0);
+  json_decref(j);
+  http_res_free(&r);
+  http_send(P.admin_port, "POST", "/admin/faults", NULL, "kind=close", &r);
+  assert_int_equal(r.status, 409);
+  assert_non_null(strstr(r.body, "at most 64 rules"));
+  http_res_free(&r);
+  free(body);
+  set_faults(-1, NULL);
+}
+
+typedef struct hammer {
+  pthread_t t;
+  atomic_bool stop;
+  int requests, not_503;
+} hammer;
+
+static void *hammer_main(void *arg) {
+  hammer *h = arg;
+  while (!atomic_load(&h->stop)) {
+    http_res r;
+    http_get(P.port, "/books/1", &r);
+    h->requests++;
+    h->not_503 += r.status != 503;
+    http_res_free(&r);
+  }
+  return NULL;
+}
+
+/* A replacement is one swap: a request never finds the rule set empty or half filled. */
+static void test_admin_replace_is_atomic(void **state) {
+  (void)state;
+  char *body = many_rules(64); /* the only rule that matches is the last one added */
+  http_res r;
+  http_send(P.admin_port, "PUT", "/admin/faults", NULL, body, &r);
+  assert_int_equal(r.status, 200);
+  http_res_free(&r);
+  hammer h = {.requests = 0};
+  atomic_init(&h.stop, false);
+  assert_int_equal(pthread_create(&h.t, NULL, hammer_main, &h), 0);
+  double until = now_s() + 1.5;
+  while (now_s() < until) {
+    http_send(P.admin_port, "PUT", "/admin/faults", NULL, body, &r);
+    assert_int_equal(r.status, 200);
+    http_res_free(&r);
+  }
+  atomic_store(&h.stop, true);
+  pthread_join(h.t, NULL);
+  free(body);
+  assert_true(h.requests > 0);
+  if (h.not_503)
+    fprintf(stderr, "%d of %d requests saw no rule\n", h.not_503, h.requests);
+  assert_int_equal(h.not_503, 0);
+  set_faults(-1, NULL);
+}
+
+static void test_admin_strict_rules(void **state) {
+  (void)state;
+  set_faults(-1, NULL);
+  /* Durations of one request's fault are bounded like delay; 1h itself is accepted. */
+  const char *too_long[] = {"kind=partial_stall,stall=999999h", "kind=slow_body,interval=2h",
+                            "kind=latency,delay=2h", "kind=latency,delay=uniform:1s:2h"};
+  for (size_t i = 0; i < sizeof too_long / sizeof too_long[0]; i++) {
+    http_res r;
+    http_send(P.admin_port, "POST", "/admin/faults", NULL, too_long[i], &r);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(r.body, "at most 1h"));
+    http_res_free(&r);
+  }
+  admin_expect("POST", "/admin/faults", "route=GET /none,kind=partial_stall,stall=1h", 0, 201,
+               NULL);
+  admin_expect("POST", "/admin/faults", "route=GET /none,kind=slow_body,interval=1h", 0, 201, NULL);
+  const char *flag[] = {"--port",  "0",
+                        "--db",    "/tmp/libraryd-never-created.db",
+                        "--fault", "kind=partial_stall,stall=2h",
+                        NULL};
+  assert_int_equal(lib_run_args(flag), 2);
+  set_faults(-1, NULL);
+  /* A NUL byte is refused, not a place where the rule silently ends. */
+  static const char nul[] = "route=GET /books/9,kind=close\0junk";
+  admin_expect("POST", "/admin/faults", nul, sizeof nul - 1, 400, "bad_rule");
+  /* Unknown JSON fields are refused as in the main API; so is a key given twice. */
+  admin_expect("POST", "/admin/faults", "{\"rule\":\"kind=close\",\"x\":1}", 0, 400,
+               "unknown_field");
+  admin_expect("PUT", "/admin/faults", "{\"rules\":[],\"x\":1}", 0, 400, "unknown_field");
+  admin_expect("POST", "/admin/faults", "kind=latency,delay=1s,delay=2s", 0, 400, "bad_rule");
+  assert_int_equal(rule_count(), 0);
+  /* A PUT without "rules" wipes nothing; [] is how to clear. */
+  one_fault("route=GET /books/2,kind=503");
+  admin_expect("PUT", "/admin/faults", "{\"seed\":7}", 0, 400, "missing_field");
+  assert_int_equal(rule_count(), 1);
+  admin_expect("PUT", "/admin/faults", "{\"rules\":[]}", 0, 200, NULL);
+  assert_int_equal(rule_count(), 0);
+  /* kind=status without code= answers 503 (documented default). */
+  one_fault("route=GET /books/2,kind=status");
+  http_res r;
+  http_get(P.port, "/books/2", &r);
+  assert_int_equal(r.status, 503);
+  http_res_free(&r);
+  set_faults(-1, NULL);
+}
+
+/* Every admin resource answers a method it does not take with 405 and Allow. */
+static void test_admin_methods(void **state) {
+  (void)state;
+  static const struct {
+    const char *method, *path, *allow;
+  } cases[] = {
+      {"POST", "/admin/stats", "GET, HEAD"},
+      {"PUT", "/admin/series", "GET, HEAD"},
+      {"POST", "/admin/healthz", "GET, HEAD"},
+      {"PATCH", "/admin/faults", "GET, HEAD, POST, PUT, DELETE"},
+      {"GET", "/admin/faults/1", "DELETE"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    http_req rq = {.method = cases[i].method, .path = cases[i].path};
+    http_res r;
+    http_do(P.admin_port, &rq, &r);
+    if (r.status != 405)
+      fprintf(stderr, "%s %s: %ld %s\n", cases[i].method, cases[i].path, r.status, r.body);
+    assert_int_equal(r.status, 405);
+    assert_non_null(strstr(r.body, "method_not_allowed"));
+    char allow[128];
+    assert_non_null(http_header(&r, "Allow", allow, sizeof allow));
+    assert_string_equal(allow, cases[i].allow);
+    http_res_free(&r);
+  }
+  http_req head = {.method = "HEAD", .path = "/admin/healthz"};
+  http_res r;
+  http_do(P.admin_port, &head, &r);
+  assert_int_equal(r.status, 200);
+  http_res_free(&r);
+  admin_expect("GET", "/admin/nothing", NULL, 0, 404, "not_found");
+}
+
 static void test_flags(void **state) {
   (void)state;
   const char *bad_rule[] = {
@@ -448,6 +648,10 @@ int main(void) {
       cmocka_unit_test(test_slow_body),
       cmocka_unit_test(test_scripts_and_seeds),
       cmocka_unit_test(test_admin_endpoint),
+      cmocka_unit_test(test_admin_rule_limit),
+      cmocka_unit_test(test_admin_replace_is_atomic),
+      cmocka_unit_test(test_admin_strict_rules),
+      cmocka_unit_test(test_admin_methods),
       cmocka_unit_test(test_flags),
       cmocka_unit_test(test_config_file_and_json_log),
   };
