@@ -97,6 +97,10 @@ static void reload(int argc, char **argv, const ld_opts *cur, lk_server *srv) {
     else
       fprintf(stderr, "libraryd: SIGHUP: reloaded %zu fault rule(s), seed %llu\n", o->srv.n_faults,
               (unsigned long long)o->srv.seed);
+    /* The rest is fixed at start: say so rather than seem to have applied it. */
+    char changed[600];
+    if (ld_opts_restart_changes(cur, o, changed, sizeof changed) > 0)
+      fprintf(stderr, "libraryd: SIGHUP: changed, but only a restart applies them: %s\n", changed);
   }
   ld_opts_free(o);
   free(o);
@@ -144,10 +148,19 @@ int main(int argc, char **argv) {
     lk_store_close(store);
     return rc == LK_ECONFIG ? 2 : 1;
   }
-  if ((o.port_file && write_port_file(o.port_file, lk_server_port(srv)) != 0) ||
-      (o.admin_port_file && lk_server_admin_port(srv) >= 0 &&
-       write_port_file(o.admin_port_file, lk_server_admin_port(srv)) != 0)) {
-    fprintf(stderr, "libraryd: cannot write the port file: %s\n", strerror(errno));
+  /* --admin-port-file without --admin-port is refused by ld_opts_parse_args. */
+  bool admin = false;
+  const char *file = NULL;
+  if (o.port_file && write_port_file(o.port_file, lk_server_port(srv)) != 0)
+    file = o.port_file;
+  else if (o.admin_port_file &&
+           write_port_file(o.admin_port_file, lk_server_admin_port(srv)) != 0) {
+    file = o.admin_port_file;
+    admin = true;
+  }
+  if (file) {
+    fprintf(stderr, "libraryd: cannot write the %sport file %s: %s\n", admin ? "admin " : "", file,
+            strerror(errno));
     lk_server_free(srv);
     lk_store_close(store);
     return 1;

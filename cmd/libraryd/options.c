@@ -11,6 +11,7 @@
 #include <linkd/error.h>
 #include <linkd/version.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <ini.h>
@@ -139,6 +140,8 @@ enum {
   O_VERSION
 };
 
+_Static_assert(O_VERSION - O_ADDR < LD_MAX_OPTS, "ld_opts.cfg_key_line is too small");
+
 static const struct option long_opts[] = {
     {"addr", required_argument, NULL, O_ADDR},
     {"port", required_argument, NULL, O_PORT},
@@ -200,6 +203,15 @@ static int int_in(const char *name, const char *v, int64_t lo, int64_t hi, int64
   return 0;
 }
 
+/* The server binds literals only (inet_pton); a host name or a bad literal is a usage error here,
+ * not a failed system call at start. */
+static int ip_literal(const char *name, const char *v) {
+  unsigned char a[16];
+  if (inet_pton(AF_INET, v, a) == 1 || inet_pton(AF_INET6, v, a) == 1)
+    return 0;
+  return bad(name, v, "expected an IPv4 or IPv6 address such as 127.0.0.1 or ::1 (no names)");
+}
+
 static int dur(const char *name, const char *v, int64_t *out) {
   char why[160];
   if (lk_duration_parse(v, out, why, sizeof why) != LK_OK)
@@ -212,8 +224,16 @@ static int apply(ld_opts *o, int id, const char *name, const char *v) {
   int64_t n;
   uint64_t u;
   switch (id) {
-  case O_ADDR: o->srv.addr = v; return 0;
-  case O_ADMIN_ADDR: o->srv.admin_addr = v; return 0;
+  case O_ADDR:
+    if (ip_literal(name, v))
+      return -1;
+    o->srv.addr = v;
+    return 0;
+  case O_ADMIN_ADDR:
+    if (ip_literal(name, v))
+      return -1;
+    o->srv.admin_addr = v;
+    return 0;
   case O_PORT:
     if (int_in(name, v, 0, 65535, &n))
       return -1;
@@ -369,9 +389,9 @@ static int ini_apply(ld_opts *o, const char *section, const char *key, const cha
   if (section && *section && strcmp(section, "libraryd"))
     return 1; /* other programs' sections */
   /* "key =;x" would be ";x" and "key = ;x" a comment: refused, whatever the spacing */
-  if (value[0] == ';')
-    return bad(key, value, "a value may not start with ';' (after a space it starts a comment)") ==
-           0;
+  if (value[0] == ';' || value[0] == '#')
+    return bad(key, value,
+               "a value may not start with ';' or '#' (after a space they start a comment)") == 0;
   /* queue_discipline and queue-discipline are the same key: INI files often use underscores. */
   char name[64];
   snprintf(name, sizeof name, "%s", key);
@@ -383,6 +403,16 @@ static int ini_apply(ld_opts *o, const char *section, const char *key, const cha
       continue;
     if (lo->val == O_CONFIG || lo->val == O_HELP || lo->val == O_VERSION)
       break;
+    /* A second value would silently replace the first: only the lists may repeat. */
+    int *first = &o->cfg_key_line[lo->val - O_ADDR];
+    if (*first && lo->val != O_FAULT && lo->val != O_REQUIRE_KEY) {
+      char why[120];
+      snprintf(why, sizeof why, "set twice (first on line %d; only fault and require-key repeat)",
+               *first);
+      return bad(name, value, why) == 0;
+    }
+    if (!*first)
+      *first = o->cfg_lines;
     if (lo->has_arg == no_argument) {
       if (!strcmp(value, "true") || !strcmp(value, "1") || !strcmp(value, "yes"))
         return apply(o, lo->val, name, value) == 0;
@@ -408,7 +438,7 @@ static int ini_apply(ld_opts *o, const char *section, const char *key, const cha
 static int ini_cb(void *user, const char *section, const char *name, const char *value) {
   ld_opts *o = user;
   char where[4200];
-  int line = o->cfg_lines + (o->cfg_partial ? 1 : 0);
+  int line = o->cfg_lines;
   snprintf(where, sizeof where, "%s:%d", o->cfg_path, line);
   cfg_where = where;
   int ok = ini_apply(o, section, name, value);
@@ -418,35 +448,86 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
   return ok;
 }
 
-typedef struct cfg_stream {
-  FILE *f;
-  ld_opts *o;
-} cfg_stream;
+/* The whole file is read first, at most this much: /dev/zero or a FIFO then ends. */
+#define LD_CONFIG_MAX_BYTES (1024 * 1024)
 
-/* fgets for inih, counting lines so that errors name theirs. */
+typedef struct cfg_buf {
+  const char *p;
+  size_t len, pos;
+  ld_opts *o;
+  int long_line, max_line, nul_line; /* the line that stopped the reading, 0 if none */
+} cfg_buf;
+
+/* inih's line reader over the file's bytes: counts lines so that errors name theirs, and stops
+ * at a line inih would cut (its buffer is `num` bytes) or one holding a NUL byte (C strings would
+ * cut the value), so that neither is applied in part. A '#' after a space or tab starts a
+ * comment, as inih's ';' does. */
 static char *cfg_read(char *str, int num, void *arg) {
-  cfg_stream *cs = arg;
-  char *r = fgets(str, num, cs->f);
-  if (r) {
-    size_t n = strlen(r);
-    bool ends = n > 0 && r[n - 1] == '\n';
-    cs->o->cfg_lines += ends;
-    cs->o->cfg_partial = !ends;
+  cfg_buf *b = arg;
+  if (b->pos >= b->len)
+    return NULL;
+  const char *p = b->p + b->pos;
+  size_t avail = b->len - b->pos;
+  const char *nl = memchr(p, '\n', avail);
+  size_t n = nl ? (size_t)(nl - p) + 1 : avail; /* with its newline */
+  size_t body = nl ? n - 1 : n;
+  b->o->cfg_lines++;
+  if (memchr(p, '\0', body)) {
+    b->nul_line = b->o->cfg_lines;
+    return NULL;
   }
-  return r;
+  if (body + 2 > (size_t)num) {
+    b->long_line = b->o->cfg_lines;
+    b->max_line = num - 2;
+    return NULL;
+  }
+  memcpy(str, p, body);
+  for (size_t i = 1; i < body; i++)
+    if (str[i] == '#' && (str[i - 1] == ' ' || str[i - 1] == '\t')) {
+      body = i;
+      break;
+    }
+  str[body] = '\n';
+  str[body + 1] = '\0';
+  b->pos += n;
+  return str;
 }
 
 int ld_opts_read_config_stream(FILE *f, const char *name, ld_opts *o) {
   o->cfg_path = name;
   o->cfg_lines = o->cfg_err_line = 0;
-  o->cfg_partial = false;
-  cfg_stream cs = {f, o};
-  int rc = ini_parse_stream(cfg_read, &cs, ini_cb, o);
-  if (rc == 0)
-    return 0;
-  if (rc < 0)
+  memset(o->cfg_key_line, 0, sizeof o->cfg_key_line);
+  char *text = malloc(LD_CONFIG_MAX_BYTES + 1);
+  if (!text) {
     fprintf(stderr, "libraryd: cannot read config file %s: out of memory\n", name);
-  else if (rc != o->cfg_err_line) /* not a value already reported by ini_cb */
+    return -1;
+  }
+  size_t len = 0, got;
+  while (len <= LD_CONFIG_MAX_BYTES &&
+         (got = fread(text + len, 1, LD_CONFIG_MAX_BYTES + 1 - len, f)) > 0)
+    len += got;
+  int rc = -1;
+  if (ferror(f)) /* a directory: EISDIR */
+    fprintf(stderr, "libraryd: cannot read config file %s: %s\n", name, strerror(errno));
+  else if (len > LD_CONFIG_MAX_BYTES)
+    fprintf(stderr, "libraryd: cannot read config file %s: larger than 1 MiB\n", name);
+  else
+    rc = 0;
+  cfg_buf cb = {.p = text, .len = len, .o = o};
+  if (rc == 0)
+    rc = ini_parse_stream(cfg_read, &cb, ini_cb, o);
+  free(text);
+  if (rc == 0 && !cb.long_line && !cb.nul_line)
+    return 0;
+  if (cb.long_line)
+    fprintf(stderr, "libraryd: %s:%d: line too long (at most %d characters)\n", name, cb.long_line,
+            cb.max_line);
+  else if (cb.nul_line)
+    fprintf(stderr, "libraryd: %s:%d: a NUL byte in the line (not a text file?)\n", name,
+            cb.nul_line);
+  else if (rc == -2)
+    fprintf(stderr, "libraryd: cannot read config file %s: out of memory\n", name);
+  else if (rc > 0 && rc != o->cfg_err_line) /* not a value already reported by ini_cb */
     fprintf(stderr,
             "libraryd: %s:%d: expected 'name = value', a [section] header, or a comment "
             "starting with ';' or '#'\n",
@@ -513,5 +594,72 @@ int ld_opts_parse_args(int argc, char **argv, ld_opts *o) {
     fprintf(stderr, "libraryd: unexpected argument '%s' (see --help)\n", argv[optind]);
     return -1;
   }
+  /* Without an admin listener the file would never be written, and a script waiting for it
+   * would wait for ever. */
+  if (o->admin_port_file && o->srv.admin_port < 0) {
+    fprintf(stderr, "libraryd: --admin-port-file '%s' needs --admin-port (no admin listener)\n",
+            o->admin_port_file);
+    return -1;
+  }
   return 0;
+}
+
+static bool str_ne(const char *a, const char *b) { return a != b && (!a || !b || strcmp(a, b)); }
+
+static void add_name(char *buf, size_t cap, int *n, const char *name) {
+  size_t at = strlen(buf);
+  snprintf(buf + at, cap - at, "%s%s", *n ? ", " : "", name);
+  (*n)++;
+}
+
+int ld_opts_restart_changes(const ld_opts *cur, const ld_opts *next, char *buf, size_t cap) {
+  const lk_server_config *a = &cur->srv, *b = &next->srv;
+  const lk_store_config *sa = &cur->store, *sb = &next->store;
+  bool keys = a->n_require_key != b->n_require_key;
+  for (size_t i = 0; !keys && i < a->n_require_key; i++)
+    keys = str_ne(cur->require_key[i], next->require_key[i]);
+  const struct {
+    bool differs;
+    const char *name;
+  } t[] = {
+      {str_ne(a->addr, b->addr), "addr"},
+      {a->port != b->port, "port"},
+      {str_ne(cur->port_file, next->port_file), "port-file"},
+      {a->admin_port != b->admin_port, "admin-port"},
+      {str_ne(a->admin_addr, b->admin_addr), "admin-addr"},
+      {str_ne(cur->admin_port_file, next->admin_port_file), "admin-port-file"},
+      {a->threads != b->threads, "threads"},
+      {a->connection_limit != b->connection_limit, "connection-limit"},
+      {a->per_client_limit != b->per_client_limit, "per-client-limit"},
+      {a->idle_timeout_s != b->idle_timeout_s, "idle-timeout"},
+      {a->head_timeout_ns != b->head_timeout_ns, "head-timeout"},
+      {a->body_timeout_ns != b->body_timeout_ns, "body-timeout"},
+      {a->max_body != b->max_body, "max-body"},
+      {a->drain_timeout_ns != b->drain_timeout_ns, "drain-timeout"},
+      {str_ne(sa->path, sb->path), "db"},
+      {str_ne(sa->url, sb->url), "store"},
+      {sa->pool_size != sb->pool_size, "pool-size"},
+      {sa->statement_timeout_ns != sb->statement_timeout_ns, "store-timeout"},
+      {sa->sync != sb->sync, "sync"},
+      {sa->group_commit != sb->group_commit, "group-commit"},
+      {sa->seed != sb->seed, "no-seed-data"},
+      {a->idem_retention_ns != b->idem_retention_ns, "idem-retention"},
+      {a->purge_interval_ns != b->purge_interval_ns, "purge-interval"},
+      {keys, "require-key"},
+      {a->workers != b->workers, "workers"},
+      {a->queue_limit != b->queue_limit, "queue"},
+      {str_ne(a->work, b->work), "work"},
+      {a->queue_discipline != b->queue_discipline, "queue-discipline"},
+      {a->queue_target_ns != b->queue_target_ns, "queue-target"},
+      {a->queue_interval_ns != b->queue_interval_ns, "queue-interval"},
+      {a->log != b->log, "log"},
+      {str_ne(cur->log_file, next->log_file), "log-file"},
+  };
+  int n = 0;
+  if (cap)
+    buf[0] = '\0';
+  for (size_t i = 0; i < sizeof t / sizeof t[0] && cap; i++)
+    if (t[i].differs)
+      add_name(buf, cap, &n, t[i].name);
+  return n;
 }

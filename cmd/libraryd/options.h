@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #define LD_MAX_LIST 64
+#define LD_MAX_OPTS 48 /* more than there are options */
 
 typedef struct ld_opts {
   lk_server_config srv;
@@ -22,7 +23,7 @@ typedef struct ld_opts {
   /* The config file being read: where its current line is, for error messages. */
   const char *cfg_path;
   int cfg_lines, cfg_err_line;
-  bool cfg_partial; /* the last read did not end a line */
+  int cfg_key_line[LD_MAX_OPTS]; /* per option, the line that set it in this file, 0 if none */
   const char *faults[LD_MAX_LIST];
   const char *require_key[LD_MAX_LIST];
   char *owned[2 * LD_MAX_LIST + 64]; /* strings copied from the config file */
@@ -39,5 +40,8 @@ int ld_opts_parse_args(int argc, char **argv, ld_opts *o);
 /* Applies one config file's text from f; `name` is what messages call it. 0, or -1 after a
  * message naming the file, line and problem. */
 int ld_opts_read_config_stream(FILE *f, const char *name, ld_opts *o);
+/* Writes the names of the settings that differ between cur and next and take effect only at
+ * start (all but the fault rules and the seed), ", "-separated, into buf; returns how many. */
+int ld_opts_restart_changes(const ld_opts *cur, const ld_opts *next, char *buf, size_t cap);
 
 #endif

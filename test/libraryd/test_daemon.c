@@ -76,6 +76,7 @@ static void test_sighup_reopens_log_and_reloads_faults(void **state) {
   write_file(cfg, "[libraryd]\nseed = 9\nfault = route=GET /books/2,kind=status,code=502\n");
   assert_int_equal(kill(p.pid, SIGHUP), 0);
   assert_true(wait_lines(logf, "SIGHUP: reloaded 1 fault rule(s), seed 9", 1));
+  assert_int_equal(count_in(logf, "only a restart applies"), 0); /* faults and seed apply */
   assert_int_equal(get_status(p.port, "/books/1"), 200);
   assert_int_equal(get_status(p.port, "/books/2"), 502);
   assert_true(wait_lines(logf, "/books/2", 1)); /* new lines go to the new file */
@@ -87,6 +88,14 @@ static void test_sighup_reopens_log_and_reloads_faults(void **state) {
   assert_int_equal(json_array_size(json_object_get(j, "rules")), 1);
   json_decref(j);
   http_res_free(&r);
+
+  /* Settings fixed at start are named, not silently ignored; --port is a flag (it overrides the
+   * file), so it has not changed. */
+  write_file(cfg, "[libraryd]\nseed = 9\nfault = route=GET /books/2,kind=status,code=502\n"
+                  "workers = 3\nqueue = 10\nport = 1\n");
+  assert_int_equal(kill(p.pid, SIGHUP), 0);
+  assert_true(
+      wait_lines(logf, "SIGHUP: changed, but only a restart applies them: workers, queue\n", 1));
 
   /* A broken file on reload: reported, and the running rules stay. */
   write_file(cfg, "[libraryd]\nfault = route=GET /books/3,kind=nonsense\n");
@@ -121,6 +130,14 @@ static void test_config_errors_name_the_line(void **state) {
       {"idle-timeout = 5\n", ":1: idle-timeout = '5': "},
       {"log-file =;x\n", ":1: log-file = ';x': a value may not start with ';'"},
       {"fault = kind=latency\nfault = route=x,kind=status\n", ":2: fault = 'route=x,kind=status'"},
+      {"log-file =#x\n", ":1: log-file = '#x': a value may not start with ';' or '#'"},
+      /* Only the lists repeat; a second value used to replace the first silently. */
+      {"workers = 2\n[libraryd]\nworkers = 3\n",
+       ":3: workers = '3': set twice (first on line 1; only fault and require-key repeat)"},
+      {"no-seed-data = yes\nno-seed-data = no\n", ":2: no-seed-data = 'no': set twice"},
+      /* '#' after a space starts a comment, as ';' does, so the error is on line 3. */
+      {"workers = 2 # two\nseed = 4 ; four\n[libraryd] # main\nport = x # c\n",
+       ":4: port = 'x': expected an integer"},
   };
   char path[] = "/tmp/libraryd-cfg-XXXXXX";
   int fd = mkstemp(path);
@@ -139,7 +156,161 @@ static void test_config_errors_name_the_line(void **state) {
     assert_non_null(strstr(out, want));
     assert_null(strstr(out, "bad line"));
   }
+  /* A NUL byte would cut the value (C strings): refused, not applied in part. */
+  static const char nul[] = "seed = 3\nport = 80\0junk\n";
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  assert_int_equal(fwrite(nul, 1, sizeof nul - 1, f), sizeof nul - 1);
+  assert_int_equal(fclose(f), 0);
+  const char *args[] = {"--config", path, "--port", "0", NULL};
+  char out[4096], want[600];
+  assert_int_equal(lib_run_capture(args, false, out, sizeof out), 2);
+  snprintf(want, sizeof want, "libraryd: %s:2: a NUL byte in the line", path);
+  assert_non_null(strstr(out, want));
+  /* inih would cut a line at its 200-byte buffer and apply the rest as the next line. */
+  char long_line[400];
+  snprintf(long_line, sizeof long_line, "seed = 1\nfault = route=GET /books/1,code=%0250d\n", 503);
+  write_file(path, long_line);
+  assert_int_equal(lib_run_capture(args, false, out, sizeof out), 2);
+  snprintf(want, sizeof want, "libraryd: %s:2: line too long (at most 198 characters)", path);
+  assert_non_null(strstr(out, want));
   unlink(path);
+}
+
+/* What cannot be read as a config file is a usage error that names it, and reading is bounded:
+ * a directory was taken for an empty file, /dev/zero was read for ever. */
+static void test_config_file_unreadable(void **state) {
+  (void)state;
+  char out[4096];
+  const char *dir[] = {"--config", "/tmp", "--port", "0", NULL};
+  assert_int_equal(lib_run_capture(dir, false, out, sizeof out), 2);
+  assert_non_null(strstr(out, "libraryd: cannot read config file /tmp: Is a directory"));
+  double t0 = now_s();
+  const char *zero[] = {"--config", "/dev/zero", "--port", "0", NULL};
+  assert_int_equal(lib_run_capture(zero, false, out, sizeof out), 2);
+  assert_non_null(strstr(out, "libraryd: cannot read config file /dev/zero: larger than 1 MiB"));
+  assert_true(now_s() - t0 < 5.0);
+}
+
+/* Flags that used to pass parsing and fail later (or never) are usage errors that say why. */
+static void test_flag_errors(void **state) {
+  (void)state;
+  static const struct {
+    const char *flag, *value, *want;
+  } cases[] = {
+      {"--addr", "999.1.1.1", "libraryd: --addr '999.1.1.1': expected an IPv4 or IPv6 address"},
+      {"--addr", "localhost", "libraryd: --addr 'localhost': expected an IPv4 or IPv6 address"},
+      {"--admin-addr", "::1::", "libraryd: --admin-addr '::1::': expected an IPv4 or IPv6"},
+      /* the file would never be written: no admin listener */
+      {"--admin-port-file", "/tmp/ld-never",
+       "--admin-port-file '/tmp/ld-never' needs --admin-port"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *args[] = {cases[i].flag, cases[i].value,          "--port", "0",
+                          "--db",        "/nonexistent/never.db", NULL};
+    char out[4096];
+    int rc = lib_run_capture(args, false, out, sizeof out);
+    if (rc != 2 || !strstr(out, cases[i].want))
+      fprintf(stderr, "case %zu: rc %d, got: %s\nwanted: %s\n", i, rc, out, cases[i].want);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(out, cases[i].want));
+  }
+  /* A port file that cannot be written is named, and which one it is. */
+  char dir[] = "/tmp/libraryd-pf-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char db[300], pf[300], out[4096], want[400];
+  snprintf(db, sizeof db, "%s/library.db", dir);
+  snprintf(pf, sizeof pf, "%s/missing/port", dir);
+  const char *a1[] = {"--db", db, "--port", "0", "--port-file", pf, "--log", "off", NULL};
+  assert_int_equal(lib_run_capture(a1, false, out, sizeof out), 1);
+  snprintf(want, sizeof want, "libraryd: cannot write the port file %s: No such file", pf);
+  assert_non_null(strstr(out, want));
+  const char *a2[] = {"--db", db,      "--port", "0", "--admin-port", "0", "--admin-port-file",
+                      pf,     "--log", "off",    NULL};
+  assert_int_equal(lib_run_capture(a2, false, out, sizeof out), 1);
+  snprintf(want, sizeof want, "libraryd: cannot write the admin port file %s: No such file", pf);
+  assert_non_null(strstr(out, want));
+  char f[400];
+  static const char *const left[] = {"library.db", "library.db-wal", "library.db-shm"};
+  for (size_t i = 0; i < sizeof left / sizeof left[0]; i++) {
+    snprintf(f, sizeof f, "%s/%s", dir, left[i]);
+    unlink(f);
+  }
+  assert_int_equal(rmdir(dir), 0);
+}
+
+/* Requests whose decoded path is not UTF-8, or long and full of control bytes: each still gets
+ * exactly one access-log line, valid JSON in json mode (jansson refused the first kind, a fixed
+ * buffer cut the second) and printable ASCII in text mode. */
+static void test_access_log_hostile_paths(void **state) {
+  (void)state;
+  char many[1200] = "/books/";
+  for (int i = 0; i < 330; i++)
+    strcat(many, "%01");
+  const struct {
+    const char *method, *path;
+  } rq[] = {{"GET", "/books/%ff"},
+            {"POST", "/books/%c3%28/loans"},
+            {"GET", many},
+            {"GET", "/books/%c3%a9%20x%5c"}};
+  size_t n = sizeof rq / sizeof rq[0];
+  for (int mode = 0; mode < 2; mode++) {
+    lib_proc p;
+    const char *args[] = {"--log", mode ? "text" : "json", NULL};
+    assert_int_equal(lib_start(&p, args), 0);
+    for (size_t i = 0; i < n; i++) {
+      http_res r;
+      http_send(p.port, rq[i].method, rq[i].path, NULL, NULL, &r);
+      assert_true(r.status >= 400);
+      http_res_free(&r);
+    }
+    assert_int_equal(lib_stop(&p), 0);
+    FILE *f = fopen(p.log, "r");
+    assert_non_null(f);
+    static char line[16384];
+    char want_many[1200] = "/books/";
+    memset(want_many + 7, 1, 330);
+    want_many[337] = '\0';
+    const char *want_json[] = {"/books/\xef\xbf\xbd", "/books/\xef\xbf\xbd(/loans", want_many,
+                               "/books/\xc3\xa9 x\\"};
+    const char *want_text[] = {" /books/\\xff 4", " /books/\\xc3(/loans 4", "\\x01\\x01 4",
+                               " /books/\\xc3\\xa9\\x20x\\x5c 4"};
+    /* A line is written when MHD ends the request, possibly after the next one's: any order. */
+    int seen[4] = {0};
+    size_t lines = 0;
+    while (fgets(line, sizeof line, f)) {
+      assert_non_null(strchr(line, '\n')); /* not cut */
+      if (mode == 0) {
+        if (line[0] != '{')
+          continue;
+        json_error_t e;
+        json_t *j = json_loads(line, 0, &e);
+        if (!j)
+          fprintf(stderr, "not JSON (%s): %s", e.text, line);
+        assert_non_null(j);
+        const char *path = json_string_value(json_object_get(j, "path"));
+        assert_non_null(path);
+        for (size_t i = 0; i < n; i++)
+          seen[i] += !strcmp(path, want_json[i]);
+        json_decref(j);
+      } else {
+        if (!strstr(line, " tenant="))
+          continue;
+        for (const char *c = line; *c != '\n'; c++)
+          assert_true(*c >= 0x20 && *c < 0x7f);
+        for (size_t i = 0; i < n; i++)
+          seen[i] += strstr(line, want_text[i]) != NULL;
+      }
+      lines++;
+    }
+    fclose(f);
+    if (lines != n || seen[0] != 1 || seen[1] != 1 || seen[2] != 1 || seen[3] != 1)
+      lib_dump_log(&p);
+    lib_cleanup(&p);
+    assert_int_equal(lines, n);
+    for (size_t i = 0; i < n; i++)
+      assert_int_equal(seen[i], 1);
+  }
 }
 
 static void test_database_errors_name_the_cause(void **state) {
@@ -217,9 +388,14 @@ static void test_threads_are_named(void **state) {
   lib_proc p;
   const char *args[] = {"--workers", "3", "--log", "off", NULL};
   assert_int_equal(lib_start(&p, args), 0);
-  /* Counted before any assertion, so that a failure does not leave the daemon running. */
-  int workers = threads_named(p.pid, "lk-worker"), wakers = threads_named(p.pid, "lk-waker"),
-      purgers = threads_named(p.pid, "lk-purge");
+  /* Counted before any assertion, so that a failure does not leave the daemon running. Each
+   * thread names itself once running, which may be after the port file is written: wait. */
+  int workers = 0, wakers = 0, purgers = 0;
+  for (int i = 0; i < 400 && (workers != 3 || wakers != 1 || purgers != 1); i++, sleep_ms(5)) {
+    workers = threads_named(p.pid, "lk-worker");
+    wakers = threads_named(p.pid, "lk-waker");
+    purgers = threads_named(p.pid, "lk-purge");
+  }
   assert_int_equal(lib_stop(&p), 0);
   lib_cleanup(&p);
   assert_int_equal(workers, 3);
@@ -253,12 +429,12 @@ static void test_extreme_durations(void **state) {
   lib_cleanup(&p);
   assert_int_equal(st, 200);
 
-  /* A fault's stall and a slow body's interval, as long as they come: the client gives up, the
-   * drain cuts the parked requests, and libraryd exits cleanly. */
+  /* A fault's stall and a slow body's interval, as long as a rule takes (1h): the client gives
+   * up, the drain cuts the parked requests, and libraryd exits cleanly. */
   const char *faults[] = {"--fault",
-                          "route=GET /books/2,kind=partial_stall,stall=" MAX_NS,
+                          "route=GET /books/2,kind=partial_stall,stall=1h",
                           "--fault",
-                          "route=GET /books/3,kind=slow_body,interval=" MAX_NS,
+                          "route=GET /books/3,kind=slow_body,interval=1h",
                           "--drain-timeout",
                           "200ms",
                           "--log",
@@ -284,6 +460,9 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sighup_reopens_log_and_reloads_faults),
       cmocka_unit_test(test_config_errors_name_the_line),
+      cmocka_unit_test(test_config_file_unreadable),
+      cmocka_unit_test(test_flag_errors),
+      cmocka_unit_test(test_access_log_hostile_paths),
       cmocka_unit_test(test_database_errors_name_the_cause),
       cmocka_unit_test(test_threads_are_named),
       cmocka_unit_test(test_extreme_durations),
