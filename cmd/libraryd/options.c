@@ -141,6 +141,7 @@ enum {
 };
 
 _Static_assert(O_VERSION - O_ADDR < LD_MAX_OPTS, "ld_opts.cfg_key_line is too small");
+_Static_assert(LD_MAX_LIST == LK_FAULT_RULES_MAX, "the messages say 64 fault rules");
 
 static const struct option long_opts[] = {
     {"addr", required_argument, NULL, O_ADDR},
@@ -317,14 +318,14 @@ static int apply(ld_opts *o, int id, const char *name, const char *v) {
   case O_PURGE: return dur(name, v, &o->srv.purge_interval_ns);
   case O_REQUIRE_KEY:
     if (o->srv.n_require_key >= LD_MAX_LIST)
-      return bad(name, v, "too many");
+      return bad(name, v, "too many: at most 64 require-key patterns");
     if (lk_route_pattern_check(v) != LK_OK)
       return bad(name, v, "expected a route pattern such as 'POST /books/*/loans'");
     o->require_key[o->srv.n_require_key++] = v;
     return 0;
   case O_FAULT:
     if (o->srv.n_faults >= LD_MAX_LIST)
-      return bad(name, v, "too many");
+      return bad(name, v, "too many: at most 64 fault rules");
     {
       lk_fault_rule rule;
       char why[200];

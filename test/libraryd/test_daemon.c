@@ -106,6 +106,23 @@ static void test_sighup_reopens_log_and_reloads_faults(void **state) {
   assert_int_equal(get_status(p.port, "/books/3"), 200);
   assert_int_equal(count_in(rotated, "/books/"), old_lines); /* the old file is left alone */
 
+  /* More rules than the table holds: refused whole, with the limit, and the running ones stay */
+  char many[8192];
+  size_t off = (size_t)snprintf(many, sizeof many, "[libraryd]\n");
+  for (int i = 0; i < 65; i++)
+    off += (size_t)snprintf(many + off, sizeof many - off,
+                            "fault = route=GET /books/%d,kind=status,code=500\n", 100 + i);
+  write_file(cfg, many);
+  assert_int_equal(kill(p.pid, SIGHUP), 0);
+  assert_true(wait_lines(logf, "configuration not reloaded", 2));
+  assert_int_equal(count_in(logf, "too many: at most 64 fault rules"), 1);
+  assert_int_equal(get_status(p.port, "/books/2"), 502);
+  http_get(p.admin_port, "/admin/faults", &r);
+  j = http_json(&r);
+  assert_int_equal(json_array_size(json_object_get(j, "rules")), 1);
+  json_decref(j);
+  http_res_free(&r);
+
   assert_int_equal(lib_stop(&p), 0); /* still a clean drain after the reloads */
   struct stat st;
   char wal[400];
