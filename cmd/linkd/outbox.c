@@ -3,21 +3,27 @@
  * policy flags of `run` are the request commands' (settings.c), so a value means the same here. */
 #include "outbox.h"
 
+#include "args.h"
 #include "exitcodes.h"
 #include "policy.h"
 #include "settings.h"
 
 #include <linkd/duration.h>
+#include <linkd/idem.h>
 #include <linkd/outbox.h>
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 
 void cli_outbox_help(FILE *f) {
   fputs(
@@ -32,7 +38,7 @@ void cli_outbox_help(FILE *f) {
       "      -X, --request METHOD  the method (POST)\n"
       "      -H, --header 'N: v'   a header (repeatable; not Idempotency-Key: use --key)\n"
       "      -d, --data DATA       the body: text, @FILE or @- for stdin\n"
-      "      --ttl DUR             expire if not delivered within DUR (24h)\n"
+      "      --ttl DUR             expire if not delivered within DUR, more than 0 (24h)\n"
       "      --key KEY             the Idempotency-Key (default: a new UUID)\n"
       "      --tenant T            prefix of a generated key, 'T:<uuid>'\n"
       "      --repeat N            store N such requests, each with its own key, in one\n"
@@ -54,16 +60,19 @@ void cli_outbox_help(FILE *f) {
       "      --json                one JSON object per line, with the last response\n"
       "  retry ID | --poisoned  put entry ID (poisoned or expired), or every poisoned one, back\n"
       "                        to pending with the same key\n"
-      "      --ttl DUR             a new expiry (needed for an expired entry)\n"
+      "      --ttl DUR             a new expiry, more than 0 (needed for an expired entry)\n"
       "  purge         delete delivered and expired entries older than the retention window\n"
       "      --older-than DUR      instead of the retention window (7 days)\n"
       "      --poisoned            poisoned entries as well\n"
       "  stats         counts and totals\n"
       "      --prometheus          in the Prometheus text format\n"
       "\n"
-      "Common: --db FILE (required), --retention DUR (7d as 168h).\n"
-      "Exit codes: 0 done; 1 failure; 64 usage; 66 -d @FILE unreadable; 75 another sender runs\n"
-      "on FILE; 130 SIGINT/SIGTERM.\n",
+      "Common: --db FILE (required), --retention DUR (7d as 168h). Only 'enqueue' and 'run'\n"
+      "create FILE; no command adds an outbox to another application's SQLite file.\n"
+      "Exit codes: 0 done; 1 failure (a message names FILE and the error; for enqueue it says\n"
+      "whether the entries were stored); 64 usage, or --key names an entry already there;\n"
+      "66 -d @FILE unreadable, or no outbox at FILE (list, retry, purge, stats); 75 another\n"
+      "sender runs on FILE; 130 SIGINT/SIGTERM.\n",
       f);
 }
 
@@ -109,14 +118,71 @@ static int parse_i64(const char *flag, const char *v, int64_t lo, int64_t hi, in
   return 0;
 }
 
-static int open_outbox(const common *c, lk_outbox **ob) {
+/* A call on the file failed: the command, the file and why. Returns CLI_EXIT_FAILURE. */
+static int db_failed(const common *c, const char *cmd, int err, const char *after) {
+  const char *hint = err == LK_EIO      ? " (a damaged file? sqlite3 FILE 'PRAGMA integrity_check')"
+                     : err == LK_EAGAIN ? " (another process held the file's lock too long)"
+                                        : "";
+  fprintf(stderr, "linkd outbox: %s: %s: %s%s%s\n", cmd, c->db, lk_strerror(err), hint,
+          after ? after : "");
+  return CLI_EXIT_FAILURE;
+}
+
+/* Looks at c->db before lk_outbox_open(), which creates a missing file and adds the outbox's
+ * tables to any SQLite file it is given (it has no open-existing-only mode): a command that
+ * works on stored entries (`create` false: list, retry, purge, stats) must not leave an empty
+ * outbox behind a mistyped --db and report zeros, and no command adopts another application's
+ * database. 0, or the exit code after the message. A file SQLite cannot read is left to
+ * lk_outbox_open() to report. */
+static int check_db(const common *c, bool create) {
+  struct stat sb;
+  if (stat(c->db, &sb) != 0) {
+    if (errno != ENOENT || create)
+      return 0; /* created, or lk_outbox_open() says why not */
+    fprintf(stderr, "linkd outbox: no outbox at %s ('enqueue' creates one)\n", c->db);
+    return CLI_EXIT_NOINPUT;
+  }
+  sqlite3 *db = NULL;
+  sqlite3_stmt *st = NULL;
+  int tables = -1, ours = 0;
+  if (sqlite3_open_v2(c->db, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+      sqlite3_busy_timeout(db, 5000) == SQLITE_OK &&
+      sqlite3_prepare_v2(db,
+                         "SELECT count(*), coalesce(sum(name IN ('entries', 'totals')), 0) "
+                         "FROM sqlite_master WHERE type = 'table'",
+                         -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    tables = sqlite3_column_int(st, 0);
+    ours = sqlite3_column_int(st, 1);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  if (tables == 0 && !create) {
+    fprintf(stderr, "linkd outbox: no outbox at %s (an empty file; 'enqueue' creates one)\n",
+            c->db);
+    return CLI_EXIT_NOINPUT;
+  }
+  if (tables > 0 && ours < 2) {
+    fprintf(stderr,
+            "linkd outbox: %s is not an outbox: an SQLite database with other tables (not "
+            "adding the outbox's to it)\n",
+            c->db);
+    return CLI_EXIT_FAILURE;
+  }
+  return 0;
+}
+
+static int open_outbox(const common *c, bool create, lk_outbox **ob) {
+  int rc = check_db(c, create);
+  if (rc != 0)
+    return rc;
   lk_outbox_config cfg;
   lk_outbox_config_init_default(&cfg);
   cfg.path = c->db;
   if (c->retention > 0)
     cfg.retention = c->retention;
   char err[512];
-  int rc = lk_outbox_open(&cfg, ob, err, sizeof err);
+  rc = lk_outbox_open(&cfg, ob, err, sizeof err);
   if (rc != LK_OK) {
     fprintf(stderr, "linkd outbox: %s: %s\n", c->db, err[0] ? err : lk_strerror(rc));
     return CLI_EXIT_FAILURE;
@@ -191,9 +257,95 @@ static int print_id_key(void *ctx, const lk_outbox_entry *e) {
   return 0;
 }
 
+/* An RFC 9110 token of n bytes: a method, a header name. */
+static bool is_token(const char *s, size_t n) {
+  if (n == 0)
+    return false;
+  for (size_t i = 0; i < n; i++)
+    if (!isalnum((unsigned char)s[i]) && !strchr("!#$%&'*+-.^_`|~", s[i]))
+      return false;
+  return true;
+}
+
+/* lk_idem_key_valid()'s rule for `flag`'s value: 0, or usage()'s exit code with the reason. */
+static int check_key(const char *flag, const char *k) {
+  const char *rule = "a key is 1 to 255 visible ASCII characters: no spaces or controls";
+  size_t n = strlen(k), i = 0;
+  if (n == 0)
+    return usage("%s: the key is empty (%s)", flag, rule);
+  if (n >= LK_IDEM_KEY_MAX)
+    return usage("%s: the key is %zu characters long (%s)", flag, n, rule);
+  while (i < n && (unsigned char)k[i] >= 0x21 && (unsigned char)k[i] <= 0x7e)
+    i++;
+  if (i == n)
+    return 0;
+  if (k[i] == ' ')
+    return usage("%s: the key holds a space at byte %zu (%s)", flag, i + 1, rule);
+  return usage("%s: the key holds the byte 0x%02x at byte %zu (%s)", flag, (unsigned char)k[i],
+               i + 1, rule);
+}
+
+/* One -H line as lk_outbox_enqueue() takes it ("Name: value", the rules of
+ * lk_http_request_add_header()): 0, or usage()'s exit code with the reason. */
+static int check_header(const char *h) {
+  const char *colon = strchr(h, ':');
+  if (!colon || colon == h)
+    return usage("-H: '%s' is not a header: use 'Name: value'", h);
+  size_t nl = (size_t)(colon - h);
+  if (nl >= 256 || !is_token(h, nl))
+    return usage("-H: '%.*s' is not a valid header name (an RFC 9110 token)", (int)nl, h);
+  if (strcspn(colon, "\r\n") != strlen(colon))
+    return usage("-H: header '%.*s': values may not contain CR or LF", (int)nl, h);
+  char name[256], m[384];
+  snprintf(name, sizeof name, "%.*s", (int)nl, h);
+  if (strcasecmp(name, "Idempotency-Key") == 0)
+    return usage("%s", "-H: Idempotency-Key: an entry's key is stored with it: give it with "
+                       "--key KEY (without it, enqueue makes one)");
+  static const char *const owned[] = {"Linkd-Attempt", "Linkd-Deadline", "grpc-timeout"};
+  for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
+    if (strcasecmp(name, owned[i]) == 0)
+      return usage("-H: %s is set by linkd on every attempt", owned[i]);
+  if (cli_header_check(name, "", m, sizeof m) != 0)
+    return usage("-H: %s", m);
+  return 0;
+}
+
+/* What lk_outbox_enqueue() would refuse with a bare LK_EINVAL, said before the file is opened:
+ * 0, or usage()'s exit code. */
+static int check_message(const char *method, const char *url, const char *const *headers,
+                         const char *key, const char *tenant) {
+  if (!is_token(method, strlen(method)))
+    return usage("-X: '%s' is not an HTTP method (an RFC 9110 token)", method);
+  if (!strstr(url, "://"))
+    return usage("enqueue: '%s' is not a URL: an entry needs an absolute http:// or https:// URL",
+                 url);
+  if (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
+    return usage("enqueue: '%s' is not an http:// or https:// URL", url);
+  lk_http_request *req = lk_http_request_new(method, url);
+  if (!req)
+    return usage("enqueue: '%s' is not a valid URL (scheme://host[:port][/path][?query])", url);
+  lk_http_request_free(req);
+  for (const char *const *h = headers; *h; h++) {
+    int rc = check_header(*h);
+    if (rc != 0)
+      return rc;
+  }
+  size_t tl = tenant ? strlen(tenant) : 0;
+  if (tl && check_key("--tenant", tenant) != 0)
+    return CLI_EXIT_USAGE;
+  if (key && check_key("--key", key) != 0)
+    return CLI_EXIT_USAGE;
+  size_t total = (tl ? tl + 1 : 0) + (key ? strlen(key) : LK_UUID_STR_LEN - 1);
+  if (tl && total >= LK_IDEM_KEY_MAX)
+    return usage("--tenant: the key '%s:%s' would be %zu characters long (at most %d)", tenant,
+                 key ? key : "<uuid>", total, LK_IDEM_KEY_MAX - 1);
+  return 0;
+}
+
 static int cmd_enqueue(int argc, char **argv) {
   common c = {0};
   const char *url = NULL, *method = "POST", *data = NULL, *key = NULL, *tenant = NULL;
+  const char *ttl_arg = NULL;
   const char **headers = calloc((size_t)argc + 1, sizeof *headers);
   size_t nh = 0;
   int64_t ttl = 0, repeat = 1;
@@ -216,6 +368,7 @@ static int cmd_enqueue(int argc, char **argv) {
       i++;
     } else if (!strcmp(a, "--ttl")) {
       rc = parse_dur(a, v, &ttl);
+      ttl_arg = v;
       i++;
     } else if (!strcmp(a, "--key") && v) {
       key = v;
@@ -236,13 +389,19 @@ static int cmd_enqueue(int argc, char **argv) {
     rc = usage("%s", "enqueue needs --db FILE and a URL");
   if (rc == 0 && key && repeat > 1)
     rc = usage("%s", "--key names one entry: not with --repeat");
+  /* The library reads a ttl of 0 as its default (24 h): an explicit 0s must not become that. */
+  if (rc == 0 && ttl_arg && ttl <= 0)
+    rc = usage("--ttl %s: an entry needs time to be delivered: more than 0 (without --ttl: 24h)",
+               ttl_arg);
+  if (rc == 0)
+    rc = check_message(method, url, headers, key, tenant);
   char *body = NULL;
   size_t blen = 0;
   if (rc == 0 && data)
     rc = read_data(data, &body, &blen);
   lk_outbox *ob = NULL;
   if (rc == 0)
-    rc = open_outbox(&c, &ob);
+    rc = open_outbox(&c, true, &ob);
   lk_outbox_message *m = rc == 0 ? calloc((size_t)repeat, sizeof *m) : NULL;
   int64_t *ids = rc == 0 ? calloc((size_t)repeat, sizeof *ids) : NULL;
   if (rc == 0 && (!m || !ids))
@@ -260,14 +419,31 @@ static int cmd_enqueue(int argc, char **argv) {
       m[i].tenant = tenant;
     }
     int err = lk_outbox_enqueue_batch(ob, m, (size_t)repeat, ids);
-    if (err != LK_OK) {
-      fprintf(stderr, "linkd outbox: enqueue: %s\n", lk_strerror(err));
-      rc = err == LK_EINVAL || err == LK_ECONFLICT ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+    if (err == LK_ECONFLICT) {
+      fprintf(stderr,
+              "linkd outbox: enqueue: an entry with this key exists in %s (key '%s%s%s'): "
+              "nothing was stored\n",
+              c.db, tenant ? tenant : "", tenant ? ":" : "", key ? key : "");
+      rc = CLI_EXIT_USAGE;
+    } else if (err == LK_EINVAL) { /* what check_message() did not foresee */
+      fprintf(stderr, "linkd outbox: enqueue: %s: nothing was stored\n", lk_strerror(err));
+      rc = CLI_EXIT_USAGE;
+    } else if (err != LK_OK) {
+      rc = db_failed(&c, "enqueue", err, "; nothing was stored");
     }
   }
-  /* The keys as stored, so a caller can match the server's records to them. */
-  if (rc == 0 && lk_outbox_list(ob, -1, ids[0] - 1, (int)repeat, print_id_key, NULL) != LK_OK)
+  /* The keys as stored, so a caller can match the server's records to them. The entries are
+   * committed by now: a failure here must not read as "not enqueued", or a retrying script
+   * would store them twice. */
+  int lerr = rc == 0 ? lk_outbox_list(ob, -1, ids[0] - 1, (int)repeat, print_id_key, NULL) : 0;
+  if (lerr != LK_OK) {
+    fprintf(stderr,
+            "linkd outbox: enqueue: %" PRId64 " %s stored in %s (ids %" PRId64 " to %" PRId64
+            "), but could not read %s back: %s; do not enqueue %s again\n",
+            repeat, repeat == 1 ? "entry" : "entries", c.db, ids[0], ids[repeat - 1],
+            repeat == 1 ? "it" : "them", lk_strerror(lerr), repeat == 1 ? "it" : "them");
     rc = CLI_EXIT_FAILURE;
+  }
   free(m);
   free(ids);
   free(body);
@@ -354,7 +530,7 @@ static int cmd_run(int argc, char **argv) {
   }
   lk_outbox *ob = NULL;
   if (rc == 0)
-    rc = open_outbox(&c, &ob);
+    rc = open_outbox(&c, true, &ob); /* a sender may start before the first enqueue */
   if (rc == 0) {
     run_cancel = lk_http_cancel_new();
     sc.cancel = run_cancel;
@@ -376,9 +552,11 @@ static int cmd_run(int argc, char **argv) {
     } else if (err == LK_EAGAIN) {
       fprintf(stderr, "linkd outbox: another sender is running on %s\n", c.db);
       rc = EXIT_TEMPFAIL;
-    } else if (err != LK_OK) {
+    } else if (err == LK_ECONFIG) {
       fprintf(stderr, "linkd outbox: run: %s\n", lk_strerror(err));
-      rc = err == LK_ECONFIG ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+      rc = CLI_EXIT_USAGE;
+    } else if (err != LK_OK) {
+      rc = db_failed(&c, "run", err, NULL);
     }
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
@@ -465,9 +643,10 @@ static int cmd_list(int argc, char **argv) {
     rc = usage("%s", "list needs --db FILE");
   lk_outbox *ob = NULL;
   if (rc == 0)
-    rc = open_outbox(&c, &ob);
-  if (rc == 0 && lk_outbox_list(ob, state, after, (int)limit, print_entry, &json) != LK_OK)
-    rc = CLI_EXIT_FAILURE;
+    rc = open_outbox(&c, false, &ob);
+  int err = rc == 0 ? lk_outbox_list(ob, state, after, (int)limit, print_entry, &json) : LK_OK;
+  if (err != LK_OK) /* after the entries read before it, if any */
+    rc = db_failed(&c, "list", err, NULL);
   lk_outbox_close(ob);
   return rc;
 }
@@ -475,6 +654,7 @@ static int cmd_list(int argc, char **argv) {
 static int cmd_retry(int argc, char **argv) {
   common c = {0};
   int64_t id = -1, ttl = 0;
+  const char *ttl_arg = NULL;
   bool all = false;
   int rc = 0;
   for (int i = 1; rc == 0 && i < argc; i++) {
@@ -488,6 +668,7 @@ static int cmd_retry(int argc, char **argv) {
       all = true;
     } else if (!strcmp(a, "--ttl")) {
       rc = parse_dur(a, v, &ttl);
+      ttl_arg = v;
       i++;
     } else if (a[0] != '-' && id < 0) {
       rc = parse_i64("ID", a, 1, INT64_MAX, &id);
@@ -497,16 +678,21 @@ static int cmd_retry(int argc, char **argv) {
   }
   if (rc == 0 && (!c.db || all == (id > 0)))
     rc = usage("%s", "retry needs --db FILE and either ID or --poisoned");
+  /* lk_outbox_retry() reads a ttl of 0 as "no new expiry" */
+  if (rc == 0 && ttl_arg && ttl <= 0)
+    rc = usage("--ttl %s: a new expiry must be more than 0 from now", ttl_arg);
   lk_outbox *ob = NULL;
   if (rc == 0)
-    rc = open_outbox(&c, &ob);
+    rc = open_outbox(&c, false, &ob);
   if (rc == 0) {
     int64_t n = 0;
     int err = lk_outbox_retry(ob, all ? 0 : id, ttl, &n);
-    if (err != LK_OK) {
+    if (err == LK_ESTATE || err == LK_ENOTFOUND) {
       fprintf(stderr, "linkd outbox: retry: %s%s\n", lk_strerror(err),
               err == LK_ESTATE ? " (pending or delivered, or expired without --ttl)" : "");
       rc = CLI_EXIT_FAILURE;
+    } else if (err != LK_OK) {
+      rc = db_failed(&c, "retry", err, NULL);
     } else {
       printf("%" PRId64 " entries back to pending\n", n);
     }
@@ -540,13 +726,12 @@ static int cmd_purge(int argc, char **argv) {
     rc = usage("%s", "purge needs --db FILE");
   lk_outbox *ob = NULL;
   if (rc == 0)
-    rc = open_outbox(&c, &ob);
+    rc = open_outbox(&c, false, &ob);
   if (rc == 0) {
     int64_t n = 0;
     int err = lk_outbox_purge(ob, older, poisoned, &n);
     if (err != LK_OK) {
-      fprintf(stderr, "linkd outbox: purge: %s\n", lk_strerror(err));
-      rc = CLI_EXIT_FAILURE;
+      rc = db_failed(&c, "purge", err, NULL);
     } else {
       printf("%" PRId64 " entries purged\n", n);
     }
@@ -572,14 +757,15 @@ static int cmd_stats(int argc, char **argv) {
     rc = usage("%s", "stats needs --db FILE");
   lk_outbox *ob = NULL;
   if (rc == 0)
-    rc = open_outbox(&c, &ob);
+    rc = open_outbox(&c, false, &ob);
   lk_outbox_stats st;
-  if (rc == 0 && lk_outbox_stats_get(ob, &st) != LK_OK)
-    rc = CLI_EXIT_FAILURE;
+  int err = rc == 0 ? lk_outbox_stats_get(ob, &st) : LK_OK;
+  if (err != LK_OK)
+    rc = db_failed(&c, "stats", err, NULL);
   if (rc == 0 && prom) {
     char *text = NULL;
-    if (lk_outbox_stats_prometheus(&st, &text, NULL) != LK_OK)
-      rc = CLI_EXIT_FAILURE;
+    if ((err = lk_outbox_stats_prometheus(&st, &text, NULL)) != LK_OK)
+      rc = db_failed(&c, "stats --prometheus", err, NULL);
     else
       fputs(text, stdout);
     free(text);

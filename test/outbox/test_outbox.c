@@ -713,21 +713,27 @@ static void test_bad_sender_config(void **state) {
 /* --- the CLI ------------------------------------------------------------------------------------
  */
 
-/* Runs `linkd outbox ARGS` through the shell; stdout into out; returns the exit status. */
-__attribute__((format(printf, 3, 4))) static int cli(char *out, size_t cap, const char *fmt, ...);
-static int cli(char *out, size_t cap, const char *fmt, ...) {
-  char args[1024], cmd[1400];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(args, sizeof args, fmt, ap);
-  va_end(ap);
-  snprintf(cmd, sizeof cmd, "'%s' outbox %s 2>/dev/null", LINKD_BIN, args);
+/* Runs `linkd outbox ARGS` through the shell; stdout (and stderr if `merge`) into out; returns
+ * the exit status. */
+static int run_cli(char *out, size_t cap, bool merge, const char *args) {
+  char cmd[1400];
+  snprintf(cmd, sizeof cmd, "'%s' outbox %s %s", LINKD_BIN, args, merge ? "2>&1" : "2>/dev/null");
   FILE *f = popen(cmd, "r");
   assert_non_null(f);
   size_t n = fread(out, 1, cap - 1, f);
   out[n] = '\0';
   int st = pclose(f);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+__attribute__((format(printf, 3, 4))) static int cli(char *out, size_t cap, const char *fmt, ...);
+static int cli(char *out, size_t cap, const char *fmt, ...) {
+  char args[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  return run_cli(out, cap, false, args);
 }
 
 static void test_cli(void **state) {
@@ -781,6 +787,167 @@ static void test_cli(void **state) {
   assert_non_null(strstr(out, "usage: linkd outbox COMMAND"));
 }
 
+/* Runs `linkd outbox ARGS` with stderr into out as well. */
+__attribute__((format(printf, 3, 4))) static int cli2(char *out, size_t cap, const char *fmt, ...);
+static int cli2(char *out, size_t cap, const char *fmt, ...) {
+  char args[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  return run_cli(out, cap, true, args);
+}
+
+/* A damaged file: every command that fails on it says so, with the file and the error, and
+ * exits non-zero (they used to exit 1 without a word, `list` after the rows it could read);
+ * enqueue says whether the entries were stored. */
+static void test_cli_damaged_file(void **state) {
+  (void)state;
+  char db[300], out[16384], keys[100][16];
+  static char body[3000];
+  memset(body, 'x', sizeof body);
+  lk_outbox *ob = open_new(NULL, db, sizeof db);
+  lk_outbox_message m[100];
+  for (int i = 0; i < 100; i++) {
+    lk_outbox_message_init(&m[i]);
+    m[i].method = "POST";
+    m[i].url = "http://127.0.0.1:1/x";
+    m[i].body = body;
+    m[i].body_len = sizeof body;
+    snprintf(keys[i], sizeof keys[i], "damaged-%03d", i);
+    m[i].key = keys[i];
+  }
+  assert_int_equal(lk_outbox_enqueue_batch(ob, m, 100, NULL), LK_OK);
+  lk_outbox_close(ob); /* checkpoints the WAL into the file */
+  unsigned char ff[2000];
+  memset(ff, 0xff, sizeof ff);
+  int fd = open(db, O_WRONLY | O_CLOEXEC);
+  assert_true(fd >= 0);
+  assert_int_equal(pwrite(fd, ff, sizeof ff, 4196), (ssize_t)sizeof ff);
+  close(fd);
+  char want[400];
+  snprintf(want, sizeof want, "stats: %s: input/output error", db);
+  assert_int_equal(cli2(out, sizeof out, "stats --db '%s'", db), 1);
+  assert_non_null(strstr(out, want));
+  snprintf(want, sizeof want, "list: %s: input/output error", db);
+  assert_int_equal(cli2(out, sizeof out, "list --db '%s'", db), 1);
+  assert_non_null(strstr(out, want));
+  assert_int_equal(cli2(out, sizeof out, "list --db '%s' --state pending", db), 1);
+  assert_non_null(strstr(out, want));
+  /* Stored or not, it says which: "stored ..., but could not read them back" keeps a script
+   * from enqueueing the entry twice. How SQLite meets this damage here varies from run to run
+   * (the insert may go through, and the read back may fail or not): each outcome must be told. */
+  int rc = cli2(out, sizeof out, "enqueue --db '%s' --key damaged-new http://127.0.0.1:1/x", db);
+  if (rc == 0) {
+    assert_string_equal(out, "101 damaged-new\n");
+  } else {
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, db));
+    if (!strstr(out, "nothing was stored"))
+      assert_non_null(strstr(out, "1 entry stored in"));
+    if (strstr(out, "1 entry stored in"))
+      assert_non_null(strstr(out, "(ids 101 to 101), but could not read it back: input/output "
+                                  "error; do not enqueue it again"));
+  }
+}
+
+/* The commands that work on stored entries do not create a missing outbox (a mistyped --db
+ * used to leave an empty one behind and report zeros), and no command adds the outbox's tables
+ * to another application's SQLite file. */
+static void test_cli_missing_or_foreign_file(void **state) {
+  (void)state;
+  char out[8192], path[300];
+  const char *url = "http://127.0.0.1:1/x";
+  snprintf(path, sizeof path, "%s/typo.db", DIR_);
+  const char *readers[] = {"list", "stats", "stats --prometheus", "purge", "retry --poisoned"};
+  for (size_t i = 0; i < sizeof readers / sizeof readers[0]; i++) {
+    assert_int_equal(cli2(out, sizeof out, "%s --db '%s'", readers[i], path), 66);
+    assert_non_null(strstr(out, "no outbox at"));
+    assert_non_null(strstr(out, path));
+    assert_int_equal(access(path, F_OK), -1); /* not created */
+  }
+  /* another application's SQLite file: not adopted */
+  snprintf(path, sizeof path, "%s/other%d.db", DIR_, ++seq);
+  sqlite3 *other;
+  assert_int_equal(sqlite3_open(path, &other), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(other, "CREATE TABLE users(name TEXT)", NULL, NULL, NULL),
+                   SQLITE_OK);
+  sqlite3_close(other);
+  assert_int_equal(cli2(out, sizeof out, "enqueue --db '%s' %s", path, url), 1);
+  assert_non_null(strstr(out, "is not an outbox"));
+  assert_int_equal(cli2(out, sizeof out, "run --db '%s'", path), 1);
+  assert_int_equal(sqlite3_open(path, &other), SQLITE_OK);
+  sqlite3_stmt *st;
+  assert_int_equal(sqlite3_prepare_v2(other, "SELECT count(*) FROM sqlite_master", -1, &st, NULL),
+                   SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  assert_int_equal(sqlite3_column_int(st, 0), 1); /* only the users table */
+  sqlite3_finalize(st);
+  sqlite3_close(other);
+}
+
+/* --ttl 0s used to become the default 24 h (the library's meaning of a ttl of 0). */
+static void test_cli_ttl_zero(void **state) {
+  (void)state;
+  char db[300], out[8192];
+  snprintf(db, sizeof db, "%s/ttl%d.db", DIR_, ++seq);
+  assert_int_equal(cli2(out, sizeof out, "enqueue --db '%s' --ttl 0s http://127.0.0.1:1/x", db),
+                   64);
+  assert_non_null(strstr(out, "--ttl 0s: an entry needs time to be delivered"));
+  assert_int_equal(access(db, F_OK), -1);
+  assert_int_equal(cli2(out, sizeof out, "enqueue --db '%s' --ttl 1h http://127.0.0.1:1/x", db), 0);
+  assert_int_equal(cli2(out, sizeof out, "list --db '%s' --json", db), 0);
+  long long created = 0, expires = 0;
+  const char *c = strstr(out, "\"created_ns\":"), *e = strstr(out, "\"expires_ns\":");
+  assert_true(c && e);
+  assert_int_equal(sscanf(c, "\"created_ns\":%lld", &created), 1);
+  assert_int_equal(sscanf(e, "\"expires_ns\":%lld", &expires), 1);
+  assert_int_equal(expires - created, LK_SEC(3600));
+  assert_int_equal(cli2(out, sizeof out, "retry --db '%s' --poisoned --ttl 0s", db), 64);
+}
+
+/* Each bad part of a message is refused with its own reason (they were all "enqueue: invalid
+ * argument"), before the file is created; a duplicate key says so. */
+static void test_cli_enqueue_refusals(void **state) {
+  (void)state;
+  char db[300], out[8192];
+  const char *url = "http://127.0.0.1:1/x";
+  snprintf(db, sizeof db, "%s/refusals%d.db", DIR_, ++seq);
+  static const struct {
+    const char *args, *says;
+  } bad[] = {
+      {"-X 'GE T' http://127.0.0.1:1/x", "'GE T' is not an HTTP method"},
+      {"not-a-url", "'not-a-url' is not a URL"},
+      {"ftp://127.0.0.1/x", "'ftp://127.0.0.1/x' is not an http:// or https:// URL"},
+      {"'http://ex ample/x'", "is not a valid URL"},
+      {"-H 'Idempotency-Key: k' http://127.0.0.1:1/x", "give it with --key KEY"},
+      {"-H \"$(printf 'X-A: a\r\nX-B: b')\" http://127.0.0.1:1/x", "may not contain CR or LF"},
+      {"-H 'X-A' http://127.0.0.1:1/x", "'X-A' is not a header: use 'Name: value'"},
+      {"-H 'X A: b' http://127.0.0.1:1/x", "'X A' is not a valid header name"},
+      {"-H 'Content-Length: 3' http://127.0.0.1:1/x", "Content-Length is set by linkd"},
+      {"--key '' http://127.0.0.1:1/x", "--key: the key is empty"},
+      {"--key 'a b' http://127.0.0.1:1/x", "--key: the key holds a space at byte 2"},
+      {"--tenant 't t' http://127.0.0.1:1/x", "--tenant: the key holds a space"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    if (cli2(out, sizeof out, "enqueue --db '%s' %s", db, bad[i].args) != 64 ||
+        !strstr(out, bad[i].says))
+      fail_msg("enqueue %s: '%s' does not say '%s'", bad[i].args, out, bad[i].says);
+  }
+  char key[300];
+  memset(key, 'k', sizeof key - 1);
+  key[sizeof key - 1] = '\0';
+  assert_int_equal(cli2(out, sizeof out, "enqueue --db '%s' --key %s %s", db, key, url), 64);
+  assert_non_null(strstr(out, "--key: the key is 299 characters long"));
+  assert_int_equal(access(db, F_OK), -1); /* refused before the file */
+  /* a duplicate key */
+  assert_int_equal(cli2(out, sizeof out, "enqueue --db '%s' --key dup-1 %s", db, url), 0);
+  assert_int_equal(cli2(out, sizeof out, "enqueue --db '%s' --key dup-1 %s", db, url), 64);
+  assert_non_null(strstr(out, "an entry with this key exists"));
+  assert_int_equal(cli2(out, sizeof out, "stats --db '%s'", db), 0);
+  assert_non_null(strstr(out, "enqueued_total 1\n"));
+}
+
 static void test_metrics_text(void **state) {
   (void)state;
   lk_outbox_stats s = {.pending = 3, .delivered = 2, .attempts_total = 7, .poisoned_total = 1};
@@ -812,6 +979,10 @@ int main(void) {
       cmocka_unit_test(test_one_sender_per_file),
       cmocka_unit_test(test_bad_sender_config),
       cmocka_unit_test(test_cli),
+      cmocka_unit_test(test_cli_damaged_file),
+      cmocka_unit_test(test_cli_missing_or_foreign_file),
+      cmocka_unit_test(test_cli_ttl_zero),
+      cmocka_unit_test(test_cli_enqueue_refusals),
       cmocka_unit_test(test_metrics_text),
   };
   int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
