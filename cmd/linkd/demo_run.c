@@ -297,7 +297,12 @@ void demo_client_finish(const demo_run_cfg *cfg, demo_client_stats *st) {
   /* recovered: the first 500 ms from the trigger's end on whose mean is >= 90 % of it; the
    * schedule's last windows are not judged (no operations start there) */
   int end = (int)(due_at(cfg, cfg->n) / DEMO_WINDOW);
-  for (int w = (int)(cfg->trigger_to / DEMO_WINDOW); w + 5 <= end; w++) {
+  int w0 = (int)(cfg->trigger_to / DEMO_WINDOW);
+  if (w0 + 5 > end) {
+    st->recovery = DEMO_RECOVERY_TOO_SHORT; /* not one 500 ms span to judge: not "never" */
+    return;
+  }
+  for (int w = w0; w + 5 <= end; w++) {
     double m = 0;
     for (int k = 0; k < 5; k++)
       m += se->ok[w + k];

@@ -112,6 +112,8 @@ static void cell(const demo_summary *s, const demo_client_stats *c, int m, char 
   case M_RECOVERY:
     if (s->trigger_from >= s->trigger_to)
       snprintf(buf, cap, "-");
+    else if (c->recovery == DEMO_RECOVERY_TOO_SHORT)
+      snprintf(buf, cap, "n/a"); /* the run ended too soon after the trigger to tell */
     else if (c->recovery < 0)
       snprintf(buf, cap, "never");
     else if (c->recovery < DEMO_WINDOW)
@@ -197,6 +199,8 @@ static json_t *client_json(const demo_client_stats *c) {
                       json_real(per_op((int64_t)c->successes_in_time, c->ops)));
   json_object_set_new(o, "goodput", json_real(c->goodput));
   json_object_set_new(o, "recovery_ms", c->recovery >= 0 ? ms(c->recovery) : json_null());
+  json_object_set_new(o, "recovery_too_short",
+                      json_boolean(c->recovery == DEMO_RECOVERY_TOO_SHORT));
   json_object_set_new(o, "work_done", c->work_done >= 0 ? json_integer(c->work_done) : json_null());
   json_object_set_new(o, "work_abandoned",
                       c->work_abandoned >= 0 ? json_integer(c->work_abandoned) : json_null());

@@ -31,6 +31,7 @@ typedef enum demo_scenario { DEMO_SC_FAULTS, DEMO_SC_STORM, DEMO_NSCENARIOS } de
 #define DEMO_ERR_SLOTS 64
 /* The time series: 100 ms windows from the first operation's scheduled start. */
 #define DEMO_WINDOW LK_MS(100)
+#define DEMO_RECOVERY_TOO_SHORT (-2) /* demo_client_stats.recovery: too soon to tell */
 #define DEMO_WINDOWS 600
 
 typedef struct demo_series {
@@ -70,7 +71,8 @@ typedef struct demo_client_stats {
   double baseline;     /* storm: successes within deadline per window before the trigger */
   int64_t recovery;    /* ns from the end of the trigger until a 500 ms moving average of
                           successes within deadline is back to 90 % of the baseline; -1 never
-                          (within the run); storm only */
+                          (within the run); DEMO_RECOVERY_TOO_SHORT: the run ended less than
+                          500 ms after the trigger, too soon to tell */
   demo_series *series; /* allocated by the runner */
 
   /* server side (libraryd's /admin/stats, this client's own fresh database) */

@@ -343,7 +343,9 @@ static void findings(FILE *f, const demo_summary *s) {
     char r[4][32];
     const demo_client_stats *cs[4] = {nv, fx, df, lk};
     for (int i = 0; i < 4; i++) {
-      if (cs[i]->recovery < 0)
+      if (cs[i]->recovery == DEMO_RECOVERY_TOO_SHORT)
+        snprintf(r[i], sizeof r[i], "n/a (the run ended too soon)");
+      else if (cs[i]->recovery < 0)
         snprintf(r[i], sizeof r[i], "never (within the run)");
       else
         demo_fmt_duration(cs[i]->recovery, r[i], sizeof r[i]);

@@ -329,6 +329,34 @@ static void test_demo_outcome(void **state) {
   cleanup(&r);
 }
 
+/* A run too short to judge the recovery (faults --ops 100: 400 ms of schedule, the outage
+ * ends at 220 ms) says "n/a", not "never" (it said "never" for every client). */
+static void test_demo_short_run_recovery(void **state) {
+  (void)state;
+  const char *const args[] = {"--scenario", "faults", "--ops", "100", "--json", NULL};
+  run r;
+  start(&r, args);
+  int code = finish(&r, 60);
+  if (code != 0)
+    dump(&r);
+  assert_int_equal(code, 0);
+  char *out = slurp(r.out);
+  assert_non_null(out);
+  json_error_t je;
+  json_t *root = json_loads(out, 0, &je);
+  assert_non_null(root);
+  json_t *cl = json_object_get(scenario(root, "faults"), "clients");
+  assert_int_equal(json_array_size(cl), 4);
+  for (size_t i = 0; i < 4; i++) {
+    json_t *c = json_array_get(cl, i);
+    assert_true(json_is_null(json_object_get(c, "recovery_ms")));
+    assert_true(json_is_true(json_object_get(c, "recovery_too_short")));
+  }
+  json_decref(root);
+  free(out);
+  cleanup(&r);
+}
+
 static void test_demo_interrupted(void **state) {
   (void)state;
   const char *const args[] = {"--ops", "5000", NULL}; /* would take over a minute */
@@ -368,6 +396,7 @@ int main(void) {
       cmocka_unit_test(test_demo_usage),
       cmocka_unit_test(test_demo_outcome),
       cmocka_unit_test(test_demo_interrupted),
+      cmocka_unit_test(test_demo_short_run_recovery),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

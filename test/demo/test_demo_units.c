@@ -362,6 +362,19 @@ static void test_recovery(void **state) {
     st.series->ok[w] = 10; /* at once */
   demo_client_finish(&cfg, &st);
   assert_int_equal(st.recovery, 0);
+  /* faults --ops 100 at 250/s: the outage ends at 55 % of a 400 ms schedule, with not one
+   * 500 ms span left to judge: too short to tell, not "never" (-1) */
+  demo_run_cfg small = {.n = 100,
+                        .rate = 250,
+                        .deadline = LK_SEC(2),
+                        .trigger_from = LK_MS(160),
+                        .trigger_to = LK_MS(220)};
+  demo_client_finish(&small, &st);
+  assert_int_equal(st.recovery, DEMO_RECOVERY_TOO_SHORT);
+  /* 480 ms left after it (a 700 ms schedule): judged, and here back at once */
+  small.n = 175;
+  demo_client_finish(&small, &st);
+  assert_int_equal(st.recovery, 0);
   demo_client_stats_free(&st);
 }
 
