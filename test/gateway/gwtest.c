@@ -400,3 +400,36 @@ long gw_rss_kib(pid_t pid) {
   fclose(f);
   return v;
 }
+
+pid_t gw_fork_server(void (*serve)(int fd), int conns, int seconds, int *port) {
+  int ls = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(ls >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(bind(ls, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(ls, 16), 0);
+  socklen_t al = sizeof a;
+  assert_int_equal(getsockname(ls, (struct sockaddr *)&a, &al), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    alarm((unsigned)seconds); /* bounded whatever happens */
+    for (int i = 0; conns == 0 || i < conns; i++) {
+      int c = accept(ls, NULL, NULL);
+      if (c < 0)
+        _exit(1);
+      serve(c);
+      close(c);
+    }
+    _exit(0);
+  }
+  close(ls);
+  *port = ntohs(a.sin_port);
+  return pid;
+}
+
+void gw_fork_server_stop(pid_t pid) {
+  if (pid <= 0)
+    return;
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+}

@@ -75,4 +75,11 @@ void gw_sleep_ms(int ms);
 /* Resident set size of `pid` in KiB (VmRSS), or -1. */
 long gw_rss_kib(pid_t pid);
 
+/* A raw upstream: listens on 127.0.0.1 (its port in *port) and forks a child that accepts one
+ * connection at a time and hands it to serve(fd), which answers and returns; the child closes
+ * it and takes the next, `conns` of them (0: no limit), for at most `seconds`. Returns the
+ * child's pid (asserts); stop it with gw_fork_server_stop. */
+pid_t gw_fork_server(void (*serve)(int fd), int conns, int seconds, int *port);
+void gw_fork_server_stop(pid_t pid);
+
 #endif

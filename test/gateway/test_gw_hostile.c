@@ -66,51 +66,38 @@ static int teardown(void **state) {
  * body, one connection at a time (Connection: close, so nothing waits in a pool). */
 static pid_t echo_pid;
 
+/* Answers one request with the head it received as the body. */
+static void serve_echo(int c) {
+  static char buf[16384];
+  size_t n = 0;
+  const char *end = NULL;
+  while (!end && n < sizeof buf - 1) {
+    ssize_t k = read(c, buf + n, sizeof buf - 1 - n);
+    if (k <= 0)
+      break;
+    n += (size_t)k;
+    buf[n] = '\0';
+    end = strstr(buf, "\r\n\r\n");
+  }
+  size_t hl = end ? (size_t)(end - buf) + 4 : n;
+  char head[128];
+  int hn = snprintf(head, sizeof head,
+                    "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n", hl);
+  if (write(c, head, (size_t)hn) < 0 || write(c, buf, hl) < 0)
+    return;
+}
+
 static int setup_echo(void **state) {
   (void)state;
-  int ls = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(ls >= 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  assert_int_equal(bind(ls, (struct sockaddr *)&a, sizeof a), 0);
-  assert_int_equal(listen(ls, 16), 0);
-  socklen_t al = sizeof a;
-  assert_int_equal(getsockname(ls, (struct sockaddr *)&a, &al), 0);
-  echo_pid = fork();
-  assert_true(echo_pid >= 0);
-  if (echo_pid == 0) {
-    alarm(120); /* bounded whatever happens */
-    for (;;) {
-      int c = accept(ls, NULL, NULL);
-      if (c < 0)
-        _exit(1);
-      static char buf[16384];
-      size_t n = 0;
-      const char *end = NULL;
-      while (!end && n < sizeof buf - 1) {
-        ssize_t k = read(c, buf + n, sizeof buf - 1 - n);
-        if (k <= 0)
-          break;
-        n += (size_t)k;
-        buf[n] = '\0';
-        end = strstr(buf, "\r\n\r\n");
-      }
-      size_t hl = end ? (size_t)(end - buf) + 4 : n;
-      char head[128];
-      int hn = snprintf(head, sizeof head,
-                        "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n", hl);
-      if (write(c, head, (size_t)hn) < 0 || write(c, buf, hl) < 0)
-        _exit(1);
-      close(c);
-    }
-  }
-  close(ls);
+  int port;
+  echo_pid = gw_fork_server(serve_echo, 0, 120, &port);
   char cfg[1024];
   snprintf(cfg, sizeof cfg,
            "[listen]\naddress = 127.0.0.1:0\n\n"
            "[cluster up]\nendpoint = 127.0.0.1:%d\n\n"
            "[route all]\ncluster = up\n\n"
            "[route host]\ncluster = up\nprefix = /host\nheader = Host: rewritten.test\n",
-           ntohs(a.sin_port));
+           port);
   gw_start(&G, cfg);
   return 0;
 }
@@ -118,8 +105,7 @@ static int setup_echo(void **state) {
 static int teardown_echo(void **state) {
   (void)state;
   assert_int_equal(gw_stop(&G, 5000), 0);
-  kill(echo_pid, SIGKILL);
-  waitpid(echo_pid, NULL, 0);
+  gw_fork_server_stop(echo_pid);
   return 0;
 }
 

@@ -11,13 +11,9 @@
 #include "faultd_client.h"
 #include "gwtest.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -290,45 +286,28 @@ static void test_deadline_in_and_out(void **state) {
   gw_resp_free(&r);
 }
 
+/* An upstream that promises 100 bytes, sends 4 and closes. */
+static void serve_cut_short(int c) {
+  char buf[4096];
+  if (read(c, buf, sizeof buf) <= 0)
+    return;
+  static const char cut[] = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123";
+  if (write(c, cut, sizeof cut - 1) < 0)
+    return;
+}
+
 /* A body cut short is no answer: its status is not forwarded with half a body (a 200 would pass
  * for the whole resource); the gateway answers 502/504 with why. */
 static void test_incomplete_body_not_forwarded(void **state) {
   (void)state;
-  /* an upstream that promises 100 bytes, sends 4 and closes, on every connection: a child
-   * process, so it answers while this one waits for the gateway */
-  int ls = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(ls >= 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  assert_int_equal(bind(ls, (struct sockaddr *)&a, sizeof a), 0);
-  assert_int_equal(listen(ls, 8), 0);
-  socklen_t al = sizeof a;
-  assert_int_equal(getsockname(ls, (struct sockaddr *)&a, &al), 0);
-  pid_t child = fork();
-  assert_true(child >= 0);
-  if (child == 0) {
-    alarm(10); /* bounded whatever happens */
-    for (int i = 0; i < 4; i++) {
-      int c = accept(ls, NULL, NULL);
-      if (c < 0)
-        _exit(1);
-      char buf[4096];
-      if (read(c, buf, sizeof buf) <= 0)
-        _exit(1);
-      static const char cut[] = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123";
-      if (write(c, cut, sizeof cut - 1) < 0)
-        _exit(1);
-      close(c);
-    }
-    _exit(0);
-  }
-  close(ls);
+  int port;
+  pid_t child = gw_fork_server(serve_cut_short, 4, 10, &port);
   char ep[128];
-  snprintf(ep, sizeof ep, "endpoint = 127.0.0.1:%d\n", ntohs(a.sin_port));
+  snprintf(ep, sizeof ep, "endpoint = 127.0.0.1:%d\n", port);
   start_gw_attempts(ep, NULL, NULL, 2);
   gw_resp r;
   gw_request(G.port, "GET", "/x", NULL, NULL, &r);
-  kill(child, SIGKILL);
-  waitpid(child, NULL, 0);
+  gw_fork_server_stop(child);
   assert_true(r.status == 502 || r.status == 504);
   char want[8];
   snprintf(want, sizeof want, "%d ", r.status);
