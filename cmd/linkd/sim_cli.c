@@ -229,6 +229,10 @@ int linkd_sim_main(int argc, char **argv) {
     linkd_sim_help(stderr);
     return CLI_EXIT_USAGE;
   }
+  if (do_compare && (csv || html)) { /* one table of many runs: no one run's series to write */
+    fprintf(stderr, "linkd sim: --compare prints a table; --csv and --html are for a single run\n");
+    return CLI_EXIT_USAGE;
+  }
   sim_scenario *sc = malloc(sizeof *sc);
   if (!sc) {
     fprintf(stderr, "linkd sim: out of memory\n");

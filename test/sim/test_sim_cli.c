@@ -102,6 +102,12 @@ static void test_errors(void **state) {
   assert_int_equal(run(cmd, &out), 64);
   assert_non_null(strstr(out, "no policy 'nosuch'"));
   free(out);
+  /* --compare writes no files: asked for, they are refused rather than silently left out */
+  snprintf(cmd, sizeof cmd, "%s sim --compare --csv %s/c.csv %s/examples/sim/tiers.scn", LINKD_BIN,
+           dir, LINKD_SOURCE_DIR);
+  assert_int_equal(run(cmd, &out), 64);
+  assert_non_null(strstr(out, "--csv and --html are for a single run"));
+  free(out);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   assert_int_equal(system(cmd), 0);
 }
