@@ -22,6 +22,7 @@
 typedef struct pctx {
   sim_scenario *s;
   int line;
+  int timing_line; /* the last duration, drain or window line: what a check of them names */
   char *err;
   size_t cap;
 } pctx;
@@ -558,6 +559,7 @@ static int directive(pctx *p, refs *rf, char **tok, int n) {
     int64_t v;
     if (dur(p, d, tok[1], &v))
       return LK_EPARSE;
+    p->timing_line = p->line;
     if (d[1] == 'u') {
       if (v <= 0 || v > LK_SEC(86400 * 365))
         return fail(p, "duration: in (0, 1 year]");
@@ -701,7 +703,7 @@ int sim_scenario_parse(const char *text, size_t len, sim_scenario *out, char *er
       snprintf(err, cap, "line 0: out of memory");
     return LK_ENOMEM;
   }
-  pctx p = {out, 0, err, cap};
+  pctx p = {out, 0, 0, err, cap};
   size_t i = 0;
   int rc = LK_OK;
   char line[LINE_MAX_];
@@ -752,12 +754,13 @@ int sim_scenario_parse(const char *text, size_t len, sim_scenario *out, char *er
   }
   if (rc == LK_OK)
     rc = resolve(&p, rf);
+  /* checks of the three together: at the last of their lines (1 when all are defaults) */
   if (rc == LK_OK && out->window > out->duration) {
-    p.line = 0;
+    p.line = p.timing_line > 0 ? p.timing_line : 1;
     rc = fail(&p, "window longer than the duration");
   }
   if (rc == LK_OK && lk_sat_add(out->duration, out->drain) / out->window >= SIM_MAX_WINDOWS) {
-    p.line = 0;
+    p.line = p.timing_line > 0 ? p.timing_line : 1;
     rc = fail(&p, "more than %d windows in duration + drain: make window= longer",
               SIM_MAX_WINDOWS - 1);
   }

@@ -133,7 +133,10 @@ static void test_errors_name_their_line(void **state) {
       {"network speed=3\n", "line 1: network: unknown key 'speed=3'"},
       {"duration 1h\ndrain 0s\nwindow 100ms\npolicy p\ntier a service=1ms\n"
        "client c rate=1 target=a policy=p\n",
-       "line 0: more than 19999 windows"},
+       "line 3: more than 19999 windows"},
+      {"duration 1s\nwindow 10s\npolicy p\ntier a service=1ms\n"
+       "client c rate=1 target=a policy=p\n",
+       "line 2: window longer than the duration"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     sim_scenario s;
