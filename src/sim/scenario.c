@@ -286,7 +286,7 @@ static int policy_kv(pctx *p, sim_policy *pol, const char *k, const char *v) {
     if (dur(p, k, v, &bc->wait_open))
       return LK_EPARSE;
     bc->backoff.base = bc->wait_open;
-    if (bc->backoff.max < bc->backoff.base)
+    if (!bc->wait_backoff && bc->backoff.max < bc->backoff.base) /* an open_max given is kept */
       bc->backoff.max = bc->backoff.base;
   } else if (!strcmp(k, "breaker.open_max")) {
     /* The n-th consecutive opening waits open * 2^(n-1), capped here (no jitter). */
@@ -331,7 +331,14 @@ static int policy_check(pctx *p, sim_policy *pol) {
     return fail(p, "policy %s: %s", pol->name, why);
   if (pol->budget == SIM_BUDGET_QUOTA && lk_budget_quota_config_validate(&pol->quota, &why))
     return fail(p, "policy %s: %s", pol->name, why);
-  if (pol->breaker && lk_breaker_config_validate(&pol->breaker_cfg, &why))
+  const lk_breaker_config *bc = &pol->breaker_cfg;
+  if (pol->breaker && bc->wait_backoff && bc->backoff.max < bc->backoff.base) {
+    char a[32], b[32];
+    return fail(p, "policy %s: breaker.open_max (%s) is shorter than breaker.open (%s)", pol->name,
+                lk_duration_format(bc->backoff.max, a, sizeof a),
+                lk_duration_format(bc->backoff.base, b, sizeof b));
+  }
+  if (pol->breaker && lk_breaker_config_validate(bc, &why))
     return fail(p, "policy %s: %s", pol->name, why);
   if (pol->limiter && lk_limiter_config_validate(&pol->limiter_cfg, &why))
     return fail(p, "policy %s: %s", pol->name, why);

@@ -130,6 +130,11 @@ static void test_errors_name_their_line(void **state) {
       {"policy bad=name\n", "line 1: policy NAME key=value"},
       {"policy p timeout=0s\n", "line 1: timeout: must be > 0"},
       {"window 1ns\n", "line 1: window: at least 1us"},
+      /* either order: the breaker's own keys are named, not its backoff's */
+      {"policy q breaker=yes breaker.open=10s breaker.open_max=1s\n",
+       "line 1: policy q: breaker.open_max (1s) is shorter than breaker.open (10s)"},
+      {"policy q breaker=yes breaker.open_max=1s breaker.open=10s\n",
+       "line 1: policy q: breaker.open_max (1s) is shorter than breaker.open (10s)"},
       {"network speed=3\n", "line 1: network: unknown key 'speed=3'"},
       {"duration 1h\ndrain 0s\nwindow 100ms\npolicy p\ntier a service=1ms\n"
        "client c rate=1 target=a policy=p\n",
