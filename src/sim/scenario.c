@@ -549,6 +549,16 @@ static int directive(pctx *p, refs *rf, char **tok, int n) {
   sim_scenario *s = p->s;
   const char *d = tok[0];
   int first = 1;
+  /* a key given twice on a line is refused: which one would win is not the author's intent */
+  for (int i = 1; i < n; i++) {
+    const char *eq = strchr(tok[i], '=');
+    if (!eq)
+      continue;
+    size_t kl = (size_t)(eq - tok[i]);
+    for (int j = 1; j < i; j++)
+      if (!strncmp(tok[i], tok[j], kl) && tok[j][kl] == '=')
+        return fail(p, "%s: %.*s= given twice", d, (int)kl, tok[i]);
+  }
   if (!strcmp(d, "seed")) {
     if (n != 2)
       return fail(p, "seed N");

@@ -130,6 +130,7 @@ static void test_errors_name_their_line(void **state) {
       {"policy bad=name\n", "line 1: policy NAME key=value"},
       {"policy p timeout=0s\n", "line 1: timeout: must be > 0"},
       {"window 1ns\n", "line 1: window: at least 1us"},
+      {"policy p\ntier u service=1ms workers=2 workers=3\n", "line 2: tier: workers= given twice"},
       /* either order: the breaker's own keys are named, not its backoff's */
       {"policy q breaker=yes breaker.open=10s breaker.open_max=1s\n",
        "line 1: policy q: breaker.open_max (1s) is shorter than breaker.open (10s)"},
