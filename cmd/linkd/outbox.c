@@ -465,7 +465,8 @@ static int cmd_run(int argc, char **argv) {
   lk_outbox_sender_config_init_default(&sc);
   cli_settings layer;
   cli_settings_init(&layer);
-  bool verbose = false;
+  bool verbose = false, round_max = false;
+  char dbuf[32];
   int rc = 0;
   for (int i = 1; rc == 0 && i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -499,6 +500,7 @@ static int cmd_run(int argc, char **argv) {
       i++;
     } else if (!strcmp(a, "--round-max")) {
       rc = parse_dur(a, v, &sc.backoff.max);
+      round_max = true;
       i++;
     } else if (!strncmp(a, "--", 2) && cli_settings_field(a + 2) >= 0) {
       int f = cli_settings_field(a + 2);
@@ -521,8 +523,17 @@ static int cmd_run(int argc, char **argv) {
   }
   if (rc == 0 && !c.db)
     rc = usage("%s", "run needs --db FILE");
-  if (rc == 0 && sc.backoff.max < sc.backoff.base)
-    sc.backoff.max = sc.backoff.base;
+  /* a --round-base above the default cap raises it; above a --round-max given, it is an error */
+  if (rc == 0 && sc.backoff.max < sc.backoff.base) {
+    if (round_max)
+      rc = usage("--round-max %s is shorter than --round-base",
+                 lk_duration_format(sc.backoff.max, dbuf, sizeof dbuf));
+    else
+      sc.backoff.max = sc.backoff.base;
+  }
+  const char *why = NULL;
+  if (rc == 0 && lk_backoff_config_validate(&sc.backoff, &why) != LK_OK)
+    rc = usage("--round-base/--round-max: %s", why); /* before anything runs or is printed */
   cli_policy_error pe;
   if (rc == 0 && cli_settings_to_policy(&layer, &sc.policy, &pe) != 0) {
     fprintf(stderr, "linkd outbox: %s\n", pe.msg);

@@ -904,6 +904,14 @@ static void test_cli_ttl_zero(void **state) {
   assert_int_equal(sscanf(e, "\"expires_ns\":%lld", &expires), 1);
   assert_int_equal(expires - created, LK_SEC(3600));
   assert_int_equal(cli2(out, sizeof out, "retry --db '%s' --poisoned --ttl 0s", db), 64);
+  /* the round backoff: a --round-max below --round-base is an error (it was raised unsaid), and
+   * a bad one is refused before anything runs */
+  assert_int_equal(
+      cli2(out, sizeof out, "run --db '%s' --round-base 1s --round-max 100ms --until idle", db),
+      64);
+  assert_non_null(strstr(out, "--round-max 100ms is shorter than --round-base"));
+  assert_int_equal(cli2(out, sizeof out, "run --db '%s' --round-base 0s --until idle", db), 64);
+  assert_null(strstr(out, "calls ("));
 }
 
 /* Each bad part of a message is refused with its own reason (they were all "enqueue: invalid
