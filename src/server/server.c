@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -443,6 +444,16 @@ static bool parse_identity(req *r, const lk_head *h) {
   return true;
 }
 
+/* The path of an absolute-form target ("http://host/books/1", RFC 9112 3.2.2: a server MUST
+ * accept it, as a proxy sends it), or the target as it is. */
+static const char *origin_path(const char *url) {
+  size_t n = strncasecmp(url, "http://", 7) == 0 ? 7 : strncasecmp(url, "https://", 8) == 0 ? 8 : 0;
+  if (n == 0)
+    return url;
+  const char *slash = strchr(url + n, '/');
+  return slash ? slash : "/";
+}
+
 static enum MHD_Result on_head(req *r, const char *url, const char *method, const char *version) {
   lk_server *s = r->srv;
   resp_init(&r->early, 500);
@@ -450,6 +461,7 @@ static enum MHD_Result on_head(req *r, const char *url, const char *method, cons
   lk_head h;
   if (!lk_head_check(r->conn, method, url, version, &h, &r->early))
     return send_resp(r, &r->early); /* before the route and the fault draw: no effect at all */
+  url = origin_path(url); /* after the check, which compares the target with the raw line */
   if (strlen(url) >= sizeof r->path) {
     lk_head_free(&h);
     resp_error(&r->early, 414, "uri_too_long", "the path exceeds %d bytes", LK_PATH_MAX - 1);

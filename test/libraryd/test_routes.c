@@ -403,6 +403,33 @@ static void test_garbage_does_not_crash(void **state) {
   http_res_free(&r);
 }
 
+/* The absolute form of a target (what a proxy sends) routes by its path (RFC 9112 3.2.2: a
+ * server must accept it); it was 404. */
+static void test_absolute_form_target(void **state) {
+  (void)state;
+  static const char *const reqs[] = {
+      "GET http://library.test/books/1 HTTP/1.1\r\nHost: library.test\r\nConnection: close\r\n\r\n",
+      "GET HTTPS://library.test:8443/books/1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"};
+  for (size_t i = 0; i < sizeof reqs / sizeof reqs[0]; i++) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)P.port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_true(write(fd, reqs[i], strlen(reqs[i])) == (ssize_t)strlen(reqs[i]));
+    struct timeval tv = {3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char buf[2048];
+    size_t n = 0;
+    ssize_t k;
+    while (n < sizeof buf - 1 && (k = read(fd, buf + n, sizeof buf - 1 - n)) > 0)
+      n += (size_t)k;
+    buf[n] = '\0';
+    close(fd);
+    assert_true(strncmp(buf, "HTTP/1.1 200", 12) == 0);
+    assert_non_null(strstr(buf, "\"id\":1"));
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_get_book),
@@ -415,6 +442,7 @@ int main(void) {
       cmocka_unit_test(test_duplicate_loans_are_countable),
       cmocka_unit_test(test_health_and_metrics),
       cmocka_unit_test(test_garbage_does_not_crash),
+      cmocka_unit_test(test_absolute_form_target),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
