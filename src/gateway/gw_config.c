@@ -737,6 +737,13 @@ static int builder_set(pol_builder *b, const char *key, const char *shown, const
         "Trailer",        "Upgrade",           "Expect",        "Proxy-Connection",
         "Linkd-Deadline", "grpc-timeout",      "Linkd-Attempt", LK_HTTP_RETRIED_HEADER};
     size_t sep = strcspn(value, ":;"), nl = sep; /* the name, as the CLI's -H parser reads it */
+    /* as for any value (after a space, ';' starts a comment): 'Name:;1' would be written out as
+     * 'Name: ;1', which reads back as a removal of Name */
+    if (value[sep] == ':' && value[sep + 1 + strspn(value + sep + 1, " \t")] == ';')
+      return bad(e, line, shown,
+                 "'%.40s': a header value may not start with ';' (after a space it starts a "
+                 "comment)",
+                 value);
     while (nl > 0 && (value[nl - 1] == ' ' || value[nl - 1] == '\t'))
       nl--;
     for (size_t i = 0; value[sep] && i < sizeof own / sizeof own[0]; i++)
