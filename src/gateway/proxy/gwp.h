@@ -184,6 +184,8 @@ void gwp_respond(gwp_req *r, int status, const char *reason, const char *extra, 
                  size_t body_len, lk_http_result *res);
 /* A response with a small text body ("<reason>\n") and Connection: close if `close`. */
 void gwp_respond_error(gwp_req *r, int status, bool close, const char *extra);
+/* The reason phrase of a status the gateway answers itself ("Bad Gateway"), "" for others. */
+const char *gwp_status_text(int status);
 const char *gwp_req_header(const gwp_req *r, const char *name);
 /* Closes the idle connections (draining) that have seen no byte for `quiet` ns: a connection
  * just accepted may have its first request on the wire. */

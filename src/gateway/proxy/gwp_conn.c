@@ -579,7 +579,7 @@ static void on_written(uv_write_t *w, int status) {
   next_request(c);
 }
 
-static const char *reason_of(int status) {
+const char *gwp_status_text(int status) {
   switch (status) {
   case 200: return "OK";
   case 400: return "Bad Request";
@@ -633,7 +633,7 @@ void gwp_respond(gwp_req *r, int status, const char *reason, const char *extra, 
   c->srv->nbusy--;
   r->status = status;
   if (!reason || !*reason)
-    reason = reason_of(status);
+    reason = gwp_status_text(status);
   /* a streamed body not yet all read leaves bytes in the way of the next request */
   bool close = c->close_after || !r->keep_alive || gwp_draining(c->srv) ||
                (r->streaming && !r->body_done);
@@ -723,7 +723,7 @@ void gwp_respond_error(gwp_req *r, int status, bool close, const char *extra) {
   if (close && r->conn)
     r->conn->close_after = true;
   char body[64];
-  int n = snprintf(body, sizeof body, "%d %s\n", status, reason_of(status));
+  int n = snprintf(body, sizeof body, "%d %s\n", status, gwp_status_text(status));
   char hdr[256];
   snprintf(hdr, sizeof hdr, "Content-Type: text/plain\r\n%s", extra ? extra : "");
   gwp_respond(r, status, NULL, hdr, body, (size_t)n, NULL);

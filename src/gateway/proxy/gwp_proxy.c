@@ -300,10 +300,7 @@ static void finish(gwp_req *r, lk_http_result *res) {
     gwp_respond(r, status, resp->reason, h.p, body, body_len, res);
   } else {
     char msg[160];
-    int n = snprintf(msg, sizeof msg, "%d %s: %s\n", status,
-                     status == 504   ? "Gateway Timeout"
-                     : status == 503 ? "Service Unavailable"
-                                     : "Bad Gateway",
+    int n = snprintf(msg, sizeof msg, "%d %s: %s\n", status, gwp_status_text(status),
                      r->stop ? r->stop : lk_failure_name(r->final));
     lk_http_result_free(res);
     gwp_respond(r, status, NULL, h.p, msg, (size_t)n, NULL);
@@ -331,13 +328,8 @@ static void answer_local(gwp_req *r, int status, const char *extra, const char *
     lk_gw_runtime_observe_unrouted(r->srv->rt, status);
   }
   gwp_access_log(r->srv, r, NULL);
-  const char *text = status == 400   ? "Bad Request"
-                     : status == 404 ? "Not Found"
-                     : status == 501 ? "Not Implemented"
-                     : status == 504 ? "Gateway Timeout"
-                                     : "Internal Server Error";
   char body[256], hdr[128];
-  int n = snprintf(body, sizeof body, "%d %s: %s\n", status, text, why);
+  int n = snprintf(body, sizeof body, "%d %s: %s\n", status, gwp_status_text(status), why);
   if (n < 0 || (size_t)n >= sizeof body)
     n = (int)sizeof body - 1;
   snprintf(hdr, sizeof hdr, "Content-Type: text/plain\r\n%s", extra ? extra : "");
