@@ -375,6 +375,29 @@ static void test_health_and_metrics(void **state) {
   http_res_free(&r);
 }
 
+/* Writes `len` raw bytes on a new connection (then shuts its sending side if `half_close`: MHD
+ * drops a request still unanswered then) and reads what comes back into out (NUL-terminated,
+ * cut at cap - 1) until the daemon closes or 3 s pass. */
+static void raw_exchange(const char *data, size_t len, bool half_close, char *out, size_t cap) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)P.port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  assert_true(write(fd, data, len) == (ssize_t)len);
+  if (half_close)
+    shutdown(fd, SHUT_WR);
+  struct timeval tv = {3, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  size_t n = 0;
+  char spill[512];
+  ssize_t k;
+  while ((k = n < cap - 1 ? read(fd, out + n, cap - 1 - n) : read(fd, spill, sizeof spill)) > 0)
+    if (n < cap - 1)
+      n += (size_t)k;
+  out[n] = '\0';
+  close(fd);
+}
+
 /* Garbage on a raw socket: the daemon answers (or closes) and keeps serving. */
 static void test_garbage_does_not_crash(void **state) {
   (void)state;
@@ -383,19 +406,8 @@ static void test_garbage_does_not_crash(void **state) {
                         "GET /books/1 HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
                         "POST /books HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{"};
   for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)P.port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    size_t len = i == 0 ? 8 : strlen(junk[i]);
-    assert_true(write(fd, junk[i], len) == (ssize_t)len);
-    shutdown(fd, SHUT_WR);
-    struct timeval tv = {2, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     char buf[512];
-    while (read(fd, buf, sizeof buf) > 0) {
-    }
-    close(fd);
+    raw_exchange(junk[i], i == 0 ? 8 : strlen(junk[i]), true, buf, sizeof buf);
   }
   http_res r;
   http_get(P.port, "/books/1", &r);
@@ -411,20 +423,8 @@ static void test_absolute_form_target(void **state) {
       "GET http://library.test/books/1 HTTP/1.1\r\nHost: library.test\r\nConnection: close\r\n\r\n",
       "GET HTTPS://library.test:8443/books/1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"};
   for (size_t i = 0; i < sizeof reqs / sizeof reqs[0]; i++) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)P.port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_true(write(fd, reqs[i], strlen(reqs[i])) == (ssize_t)strlen(reqs[i]));
-    struct timeval tv = {3, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     char buf[2048];
-    size_t n = 0;
-    ssize_t k;
-    while (n < sizeof buf - 1 && (k = read(fd, buf + n, sizeof buf - 1 - n)) > 0)
-      n += (size_t)k;
-    buf[n] = '\0';
-    close(fd);
+    raw_exchange(reqs[i], strlen(reqs[i]), false, buf, sizeof buf);
     assert_true(strncmp(buf, "HTTP/1.1 200", 12) == 0);
     assert_non_null(strstr(buf, "\"id\":1"));
   }
