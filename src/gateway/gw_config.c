@@ -84,6 +84,9 @@ static int grow(void **arr, size_t *cap, size_t n, size_t size) {
  * strips leading blanks (an indented line is never a continuation of the previous value), and
  * records every section header with its line, since inih reports a section only through its
  * entries and an empty [admin] must still count. */
+/* The longest line inih reads: INI_MAX_LINE holds the newline and the NUL too. */
+#define LINE_MAX_CHARS (INI_MAX_LINE - 2)
+
 static char *read_line(char *str, int num, void *stream) {
   load_ctx *x = stream;
   if (x->pos >= x->len)
@@ -142,6 +145,17 @@ static int on_entry(void *user, const char *section, const char *name, const cha
      * same however it is spaced, and what --check prints loads again to the same settings. */
     fail(x, "%s: '%.40s': a value may not start with ';' (after a space it starts a comment)",
          name, value);
+    return 0;
+  }
+  /* --check and GET /config write each setting as "key = value", and what they write must
+   * load again: a line that fits only written tighter ("key=value") is refused here, at its
+   * line. A header is written as "Name: value" and checked where it is parsed (builder_set). */
+  size_t written = strlen(name) + 3 + strlen(value);
+  if (written > LINE_MAX_CHARS && strcmp(name, "header") != 0 && strcmp(name, "next.header") != 0) {
+    fail(x,
+         "%s: written out as '%s = VALUE' (as --check and GET /config write it) the line is "
+         "%zu characters, more than a line holds (%d)",
+         name, name, written, LINE_MAX_CHARS);
     return 0;
   }
   raw_section *s = &x->s[x->ns - 1];
@@ -762,6 +776,16 @@ static int builder_set(pol_builder *b, const char *key, const char *shown, const
     if (rc != CLI_SET_OK)
       return bad(e, line, shown, "%s", m);
     b->key_line[f] = line;
+    if (f == CLI_F_HEADER) { /* written out as "Name: value", "Name;" or "Name:" (on_entry) */
+      const cli_header *h = &b->s.headers[b->s.nheaders - 1];
+      size_t w = strlen(shown) + 3 + strlen(h->name) + 1 +
+                 (h->value && *h->value ? 1 + strlen(h->value) : 0);
+      if (w > LINE_MAX_CHARS)
+        return bad(e, line, shown,
+                   "written out as '%s = %s: VALUE' (as --check and GET /config write it) the "
+                   "line is %zu characters, more than a line holds (%d)",
+                   shown, h->name, w, LINE_MAX_CHARS);
+    }
     /* lk_http_policy_validate bounds these at 100 days, in a message that names no key: said
      * here, at the key's line, as for the gateway's own durations */
     int64_t d = 0;
@@ -881,9 +905,11 @@ static char *policy_canonical(const lk_gw_policy *p) {
   fprintf(f, "honor-retried = %s\n", h->honor_retried ? "true" : "false");
   if (h->ca_file)
     fprintf(f, "cacert = %s\n", h->ca_file);
-  for (size_t i = 0; i < p->n_headers; i++)
-    fprintf(f, "header = %s:%s%s\n", p->headers[i].name, p->headers[i].value ? " " : "",
-            p->headers[i].value ? p->headers[i].value : "");
+  for (size_t i = 0; i < p->n_headers; i++) {
+    /* as the CLI's -H reads them: "Name;" an empty header, "Name:" a removal */
+    const char *v = p->headers[i].value;
+    fprintf(f, "header = %s%s%s\n", p->headers[i].name, !v ? ":" : !*v ? ";" : ": ", v ? v : "");
+  }
   if (fclose(f) != 0) {
     free(out);
     return NULL;
@@ -919,7 +945,8 @@ static int policy_error_line(const pol_builder *b, const char *msg, int dflt) {
 /* Turns a builder into a policy. 0, -1 (*e) or -2. `what` names the version in messages; an
  * error about how keys combine names the line of the one set last (`line`, the section's, when
  * they are all defaults). */
-static int builder_finish(pol_builder *b, lk_gw_policy *p, int line, const char *what, perr *e) {
+static int builder_finish(pol_builder *b, lk_gw_policy *p, int line, const char *what,
+                          size_t key_prefix, perr *e) {
   memset(p, 0, sizeof *p);
   cli_policy_error pe;
   if (cli_settings_to_policy(&b->s, &p->http, &pe) != 0)
@@ -991,6 +1018,17 @@ static int builder_finish(pol_builder *b, lk_gw_policy *p, int line, const char 
   p->canonical = policy_canonical(p);
   if (!p->canonical)
     return -2;
+  /* Each line must load again (on_entry), also a value spelled out longer than it was given
+   * (breaker = on). A candidate's lines are written with key_prefix ("next.") in front. */
+  for (const char *q = p->canonical; *q;) {
+    size_t n = strcspn(q, "\n");
+    if (key_prefix + n > LINE_MAX_CHARS)
+      return bad(e, line, NULL,
+                 "%s: written out (as --check and GET /config write it), '%.*s...' is %zu "
+                 "characters, more than a line holds (%d)",
+                 what, (int)strcspn(q, "="), q, key_prefix + n, LINE_MAX_CHARS);
+    q += n + (q[n] == '\n');
+  }
   snprintf(p->version, sizeof p->version, "p%08x", fnv1a32(p->canonical, strlen(p->canonical)));
   return 0;
 }
@@ -1373,7 +1411,7 @@ static int section_route(const raw_section *s, const char *name, lk_gw_config *c
   builder_init(&b);
   int rc = apply_policy_keys(s, &b, false, e);
   if (rc == 0)
-    rc = builder_finish(&b, &rt->policy, s->line, "policy", e);
+    rc = builder_finish(&b, &rt->policy, s->line, "policy", 0, e);
   if (rc == 0 && has_next) {
     /* The candidate: the stable keys, then the next.* keys over them (a retry-on edit builds on
      * the stable set, a header adds to the stable ones). */
@@ -1385,7 +1423,7 @@ static int section_route(const raw_section *s, const char *name, lk_gw_config *c
     if (rc == 0 && !(rt->next = calloc(1, sizeof *rt->next)))
       rc = -2;
     if (rc == 0)
-      rc = builder_finish(&nb, rt->next, s->line, "candidate (next.*) policy", e);
+      rc = builder_finish(&nb, rt->next, s->line, "candidate (next.*) policy", strlen("next."), e);
     if (rc == 0 && strcmp(rt->next->canonical, rt->policy.canonical) == 0)
       rc = bad(e, s->line, NULL, "the next.* keys give the same policy as the stable one");
     cli_settings_free(&nb.s);

@@ -312,6 +312,19 @@ static void test_errors_name_file_line_key(void **state) {
                "gw.conf:6: header: 'X:;1': a header value may not start with ';'");
   expect_error(CL "[route r]\nprefix = /\ncluster = b\nnext.header = X:;1\n",
                "a header value may not start with ';'");
+  /* What --check and GET /config write must load again: a line that fits only written
+   * tighter than "key = value" is refused (a CI fuzz_gw_config run: 'header = X-a:...' of 198
+   * characters was written as 'X-a: ...', 199, which did not load). */
+  char tight[400];
+  snprintf(tight, sizeof tight, CL RT "header = X-a:%0185d\n", 7);
+  expect_error(tight, "gw.conf:5: header: written out as 'header = X-a: VALUE' (as --check and "
+                      "GET /config write it) the line is 199 characters, more than a line holds "
+                      "(198)");
+  snprintf(tight, sizeof tight, CL RT "next.header=X-a:%0180d\n", 7);
+  expect_error(tight, "gw.conf:5: next.header: written out as 'next.header = X-a: VALUE'");
+  snprintf(tight, sizeof tight, "[log]\naccess=/%0189d\n" CL RT, 7);
+  expect_error(tight, "gw.conf:2: access: written out as 'access = VALUE' (as --check and GET "
+                      "/config write it) the line is 199 characters");
   expect_error("[bogus]\nx = 1\n" CL RT, "gw.conf:1: unknown section [bogus]");
   expect_error("[cluster b c]\nendpoint = 127.0.0.1:1\n", "gw.conf:1: bad section [cluster b c]");
   expect_error("[cluster b]\n" RT, "gw.conf:1: [cluster b]: a cluster needs at least one endpoint");
@@ -597,9 +610,17 @@ static void test_dump_round_trip(void **state) {
   (void)state;
   /* The third: a default connect timeout (500ms) above the attempt timeout, found by the fuzz
    * target: the dump must not spell out a combination the loader refuses. */
-  const char *texts[] = {minimal, full, CL RT "attempt-timeout = 150ms\n",
-                         CL RT "limiter = 50/s\nshared = redis://127.0.0.1:6390,fleet=3\n"};
-  for (size_t i = 0; i < 4; i++) {
+  /* The fifth: an empty header ("Name;") had been written as "Name: ", a removal read back.
+   * The sixth: a header whose written line is exactly as long as a line may be (198). */
+  char at_limit[300];
+  snprintf(at_limit, sizeof at_limit, CL RT "header=X-a:%0184d\n", 7);
+  const char *texts[] = {minimal,
+                         full,
+                         CL RT "attempt-timeout = 150ms\n",
+                         CL RT "limiter = 50/s\nshared = redis://127.0.0.1:6390,fleet=3\n",
+                         CL RT "header = X-a;\nheader = X-b:\nnext.header = X-c;\n",
+                         at_limit};
+  for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
     char err[512];
     lk_gw_config *a = load(texts[i], err, sizeof err);
     assert_non_null(a);
