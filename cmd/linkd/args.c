@@ -281,7 +281,12 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
     case 'S': o->show_error = true; break;
     case 'f': o->fail = true; break;
     case 'w':
-      if (cli_write_out_check(optarg, m, sizeof m) != 0) {
+      if (strcmp(optarg, "@") == 0) {
+        snprintf(err, cap, "-w @: a file name must follow '@' (or '@-' for stdin)");
+        return CLI_ARGS_USAGE;
+      }
+      /* curl's -w @FILE and @-: the format is read before the call (cli_write_out_load()). */
+      if (optarg[0] != '@' && cli_write_out_check(optarg, m, sizeof m) != 0) {
         snprintf(err, cap, "-w: %s", m);
         return CLI_ARGS_USAGE;
       }
@@ -406,6 +411,10 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
     snprintf(err, cap, "--json and -w/--write-out do not mix: the JSON result goes to stdout");
     return CLI_ARGS_USAGE;
   }
+  if (o->data && o->write_out && strcmp(o->data, "@-") == 0 && strcmp(o->write_out, "@-") == 0) {
+    snprintf(err, cap, "-d @- and -w @- do not mix: stdin is read once");
+    return CLI_ARGS_USAGE;
+  }
   /* The header's key would win and the flag be ignored: one key, given one way. */
   const cli_header *ik = header_named(&o->flags, "Idempotency-Key");
   if (ik && (o->flags.set & CLI_BIT(CLI_F_IDEMPOTENCY_KEY))) {
@@ -424,4 +433,6 @@ void cli_opts_free(cli_opts *o) {
   cli_settings_free(&o->flags);
   free(o->url_buf);
   o->url_buf = NULL;
+  free(o->write_out_buf);
+  o->write_out_buf = NULL;
 }

@@ -16,7 +16,10 @@ typedef struct cli_opts {
   const char *data;      /* -d as given: text, "@FILE" or "@-" (stdin); NULL: no body */
   const char *output;    /* -o FILE ("-" = stdout); NULL: stdout */
   const char *config;    /* --config FILE */
-  const char *write_out; /* -w FORMAT (checked by cli_write_out_check()); NULL: none */
+  const char *write_out; /* -w FORMAT (checked by cli_write_out_check()), or "@FILE" / "@-"
+                            as given (read and checked by cli_write_out_load(), which the
+                            caller does before the call); NULL: none */
+  char *write_out_buf;   /* owned: the format -w @FILE read, if the caller stores it here */
   char *url_buf;         /* owned */
   bool implicit;         /* `linkd [flags] URL`: no command word, curl's way */
   bool no_config;

@@ -54,14 +54,17 @@ static const char request_options[] =
     "      --cacert FILE           verify it with the CA certificates in FILE (PEM)\n"
     "\n"
     "Output:\n"
-    "  -o, --output FILE           write the response body to FILE instead of stdout\n"
-    "  -i, --include               print the status line and headers before the body\n"
+    "  -o, --output FILE           write the response body to FILE instead of stdout; a\n"
+    "                              failed write exits 73, as --json and -w then say\n"
+    "  -i, --include               print the status line and headers before the body; with\n"
+    "                              -L, every response's, in order, an empty line after each\n"
     "  -f, --fail                  a final status >= 400 exits 22 and prints no body\n"
     "  -s, --silent                no failure message on stderr (the exit code still tells)\n"
     "  -S, --show-error            the failure message even with -s\n"
     "  -w, --write-out FORMAT      print FORMAT on stdout after the call: %{http_code}\n"
     "                              %{time_total} %{num_attempts} %{url_effective}\n"
-    "                              %{exitcode} %{errormsg}; \\n is a newline\n"
+    "                              %{exitcode} %{errormsg}; \\n is a newline; @FILE reads\n"
+    "                              FORMAT from FILE (@- stdin; line ends dropped, 64 KiB)\n"
     "  -v, --verbose               print the policy and every attempt on stderr: phase, outcome,\n"
     "                              decision, delay and reason\n"
     "      --json                  print the result and attempt timeline as one JSON object on\n"
@@ -105,8 +108,8 @@ static const char request_options[] =
     "not retried; 3 failure the policy does not retry (not in --retry-on, as DNS and TLS\n"
     "failures by default, or may have been processed and not idempotent); 4 retries exhausted;\n"
     "5 deadline exceeded; 6 refused by the retry budget or a protection; 22 status >= 400 with\n"
-    "-f; 64 usage error; 66 -d @FILE unreadable; 73 -o FILE or stdout not writable; 78 config\n"
-    "error; 130 cancelled (SIGINT/SIGTERM).\n";
+    "-f; 64 usage error; 66 -d @FILE or -w @FILE unreadable; 73 -o FILE or stdout not\n"
+    "writable; 78 config error; 130 cancelled (SIGINT/SIGTERM).\n";
 
 bool cli_help_knows(const char *command) {
   static const char *const others[] = {"outbox", "demo",         "serve",  "sim",

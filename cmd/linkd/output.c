@@ -143,9 +143,10 @@ void cli_print_summary(FILE *f, const cli_call_info *ci, const lk_http_result *r
   char t[32];
   int err = lk_http_result_err(r);
   fprintf(f, "linkd: %s %s: %s", ci->method, ci->url,
-          ci->stop              ? "redirect not followed"
-          : code == CLI_EXIT_OK ? "ok"
-                                : lk_strerror(err));
+          ci->stop                                         ? "redirect not followed"
+          : code == CLI_EXIT_CANTCREAT && ci->output_error ? "output not written"
+          : code == CLI_EXIT_OK                            ? "ok"
+                                                           : lk_strerror(err));
   fprintf(f, " (%s, %s), %zu attempt%s in %s", lk_err_name(err),
           lk_failure_name(lk_http_result_failure(r)), n, n == 1 ? "" : "s",
           lk_duration_format(lk_http_result_elapsed(r), t, sizeof t));
@@ -289,7 +290,12 @@ int cli_print_json(FILE *f, const cli_call_info *ci, const lk_http_result *r, in
   fputs(",\"url_effective\":", f);
   cli_json_string(f, ci->url);
   fprintf(f, ",\"redirects\":%d", ci->redirects);
-  fprintf(f, ",\"exit_code\":%d,\"exit\":\"%s\",\"config\":", code, cli_exit_name(code));
+  fprintf(f, ",\"exit_code\":%d,\"exit\":\"%s\",\"output_error\":", code, cli_exit_name(code));
+  if (ci->output_error)
+    cli_json_string(f, ci->output_error);
+  else
+    fputs("null", f);
+  fputs(",\"config\":", f);
   if (ci->config_path) {
     fputs("{\"path\":", f);
     cli_json_string(f, ci->config_path);

@@ -23,6 +23,8 @@ typedef struct cli_call_info {
   int redirects;      /* redirects followed (-L) */
   const char *stop;   /* why linkd stopped after the last call succeeded (a redirect -L could
                          not follow), replacing its stop reason; NULL: the result's own */
+  const char *output_error; /* the response or the report could not be written ("-o FILE: write
+                               failed: REASON", "stdout: ..."); NULL: no write failed */
 } cli_call_info;
 
 /* -v, before the call: the effective policy, one setting per line with where it came from. */
@@ -34,7 +36,8 @@ void cli_print_timeline(FILE *f, const lk_http_result *r);
 /* One line saying how the call ended ("linkd: GET URL: retries exhausted ..."). */
 void cli_print_summary(FILE *f, const cli_call_info *ci, const lk_http_result *r, int code);
 /* -i: the status line as received ("HTTP/1.1 200 OK", "HTTP/2 200") and the headers,
- * CRLF-terminated, then an empty line. */
+ * CRLF-terminated, then an empty line. With -L, once per response: each redirect followed, then
+ * the last. */
 void cli_print_head(FILE *f, const lk_http_response *resp);
 /* --json: one JSON document (docs/linkd-result.schema.json) and a newline. 0, or -1 when the
  * result could not be rendered (no memory). */

@@ -145,7 +145,10 @@ typedef struct out_file {
   FILE *f;
   const char *path; /* NULL: stdout */
   bool created;
-  bool regular; /* a regular file: truncated to what was written (not a device or a pipe) */
+  bool regular;       /* a regular file: truncated to what was written (not a device or a pipe) */
+  int err;            /* errno of the first write to f that failed; 0: none */
+  bool stdout_failed; /* a write to stdout failed (and was told) */
+  char failed[4200];  /* the first write failure, as told: "-o FILE: write failed: REASON"; "" */
 } out_file;
 
 static int out_open(out_file *o, const char *path) {
@@ -153,6 +156,9 @@ static int out_open(out_file *o, const char *path) {
   o->path = NULL;
   o->created = false;
   o->regular = false;
+  o->err = 0;
+  o->stdout_failed = false;
+  o->failed[0] = '\0';
   if (!path || strcmp(path, "-") == 0)
     return 0;
   struct stat st;
@@ -175,41 +181,62 @@ static int out_open(out_file *o, const char *path) {
 /* Whether the messages of failures after the call started are held back: -s without -S. */
 static bool quiet(const cli_opts *o) { return o->silent && !o->show_error; }
 
-/* Finishes the output: keep (truncated to what was written) or drop the file. A failed write
- * is told unless `hush`. stdout is left to stdout_close(), after the -w text. */
+/* Writes n bytes of the response, keeping the errno of the first failure: a body larger than
+ * stdio's buffer fails here, not in the fflush() after it. */
+static void out_write(out_file *o, const void *p, size_t n) {
+  if (n && fwrite(p, 1, n, o->f) != n && !o->err)
+    o->err = errno ? errno : EIO;
+}
+
+/* A failed write: told (unless `hush`) and kept for --json, -w and the summary (the first). */
+static void out_failed(out_file *o, const char *what, const char *path, int e, bool hush) {
+  char m[sizeof o->failed];
+  snprintf(m, sizeof m, "%s%s: write failed: %s", what, path ? path : "", strerror(e ? e : EIO));
+  if (!hush)
+    fprintf(stderr, "linkd: %s\n", m);
+  if (!o->failed[0])
+    memcpy(o->failed, m, sizeof m);
+}
+
+/* stdout holds the body (without -o), the JSON or the -w text: a failed write (a full disk) is
+ * an output error as a failed -o is, with the same exit code. Flushes it; a failure is told
+ * once. 0 or CLI_EXIT_CANTCREAT. */
+static int stdout_check(out_file *o, bool hush) {
+  if (o->stdout_failed)
+    return CLI_EXIT_CANTCREAT;
+  int flush = fflush(stdout), e = errno;
+  if (flush == 0 && !ferror(stdout))
+    return 0;
+  o->stdout_failed = true;
+  out_failed(o, "stdout", NULL, flush ? e : !o->path ? o->err : 0, hush);
+  return CLI_EXIT_CANTCREAT;
+}
+
+/* Finishes the response's output: keep (truncated to what was written) or drop the file, or,
+ * without -o, flush stdout. 0, or CLI_EXIT_CANTCREAT after a failed write (out_failed()). */
 static int out_close(out_file *o, bool wrote, bool hush) {
   if (!o->path)
-    return 0;
-  int rc = 0;
+    return wrote ? stdout_check(o, hush) : 0;
+  int e = o->err;
   if (wrote) {
-    if (fflush(o->f) != 0)
-      rc = CLI_EXIT_CANTCREAT;
+    int flush = fflush(o->f);
+    if (!e && (flush != 0 || ferror(o->f)))
+      e = flush != 0 && errno ? errno : EIO;
     /* The file is opened without O_TRUNC (an unanswered call leaves it as it was); cut off what
      * an older, longer content left behind. */
     if (o->regular) {
       off_t end = ftello(o->f);
-      if (end < 0 || ftruncate(fileno(o->f), end) != 0)
-        rc = CLI_EXIT_CANTCREAT;
+      if ((end < 0 || ftruncate(fileno(o->f), end) != 0) && !e)
+        e = errno ? errno : EIO;
     }
   }
-  if (fclose(o->f) != 0)
-    rc = CLI_EXIT_CANTCREAT;
+  if (fclose(o->f) != 0 && !e)
+    e = errno ? errno : EIO;
   if (!wrote && o->created)
     unlink(o->path);
-  if (rc && !hush)
-    fprintf(stderr, "linkd: -o %s: write failed\n", o->path);
-  return rc;
-}
-
-/* stdout holds the body (without -o), the JSON or the -w text: a failed write (a full disk) is
- * an output error as a failed -o is, with the same exit code. */
-static int stdout_close(bool hush) {
-  int flush = fflush(stdout), e = errno;
-  if (flush == 0 && !ferror(stdout))
+  if (!e)
     return 0;
-  if (!hush)
-    fprintf(stderr, "linkd: stdout: write failed%s%s\n", flush ? ": " : "",
-            flush ? strerror(e) : "");
+  out_failed(o, "-o ", o->path, e, hush);
   return CLI_EXIT_CANTCREAT;
 }
 
@@ -334,31 +361,46 @@ static int exit_code_of(const cli_opts *o, const lk_http_result *res) {
   return code;
 }
 
-/* Writes the response (-i head, body) and the chosen report; returns the exit code. The -v
+/* Writes the response (-i heads, body) and the chosen report; returns the exit code. `hops`:
+ * with -L -i, the heads of the redirects followed, printed before the last response's. The -v
  * timeline was printed attempt by attempt, as they happened. */
-static int report(const cli_opts *o, const cli_call_info *ci, const lk_http_result *res,
-                  out_file *out, int attempts, int64_t started) {
+static int report(const cli_opts *o, cli_call_info *ci, const lk_http_result *res, out_file *out,
+                  int attempts, int64_t started, const char *hops, size_t hops_len) {
   /* A redirect not followed ends the command as a failure (curl's 47, linkd's 1), reported as
    * any other: JSON, summary, -w. */
   int code = ci->stop ? CLI_EXIT_FAILURE : exit_code_of(o, res);
   const lk_http_response *resp = lk_http_result_response(res);
   bool wrote = false;
   if (resp && (!o->json || out->path) && code != CLI_EXIT_HTTP_FAIL) {
-    if (o->include)
+    if (o->include) {
+      out_write(out, hops, hops_len);
       cli_print_head(out->f, resp);
+      if (ferror(out->f) && !out->err)
+        out->err = errno ? errno : EIO;
+    }
     /* The redirect's body is not the answer; curl skips the body of a redirect it follows. */
     if (strcmp(ci->method, "HEAD") != 0 && !ci->stop)
-      fwrite(resp->body, 1, resp->body_len, out->f);
+      out_write(out, resp->body, resp->body_len);
     wrote = true;
   }
-  if (o->json && cli_print_json(stdout, ci, res, code) != 0) {
-    fprintf(stderr, "linkd: out of memory rendering the JSON result\n");
-    code = CLI_EXIT_FAILURE;
+  /* Whether the response could be written is known before anything tells how the command
+   * ended: --json, the summary and -w give the exit code linkd returns, and why. A failed call
+   * keeps its own code; a failed write makes a successful one exit 73. */
+  int rc = out_close(out, wrote, quiet(o));
+  code = rc && code == CLI_EXIT_OK ? rc : code;
+  ci->output_error = out->failed[0] ? out->failed : NULL;
+  if (o->json) {
+    if (cli_print_json(stdout, ci, res, code) != 0) {
+      fprintf(stderr, "linkd: out of memory rendering the JSON result\n");
+      code = CLI_EXIT_FAILURE;
+    }
+    /* Not printed, the JSON tells nothing; the summary and the exit code still do. */
+    rc = stdout_check(out, quiet(o));
+    code = rc && code == CLI_EXIT_OK ? rc : code;
+    ci->output_error = out->failed[0] ? out->failed : NULL;
   }
   if (o->verbose || (code != CLI_EXIT_OK && !quiet(o)))
     cli_print_summary(stderr, ci, res, code);
-  int rc = out_close(out, wrote, quiet(o));
-  code = rc && code == CLI_EXIT_OK ? rc : code;
   if (o->write_out) {
     cli_write_vars v = {lk_http_result_status(res),
                         lk_now_ns() - started,
@@ -370,9 +412,11 @@ static int report(const cli_opts *o, const cli_call_info *ci, const lk_http_resu
       v.errormsg = "HTTP status >= 400 (--fail)";
     if (ci->stop)
       v.errormsg = ci->stop;
+    if (code == CLI_EXIT_CANTCREAT && ci->output_error)
+      v.errormsg = ci->output_error;
     cli_write_out(stdout, o->write_out, &v);
   }
-  rc = stdout_close(quiet(o));
+  rc = stdout_check(out, quiet(o));
   return rc && code == CLI_EXIT_OK ? rc : code;
 }
 
@@ -468,6 +512,20 @@ int cli_cmd_request(int argc, char **argv) {
     return CLI_EXIT_USAGE;
   }
 
+  /* -w @FILE and @-, read before anything else is, as -d @FILE is: an unreadable file exits 66
+   * (curl's 26, a read error), a text that is no format 64. */
+  if (o.write_out && o.write_out[0] == '@') {
+    rc = cli_write_out_load(o.write_out + 1, &o.write_out_buf, err, sizeof err);
+    if (rc != 0) {
+      fprintf(stderr, "linkd: %s\n", err);
+      if (rc == -2)
+        fprintf(stderr, "Try 'linkd %s --help'.\n", o.implicit ? "get" : o.command);
+      cli_opts_free(&o);
+      return rc == -2 ? CLI_EXIT_USAGE : CLI_EXIT_NOINPUT;
+    }
+    o.write_out = o.write_out_buf;
+  }
+
   cli_config cfg;
   memset(&cfg, 0, sizeof cfg);
   cli_settings eff;
@@ -481,7 +539,10 @@ int cli_cmd_request(int argc, char **argv) {
   lk_http_request *req = NULL;
   lk_http_result *res = NULL;
   lk_budget *budget = NULL;
-  out_file out = {NULL, NULL, false, false};
+  out_file out = {.f = NULL};
+  FILE *hopf = NULL; /* -L -i: the heads of the redirects followed */
+  char *hops = NULL;
+  size_t hops_len = 0;
   int code = build_settings(&o, host, port, &cfg, &have_cfg, &eff, sections, &nsections);
   if (code)
     goto done;
@@ -493,8 +554,9 @@ int cli_cmd_request(int argc, char **argv) {
     code = pe.from_flags ? CLI_EXIT_USAGE : CLI_EXIT_CONFIG;
     goto done;
   }
-  cli_call_info ci = {&o,    &eff, &pol, have_cfg ? cfg.path : NULL, sections, nsections, o.method,
-                      o.url, 0,    NULL};
+  cli_call_info ci = {&o,       &eff,      &pol,     have_cfg ? cfg.path : NULL,
+                      sections, nsections, o.method, o.url,
+                      0,        NULL,      NULL};
   if (cli_budget_new(&eff.budget, &budget, err, sizeof err) != 0) {
     fprintf(stderr, "linkd: %s\n", err);
     code = eff.origin[CLI_F_BUDGET] == cli_origin_flag ? CLI_EXIT_USAGE : CLI_EXIT_CONFIG;
@@ -560,6 +622,14 @@ int cli_cmd_request(int argc, char **argv) {
     char *next = resolve_location(ci.url, loc, &same_host, stop, sizeof stop);
     if (!next)
       break;
+    /* -i prints every response's head, as curl does: the redirects', then the last one's. */
+    if (o.include && ((!hopf && !(hopf = open_memstream(&hops, &hops_len))) ||
+                      (cli_print_head(hopf, lk_http_result_response(res)), ferror(hopf)))) {
+      fprintf(stderr, "linkd: out of memory\n");
+      code = CLI_EXIT_FAILURE;
+      free(next);
+      break;
+    }
     int st = lk_http_result_status(res);
     /* curl's rules: 303 makes anything but HEAD a GET, 301 and 302 make a POST a GET; 307 and
      * 308 keep the method and the body. */
@@ -597,10 +667,21 @@ int cli_cmd_request(int argc, char **argv) {
     out_close(&out, false, quiet(&o));
     goto done;
   }
+  if (hopf && fclose(hopf) != 0) {
+    hopf = NULL;
+    fprintf(stderr, "linkd: out of memory\n");
+    out_close(&out, false, quiet(&o));
+    code = CLI_EXIT_FAILURE;
+    goto done;
+  }
+  hopf = NULL;
   ci.stop = stop[0] ? stop : NULL;
-  code = report(&o, &ci, res, &out, attempts, started);
+  code = report(&o, &ci, res, &out, attempts, started, hops, hops_len);
 
 done:
+  if (hopf)
+    fclose(hopf);
+  free(hops);
   lk_http_result_free(res);
   lk_http_request_free(req);
   lk_budget_free(budget);

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include "writeout.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const names[] = {"http_code",     "time_total", "num_attempts",
@@ -40,6 +43,55 @@ int cli_write_out_check(const char *fmt, char *err, size_t cap) {
       p++;
     }
   }
+  return 0;
+}
+
+int cli_write_out_load(const char *path, char **fmt, char *err, size_t cap) {
+  *fmt = NULL;
+  bool std_in = strcmp(path, "-") == 0;
+  FILE *f = std_in ? stdin : fopen(path, "rb");
+  /* One byte more than allowed tells "too big" from "exactly the limit". */
+  char *buf = f ? malloc(CLI_WRITE_OUT_MAX + 2) : NULL;
+  size_t n = 0;
+  int e = errno;
+  if (buf) {
+    for (size_t r = 1; r > 0 && n <= CLI_WRITE_OUT_MAX;)
+      n += r = fread(buf + n, 1, CLI_WRITE_OUT_MAX + 1 - n, f);
+    e = ferror(f) ? (errno ? errno : EIO) : 0;
+  } else if (f) {
+    e = ENOMEM;
+  }
+  if (f && !std_in)
+    fclose(f);
+  if (!buf || e) {
+    snprintf(err, cap, "-w @%s: cannot read: %s", path, strerror(e));
+    free(buf);
+    return -1;
+  }
+  if (n > CLI_WRITE_OUT_MAX) {
+    snprintf(err, cap, "-w @%s: larger than %zu KiB, the format limit", path,
+             CLI_WRITE_OUT_MAX >> 10);
+    free(buf);
+    return -1;
+  }
+  size_t len = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (buf[i] == '\0') {
+      snprintf(err, cap, "-w @%s: a NUL byte at byte %zu: a format is text", path, i + 1);
+      free(buf);
+      return -2;
+    }
+    if (buf[i] != '\r' && buf[i] != '\n')
+      buf[len++] = buf[i];
+  }
+  buf[len] = '\0';
+  char m[384];
+  if (cli_write_out_check(buf, m, sizeof m) != 0) {
+    snprintf(err, cap, "-w @%s: %s", path, m);
+    free(buf);
+    return -2;
+  }
+  *fmt = buf;
   return 0;
 }
 

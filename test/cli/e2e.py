@@ -335,6 +335,72 @@ def output_file(ctx):
         check(not os.path.exists(out), "no response: -o leaves no file behind")
 
 
+def to_full(ctx, *args):
+    """linkd with stdout on /dev/full (every write to it fails with ENOSPC)."""
+    with open("/dev/full", "wb") as full:
+        t0 = time.monotonic()
+        p = subprocess.run([ctx.linkd] + list(args), stdout=full, stderr=subprocess.PIPE,
+                           env=base_env(ctx), timeout=60)
+    return Run(p.returncode, b"", p.stderr.decode("utf-8", "replace"), time.monotonic() - t0)
+
+
+@case
+def write_failures(ctx):
+    """A body that cannot be written exits 73, and what reports the call says so: --json's
+    exit_code and output_error, -w's %{exitcode} and %{errormsg}, the summary line."""
+    check(os.path.exists("/dev/full"), "/dev/full is needed to make writes fail")
+    full = "-o /dev/full: write failed: No space left on device"
+    with Faultd(ctx, "ok") as fd:
+        r = linkd(ctx, "get", "--json", "-o", "/dev/full", fd.url())
+        doc = valid_json(ctx, r)  # exit_code == the process's
+        check(r.rc == 73 and doc["exit"] == "cannot-create" and doc["output_error"] == full,
+              "--json -o /dev/full: exit_code 73 and the reason", r)
+        check(doc["result"]["ok"] and doc["response"]["status"] == 200,
+              "the call itself succeeded", doc)
+        check(full in r.err and "output not written" in r.err and "[exit 73]" in r.err,
+              "the message and the summary on stderr", r)
+        r = linkd(ctx, "get", "--json", "-o", ctx.path("fine.out"), fd.url())
+        doc = valid_json(ctx, r)
+        check(r.rc == 0 and doc["output_error"] is None, "no failure: output_error null", r)
+        r = linkd(ctx, "get", "--json", "-s", "-o", "/dev/full", fd.url())
+        doc = valid_json(ctx, r)
+        check(r.rc == 73 and doc["output_error"] == full and r.err == "",
+              "-s: nothing on stderr, the JSON still tells", r)
+        for flags in ([], ["-s"], ["-sS"]):
+            r = linkd(ctx, "get", *flags, "-w", "%{exitcode} [%{errormsg}]", "-o", "/dev/full",
+                      fd.url())
+            check(r.rc == 73 and r.out == ("73 [%s]" % full).encode(),
+                  "-w %s: %%{exitcode} and %%{errormsg} of the failed write" % flags, r)
+            check((full in r.err) == (flags != ["-s"]), "message unless -s", r)
+        r = linkd(ctx, "get", "-v", "-o", "/dev/full", fd.url())
+        check(r.rc == 73 and "[exit 73]" in r.err and "[exit 0]" not in r.err,
+              "-v: the summary gives the exit code returned", r)
+        # stdout itself full: no JSON can be read, the exit code and stderr tell.
+        r = to_full(ctx, "get", "--json", fd.url())
+        check(r.rc == 73 and "stdout: write failed: No space left on device" in r.err and
+              "[exit 73]" in r.err, "--json to a full stdout", r)
+        r = to_full(ctx, "get", "-w", "%{exitcode}", fd.url())
+        check(r.rc == 73 and r.err.count("stdout: write failed") == 1, "told once", r)
+    # A failed call keeps its exit code; the failed write is still reported.
+    with Faultd(ctx, "status", "--status", "404") as fd:
+        r = linkd(ctx, "get", "--json", "-o", "/dev/full", fd.url())
+        doc = valid_json(ctx, r)
+        check(r.rc == 2 and doc["exit"] == "http-error" and doc["output_error"] == full,
+              "a 404 to -o /dev/full: exit 2, output_error set", r)
+        r = linkd(ctx, "get", "-w", "%{exitcode}", "-o", "/dev/full", fd.url())
+        check(r.rc == 2 and r.out == b"2", "-w: the call's code", r)
+    # A body larger than stdio's buffer fails in fwrite, not in the final fflush: still 73.
+    with Recorder(body=b"x" * 300000) as rec:
+        r = linkd(ctx, "get", "-o", "/dev/full", rec.url())
+        check(r.rc == 73 and full in r.err, "a large body to -o /dev/full exits 73", r)
+        r = linkd(ctx, "get", "--json", "-o", "/dev/full", rec.url())
+        doc = valid_json(ctx, r)
+        check(r.rc == 73 and doc["output_error"] == full, "and --json says so", r)
+        r = to_full(ctx, "get", rec.url())
+        check(r.rc == 73 and "stdout: write failed: No space left on device" in r.err,
+              "a large body to a full stdout", r)
+
+
 @case
 def silent(ctx):
     with Faultd(ctx, "status", "--status", "404") as fd:
@@ -509,6 +575,44 @@ def curl_habits(ctx):
 
 
 @case
+def write_out_file(ctx):
+    """-w @FILE and -w @- read the format, as curl's: line ends dropped, \\n still a newline."""
+    with Recorder() as rec:
+        fmt = ctx.write("fmt.txt", b"code=%{http_code}\\n\nexit=%{exitcode}\\t%%\r\n")
+        r = linkd(ctx, "get", "-w", "@" + fmt, rec.url("/w"))
+        check(r.rc == 0 and r.out == b'{"echo":true}code=200\nexit=0\t%', "-w @FILE", r)
+        r = linkd(ctx, "get", "-o", "/dev/null", "--write-out", "@-", rec.url("/w"),
+                  stdin=b"url=%{url_effective}\n")
+        check(r.rc == 0 and r.out == ("url=%s" % rec.url("/w")).encode(), "-w @- reads stdin", r)
+        r = linkd(ctx, "get", "-o", "/dev/null", "-w", "@" + ctx.write("empty.txt", ""),
+                  rec.url("/w"))
+        check(r.rc == 0 and r.out == b"", "an empty file: an empty format", r)
+        exact = ctx.write("exact.txt", b"a" * (64 << 10))
+        r = linkd(ctx, "get", "-o", "/dev/null", "-w", "@" + exact, rec.url("/w"))
+        check(r.rc == 0 and r.out == b"a" * (64 << 10), "64 KiB is the limit, and is read", r)
+        n = len(rec.records)
+        missing = ctx.path("missing.fmt")
+        bad = ctx.write("bad.fmt", "%{http_code} %{speed}\n")
+        over = ctx.write("over.txt", b"a" * ((64 << 10) + 1))
+        nul = ctx.write("nul.txt", b"%{http_code}\x00x")
+        for arg, rc, needle in (
+                ("@" + missing, 66, "-w @%s: cannot read: No such file or directory" % missing),
+                ("@" + ctx.tmp, 66, "-w @%s: cannot read: Is a directory" % ctx.tmp),
+                ("@" + over, 66, "-w @%s: larger than 64 KiB, the format limit" % over),
+                ("@/dev/zero", 66, "-w @/dev/zero: larger than 64 KiB"),
+                ("@" + bad, 64, "-w @%s: unknown variable '%%{speed}'" % bad),
+                ("@" + nul, 64, "-w @%s: a NUL byte at byte 13" % nul),
+                ("@", 64, "-w @: a file name must follow '@'")):
+            r = linkd(ctx, "get", "-w", arg, rec.url("/w"), timeout=20)
+            check(r.rc == rc and needle in r.err and r.out == b"",
+                  "-w %s: exit %d, %r" % (arg, rc, needle), r)
+        r = linkd(ctx, "post", "-d", "@-", "-w", "@-", rec.url("/w"), stdin=b"x")
+        check(r.rc == 64 and "-d @- and -w @- do not mix" in r.err, "stdin is read once", r)
+        check(len(rec.records) == n, "nothing is sent when the format cannot be had",
+              rec.records[n:])
+
+
+@case
 def redirects(ctx):
     with Recorder() as other:
         with Recorder() as rec:
@@ -584,6 +688,53 @@ def redirects(ctx):
                       "redirect to '%s': not an http:// or https:// URL" % loc, "no %s" % loc, doc)
                 r = linkd(ctx, "get", "-L", "-s", rec.url(path))
                 check(r.rc == 1 and r.err == "" and r.out == b"", "-s: silent", r)
+
+
+def heads(out):
+    """-i output: the blocks of status line and headers, and what follows the last."""
+    parts = out.split(b"\r\n\r\n")
+    return [p.split(b"\r\n") for p in parts[:-1]], parts[-1]
+
+
+@case
+def redirect_heads(ctx):
+    """-L -i prints every response's head, as curl: each hop's status line and headers, an
+    empty line after each, then the last body."""
+    with Recorder(body=b"final") as rec:
+        rec.locations.update({"/a": (302, "/b"), "/b": (301, "/c"), "/c": (307, "d"),
+                              "/loop": (302, "/loop")})
+        r = linkd(ctx, "get", "-L", "-i", rec.url("/a"))
+        hs, body = heads(r.out)
+        check(r.rc == 0 and [h[0] for h in hs] ==
+              [b"HTTP/1.1 302 Found", b"HTTP/1.1 301 Moved Permanently",
+               b"HTTP/1.1 307 Temporary Redirect", b"HTTP/1.1 200 OK"] and body == b"final",
+              "four heads in order, then the last body only", r)
+        check([[x for x in h if x.startswith(b"Location: ")] for h in hs] ==
+              [[b"Location: /b"], [b"Location: /c"], [b"Location: d"], []],
+              "each head with its own headers", r)
+        out = ctx.path("heads.out")
+        r = linkd(ctx, "-L", "-i", "-o", out, rec.url("/b"))
+        hs, body = heads(open(out, "rb").read())
+        check(r.rc == 0 and r.out == b"" and len(hs) == 3 and body == b"final",
+              "-o FILE gets them all too", r)
+        r = linkd(ctx, "-L", "-I", rec.url("/c"))
+        hs, body = heads(r.out)
+        check(r.rc == 0 and [h[0] for h in hs] == [b"HTTP/1.1 307 Temporary Redirect",
+                                                    b"HTTP/1.1 200 OK"] and body == b"",
+              "-I -L: every head, no body", r)
+        r = linkd(ctx, "get", "-i", rec.url("/a"))
+        hs, body = heads(r.out)
+        check(r.rc == 0 and [h[0] for h in hs] == [b"HTTP/1.1 302 Found"] and body == b"final",
+              "without -L: the one response", r)
+        r = linkd(ctx, "get", "-L", "-i", "--max-redirs", "2", rec.url("/loop"))
+        hs, body = heads(r.out)
+        check(r.rc == 1 and [h[0] for h in hs] == [b"HTTP/1.1 302 Found"] * 3 and body == b"",
+              "a redirect not followed: the heads of all three, no body", r)
+        r = linkd(ctx, "get", "-L", "--json", rec.url("/a"))
+        doc = valid_json(ctx, r)
+        check(doc["redirects"] == 3 and doc["response"]["status"] == 200, "--json: the last", r)
+        r = linkd(ctx, "get", "-L", rec.url("/a"))
+        check(r.rc == 0 and r.out == b"final", "-L without -i: the body only", r)
 
 
 @case
@@ -929,6 +1080,8 @@ class ctx_schema_roundtrip:
             ("bool as a number", lambda d: d["result"].__setitem__("attempts", True)),
             ("missing result", lambda d: d.pop("result")),
             ("bad budget", lambda d: d["policy"].__setitem__("budget", "lots")),
+            ("output_error as a number", lambda d: d.__setitem__("output_error", 73)),
+            ("exit_code 64 in a result", lambda d: d.__setitem__("exit_code", 64)),
         ]
         for name, mutate in mutations:
             d = copy.deepcopy(base)

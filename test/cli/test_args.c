@@ -426,6 +426,19 @@ static void curl_habits(void **state) {
   usage_error("-w: unknown variable '%{speed}'", rc, &o, err);
   rc = PARSE(&o, err, "get", "--json", "-w", "%{http_code}", "http://h/");
   usage_error("--json and -w/--write-out do not mix", rc, &o, err);
+  /* -w @FILE and @-: kept as given, read and checked before the call (cli_write_out_load()). */
+  assert_int_equal(PARSE(&o, err, "get", "-w", "@fmt.txt", "http://h/"), CLI_ARGS_OK);
+  assert_string_equal(o.write_out, "@fmt.txt");
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "get", "--write-out=@-", "http://h/"), CLI_ARGS_OK);
+  assert_string_equal(o.write_out, "@-");
+  cli_opts_free(&o);
+  rc = PARSE(&o, err, "get", "-w", "@", "http://h/");
+  usage_error("-w @: a file name must follow '@'", rc, &o, err);
+  rc = PARSE(&o, err, "post", "-d", "@-", "-w", "@-", "http://h/");
+  usage_error("-d @- and -w @- do not mix", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--json", "-w", "@f", "http://h/");
+  usage_error("--json and -w/--write-out do not mix", rc, &o, err);
   rc = PARSE(&o, err, "get", "--max-redirs", "many", "http://h/");
   usage_error("--max-redirs: 'many'", rc, &o, err);
   rc = PARSE(&o, err, "get", "-m", "soon", "http://h/");

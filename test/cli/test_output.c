@@ -10,12 +10,14 @@
 
 #include "exitcodes.h"
 #include "output.h"
+#include "writeout.h"
 
 #include <linkd/error.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static char *json_of(const char *s) {
   char *buf = NULL;
@@ -119,12 +121,73 @@ static void status_line(void **state) {
   }
 }
 
+/* A temporary file holding n bytes of `data`; its path in path (free()d by the caller). */
+static char *temp_file(const char *data, size_t n) {
+  char *path = strdup("/tmp/linkd-test-wout-XXXXXX");
+  assert_non_null(path);
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, data, n), (ssize_t)n);
+  close(fd);
+  return path;
+}
+
+/* Loads `n` bytes as a -w @FILE; the result code, the format in *fmt, the message in err. */
+static int load(const char *data, size_t n, char **fmt, char *err, size_t cap) {
+  char *path = temp_file(data, n);
+  int rc = cli_write_out_load(path, fmt, err, cap);
+  unlink(path);
+  free(path);
+  return rc;
+}
+
+/* -w @FILE: curl's reading (line ends dropped), the checks, the bound, the messages. */
+static void write_out_file(void **state) {
+  (void)state;
+  char err[512], *fmt = NULL;
+  static const char text[] = "code=%{http_code}\\n\nexit=%{exitcode}\r\n";
+  assert_int_equal(load(text, strlen(text), &fmt, err, sizeof err), 0);
+  assert_string_equal(fmt, "code=%{http_code}\\nexit=%{exitcode}");
+  char *out = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&out, &len);
+  assert_non_null(f);
+  cli_write_vars v = {200, 0, 1, "http://h/", 0, ""};
+  cli_write_out(f, fmt, &v);
+  fclose(f);
+  assert_string_equal(out, "code=200\nexit=0");
+  free(out);
+  free(fmt);
+  assert_int_equal(load("", 0, &fmt, err, sizeof err), 0);
+  assert_string_equal(fmt, "");
+  free(fmt);
+  /* The bound: CLI_WRITE_OUT_MAX bytes are read, one more is refused. */
+  char *big = malloc(CLI_WRITE_OUT_MAX + 1);
+  assert_non_null(big);
+  memset(big, 'a', CLI_WRITE_OUT_MAX + 1);
+  assert_int_equal(load(big, CLI_WRITE_OUT_MAX, &fmt, err, sizeof err), 0);
+  assert_int_equal(strlen(fmt), CLI_WRITE_OUT_MAX);
+  free(fmt);
+  assert_int_equal(load(big, CLI_WRITE_OUT_MAX + 1, &fmt, err, sizeof err), -1);
+  assert_null(fmt);
+  assert_non_null(strstr(err, ": larger than 64 KiB, the format limit"));
+  free(big);
+  assert_int_equal(load("%{http_code} %{speed}", 21, &fmt, err, sizeof err), -2);
+  assert_null(fmt);
+  assert_non_null(strstr(err, ": unknown variable '%{speed}'"));
+  assert_int_equal(load("ab\0c", 4, &fmt, err, sizeof err), -2);
+  assert_non_null(strstr(err, ": a NUL byte at byte 3"));
+  assert_int_equal(cli_write_out_load("/nonexistent-dir/fmt", &fmt, err, sizeof err), -1);
+  assert_null(fmt);
+  assert_string_equal(err, "-w @/nonexistent-dir/fmt: cannot read: No such file or directory");
+  assert_int_equal(cli_write_out_load("/", &fmt, err, sizeof err), -1);
+  assert_string_equal(err, "-w @/: cannot read: Is a directory");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(escapes),
-      cmocka_unit_test(utf8),
-      cmocka_unit_test(exit_codes),
-      cmocka_unit_test(status_line),
+      cmocka_unit_test(escapes),     cmocka_unit_test(utf8),           cmocka_unit_test(exit_codes),
+      cmocka_unit_test(status_line), cmocka_unit_test(write_out_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
