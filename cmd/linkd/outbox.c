@@ -8,6 +8,7 @@
 #include "policy.h"
 #include "settings.h"
 
+#include <linkd/clock.h>
 #include <linkd/duration.h>
 #include <linkd/idem.h>
 #include <linkd/outbox.h>
@@ -44,8 +45,10 @@ void cli_outbox_help(FILE *f) {
       "      --repeat N            store N such requests, each with its own key, in one\n"
       "                            transaction (one fsync)\n"
       "  run           deliver due entries\n"
-      "      --until idle|empty|forever  stop when nothing is due now (idle), when nothing is\n"
-      "                            pending (empty: waits for delayed rounds), or on SIGTERM\n"
+      "      --until idle|empty|forever  stop when every due entry had one call in this run\n"
+      "                            (idle: a failed one waits for the next run), when nothing\n"
+      "                            is pending (empty: waits for delayed rounds, at most until\n"
+      "                            the entries expire), or on SIGTERM (forever)\n"
       "      --concurrency N       entries in flight at once (16)\n"
       "      --max-rounds N        stop after N recorded calls (0: no limit)\n"
       "      --round-base DUR, --round-max DUR  backoff between a failed entry's calls\n"
@@ -69,14 +72,20 @@ void cli_outbox_help(FILE *f) {
       "\n"
       "Common: --db FILE (required), --retention DUR (7d as 168h). Only 'enqueue' and 'run'\n"
       "create FILE; no command adds an outbox to another application's SQLite file.\n"
-      "Exit codes: 0 done; 1 failure (a message names FILE and the error; for enqueue it says\n"
-      "whether the entries were stored); 64 usage, or --key names an entry already there;\n"
-      "66 -d @FILE unreadable, or no outbox at FILE (list, retry, purge, stats); 75 another\n"
-      "sender runs on FILE; 130 SIGINT/SIGTERM.\n",
+      "Exit codes: 0 done (run: nothing is left pending and this run poisoned or expired\n"
+      "nothing); 1 failure (a message names FILE and the error; for enqueue it says whether\n"
+      "the entries were stored); 2 run: entries are still pending (it says how many and when\n"
+      "the next is due); 3 run: entries were poisoned or expired by this run; 64 usage, or\n"
+      "--key names an entry already there; 66 -d @FILE unreadable, or no outbox at FILE (list,\n"
+      "retry, purge, stats); 75 another sender runs on FILE; 130 SIGINT/SIGTERM.\n",
       f);
 }
 
-enum { EXIT_TEMPFAIL = 75 }; /* EX_TEMPFAIL: another sender holds the file */
+enum {
+  EXIT_PENDING = 2,   /* run: ended with entries still PENDING (waiting for their next round) */
+  EXIT_SET_ASIDE = 3, /* run: this run poisoned or expired entries (not sent again by itself) */
+  EXIT_TEMPFAIL = 75, /* EX_TEMPFAIL: another sender holds the file */
+};
 
 static lk_http_cancel *run_cancel;
 static void on_signal(int sig) {
@@ -459,6 +468,46 @@ static void on_round_verbose(void *ctx, const lk_outbox_entry *e, const lk_http_
           res ? lk_http_result_stop(res) : "request did not build");
 }
 
+/* The PENDING entries left after a run: how many, and the earliest next round (wall ns). */
+typedef struct pending_left {
+  int64_t count, next, after;
+} pending_left;
+
+static int count_pending(void *ctx, const lk_outbox_entry *e) {
+  pending_left *p = ctx;
+  if (p->count++ == 0 || e->next_round < p->next)
+    p->next = e->next_round;
+  p->after = e->id;
+  return 0;
+}
+
+/* Says what is left pending after a run that ended by itself. Returns the run's exit code:
+ * EXIT_SET_ASIDE when it poisoned or expired entries, else EXIT_PENDING when entries are left,
+ * else 0; CLI_EXIT_FAILURE when the file cannot be read. */
+static int run_outcome(const common *c, lk_outbox *ob, const lk_outbox_send_stats *st) {
+  pending_left p = {0};
+  for (;;) {
+    int64_t before = p.count;
+    int err = lk_outbox_list(ob, LK_OUTBOX_PENDING, p.after, 1000, count_pending, &p);
+    if (err != LK_OK)
+      return db_failed(c, "run", err, " (after the run, reading what is left)");
+    if (p.count - before < 1000)
+      break;
+  }
+  if (p.count > 0) {
+    char dbuf[32];
+    int64_t in = p.next - lk_wall_ns(); /* both >= 0: no overflow */
+    fprintf(stderr,
+            "linkd outbox: %" PRId64 " %s still pending; the next is due %s%s (run again%s, or "
+            "use --until empty)\n",
+            p.count, p.count == 1 ? "entry" : "entries", in > 0 ? "in " : "now",
+            in > 0 ? lk_duration_format(in, dbuf, sizeof dbuf) : "", in > 0 ? " then" : "");
+  }
+  if (st->poisoned > 0 || st->expired > 0)
+    return EXIT_SET_ASIDE;
+  return p.count > 0 ? EXIT_PENDING : CLI_EXIT_OK;
+}
+
 static int cmd_run(int argc, char **argv) {
   common c = {0};
   lk_outbox_sender_config sc;
@@ -568,6 +617,8 @@ static int cmd_run(int argc, char **argv) {
       rc = CLI_EXIT_USAGE;
     } else if (err != LK_OK) {
       rc = db_failed(&c, "run", err, NULL);
+    } else {
+      rc = run_outcome(&c, ob, &st);
     }
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);

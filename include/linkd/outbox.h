@@ -192,7 +192,8 @@ LK_EXPORT int lk_outbox_stats_prometheus(const lk_outbox_stats *st, char **out, 
 
 /* When lk_outbox_send() returns. */
 typedef enum lk_outbox_until {
-  LK_OUTBOX_UNTIL_IDLE,  /* no PENDING entry is due now (default) */
+  LK_OUTBOX_UNTIL_IDLE,  /* every due entry has had one call in this run (default); a failed
+                            one waits for the next run, even if its round comes due meanwhile */
   LK_OUTBOX_UNTIL_EMPTY, /* no PENDING entry is left: waits for delayed rounds */
   LK_OUTBOX_FOREVER      /* until cancelled: also picks up entries enqueued meanwhile */
 } lk_outbox_until;

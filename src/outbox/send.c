@@ -55,7 +55,46 @@ typedef struct sender {
   int nslots, inflight, ndone;
   int64_t cursor; /* highest id claimed in this pass: every entry in flight is at or below it */
   lk_outbox_send_stats st;
+  /* LK_OUTBOX_UNTIL_IDLE: the ids this run has claimed, an open-addressing set (0 = empty
+   * slot; ids start at 1). Each entry gets at most one call per idle run, so a failed entry
+   * whose next round comes due while the run goes on waits for the next run: without it, a run
+   * against a server that is down went on as long as full-jitter rounds kept coming due. */
+  int64_t *seen;
+  size_t seen_cap, seen_n;
 } sender;
+
+static size_t seen_slot(const int64_t *set, size_t cap, int64_t id) {
+  size_t i = ((uint64_t)id * 0x9e3779b97f4a7c15u) & (cap - 1);
+  while (set[i] != 0 && set[i] != id)
+    i = (i + 1) & (cap - 1);
+  return i;
+}
+
+static bool seen_has(const sender *s, int64_t id) {
+  return s->seen_cap && s->seen[seen_slot(s->seen, s->seen_cap, id)] == id;
+}
+
+/* LK_OK or LK_ENOMEM. */
+static int seen_add(sender *s, int64_t id) {
+  if ((s->seen_n + 1) * 2 > s->seen_cap) {
+    size_t cap = s->seen_cap ? s->seen_cap * 2 : 1024;
+    int64_t *set = calloc(cap, sizeof *set);
+    if (!set)
+      return LK_ENOMEM;
+    for (size_t i = 0; i < s->seen_cap; i++)
+      if (s->seen[i] != 0)
+        set[seen_slot(set, cap, s->seen[i])] = s->seen[i];
+    free(s->seen);
+    s->seen = set;
+    s->seen_cap = cap;
+  }
+  size_t i = seen_slot(s->seen, s->seen_cap, id);
+  if (s->seen[i] == 0) {
+    s->seen[i] = id;
+    s->seen_n++;
+  }
+  return LK_OK;
+}
 
 static void slot_clear(slot *sl) {
   free(sl->method);
@@ -370,11 +409,19 @@ static int claim(sender *s, int *nclaimed) {
     rc = LK_EIO;
   int r = SQLITE_DONE;
   if (rc == LK_OK) {
+    bool idle = s->cfg->until == LK_OUTBOX_UNTIL_IDLE;
     sqlite3_bind_int64(st, 1, s->cursor);
     sqlite3_bind_int64(st, 2, now);
-    sqlite3_bind_int(st, 3, room);
+    sqlite3_bind_int(st, 3, idle ? -1 : room); /* idle: rows already called are stepped over */
     int si = 0;
     while (n < room && (r = sqlite3_step(st)) == SQLITE_ROW) {
+      int64_t id = sqlite3_column_int64(st, 0);
+      if (idle && seen_has(s, id)) {
+        s->cursor = id;
+        continue;
+      }
+      if (idle && (rc = seen_add(s, id)) != LK_OK)
+        break;
       while (s->slots[si].busy)
         si++;
       slot *sl = &s->slots[si];
@@ -382,7 +429,7 @@ static int claim(sender *s, int *nclaimed) {
       s->inflight++;
       claimed *c = &cs[n++];
       c->sl = sl;
-      sl->id = sqlite3_column_int64(st, 0);
+      sl->id = id;
       s->cursor = sl->id;
       sl->method = strdup((const char *)sqlite3_column_text(st, 1));
       sl->url = strdup((const char *)sqlite3_column_text(st, 2));
@@ -577,6 +624,7 @@ int lk_outbox_send(lk_outbox *ob, const lk_outbox_sender_config *cfg, lk_outbox_
     if (cfg->max_rounds > 0 && s.st.rounds >= cfg->max_rounds)
       break;
     int n;
+    int64_t from = s.cursor; /* idle: a claim may step over rows and move the cursor anyway */
     rc = claim(&s, &n);
     if (rc != LK_OK)
       break;
@@ -585,7 +633,7 @@ int lk_outbox_send(lk_outbox *ob, const lk_outbox_sender_config *cfg, lk_outbox_
       continue;
     }
     if (s.inflight == 0 && n == 0) {
-      if (s.cursor > 0) { /* end of a pass: start again from the lowest id */
+      if (from > 0) { /* end of a pass: start again from the lowest id */
         s.cursor = 0;
         continue;
       }
@@ -630,6 +678,7 @@ int lk_outbox_send(lk_outbox *ob, const lk_outbox_sender_config *cfg, lk_outbox_
     }
   }
   free(s.slots);
+  free(s.seen);
   if (!cfg->client)
     lk_http_client_free(s.client);
   close(lock);

@@ -662,6 +662,47 @@ static void test_failed_round_waits_its_backoff(void **state) {
   lk_outbox_close(ob);
 }
 
+/* --until idle against a server that is down ends: each entry gets one call per idle run. It
+ * used to go on for as long as failed entries' rounds (full jitter, here at most 1 ms) kept
+ * coming due while it ran; max_rounds bounds the run here, so the old sender fails the test
+ * with 400 calls instead of hanging. An entry due after the run started still gets its call. */
+static void test_idle_ends_against_a_down_server(void **state) {
+  (void)state;
+  char path[300], url[128];
+  lk_outbox *ob = open_new(NULL, path, sizeof path);
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/books/1/loans", dead_port());
+  lk_outbox_message m[5];
+  for (int i = 0; i < 5; i++) {
+    lk_outbox_message_init(&m[i]);
+    m[i].method = "POST";
+    m[i].url = url;
+  }
+  assert_int_equal(lk_outbox_enqueue_batch(ob, m, 5, NULL), LK_OK);
+  lk_outbox_sender_config sc;
+  sender_defaults(&sc);
+  one_attempt(&sc.policy);
+  sc.concurrency = 2;
+  sc.backoff.base = LK_MS(1);
+  sc.backoff.max = LK_MS(1);
+  sc.max_rounds = 400;
+  lk_outbox_send_stats st;
+  assert_int_equal(lk_outbox_send(ob, &sc, &st), LK_OK);
+  assert_int_equal(st.rounds, 5);
+  assert_int_equal(st.failed, 5);
+  got *g = list_all(ob, LK_OUTBOX_PENDING);
+  assert_int_equal(g->n, 5);
+  for (int i = 0; i < 5; i++)
+    assert_int_equal(g->e[i].rounds, 1);
+  /* the next idle run makes the next round of each */
+  sleep_ms(5);
+  assert_int_equal(lk_outbox_send(ob, &sc, &st), LK_OK);
+  assert_int_equal(st.rounds, 5);
+  g = list_all(ob, LK_OUTBOX_PENDING);
+  for (int i = 0; i < 5; i++)
+    assert_int_equal(g->e[i].rounds, 2);
+  lk_outbox_close(ob);
+}
+
 /* --- one sender per file ---------------------------------------------------------------------- */
 
 static void test_one_sender_per_file(void **state) {
@@ -914,6 +955,50 @@ static void test_cli_ttl_zero(void **state) {
   assert_null(strstr(out, "calls ("));
 }
 
+/* `run` ends against a server that is down, and its exit code says whether everything was
+ * delivered: 0 (nothing left pending, nothing set aside), 2 (entries still pending: how many and
+ * when the next is due), 3 (this run poisoned or expired entries). --until idle used to go on
+ * while failed entries' rounds kept coming due (--max-rounds stops the old one at 200 calls), and
+ * exited 0 whatever it left. */
+static void test_cli_run_exit_codes(void **state) {
+  (void)state;
+  char db[300], out[8192], down[128], up[128], gone[128];
+  snprintf(db, sizeof db, "%s/exit%d.db", DIR_, ++seq);
+  snprintf(down, sizeof down, "http://127.0.0.1:%d/books/1/loans", dead_port());
+  const char *fast = "--max-attempts 1 --round-base 1ms --round-max 2ms --max-rounds 200";
+  assert_int_equal(cli2(out, sizeof out, "enqueue --db '%s' --repeat 20 %s", db, down), 0);
+  assert_int_equal(cli2(out, sizeof out, "run --db '%s' --until idle %s", db, fast), 2);
+  assert_non_null(strstr(out, "20 calls (20 attempts): 0 delivered, 0 poisoned, 0 expired"));
+  assert_non_null(strstr(out, "20 entries still pending; the next is due "));
+  /* empty: bounded by the entries' expiry; an expired entry is set aside (3) */
+  snprintf(db, sizeof db, "%s/exit%d.db", DIR_, ++seq);
+  assert_int_equal(cli2(out, sizeof out, "enqueue --db '%s' --ttl 300ms %s", db, down), 0);
+  assert_int_equal(cli2(out, sizeof out,
+                        "run --db '%s' --until empty --max-attempts 1 "
+                        "--round-base 1ms --round-max 2ms",
+                        db),
+                   3);
+  assert_non_null(strstr(out, "1 expired"));
+  assert_null(strstr(out, "still pending"));
+  /* a server that is up: everything delivered is 0; a permanent 404 is set aside (3) */
+  snprintf(db, sizeof db, "%s/exit%d.db", DIR_, ++seq);
+  snprintf(up, sizeof up, "http://127.0.0.1:%d/books/%lld/loans", P.port, (long long)BOOK);
+  snprintf(gone, sizeof gone, "http://127.0.0.1:%d/books/999999/loans", P.port);
+  const char *pol = "--deadline 5s --attempt-timeout 4s --connect-timeout 2s";
+  assert_int_equal(
+      cli2(out, sizeof out, "enqueue --db '%s' --repeat 3 -H 'X-Tenant: outbox-exit' %s", db, up),
+      0);
+  assert_int_equal(cli2(out, sizeof out, "run --db '%s' --until idle %s", db, pol), 0);
+  assert_non_null(strstr(out, "3 delivered"));
+  assert_null(strstr(out, "still pending"));
+  assert_int_equal(
+      cli2(out, sizeof out, "enqueue --db '%s' -H 'X-Tenant: outbox-exit' %s", db, gone), 0);
+  assert_int_equal(cli2(out, sizeof out, "run --db '%s' --until idle %s", db, pol), 3);
+  assert_non_null(strstr(out, "1 poisoned"));
+  /* poisoned by an earlier run, nothing pending: this run has nothing to say */
+  assert_int_equal(cli2(out, sizeof out, "run --db '%s' --until idle %s", db, pol), 0);
+}
+
 /* Each bad part of a message is refused with its own reason (they were all "enqueue: invalid
  * argument"), before the file is created; a duplicate key says so. */
 static void test_cli_enqueue_refusals(void **state) {
@@ -984,12 +1069,14 @@ int main(void) {
       cmocka_unit_test(test_expiry_and_retention),
       cmocka_unit_test(test_poisoned_kept_until_purged_on_request),
       cmocka_unit_test(test_failed_round_waits_its_backoff),
+      cmocka_unit_test(test_idle_ends_against_a_down_server),
       cmocka_unit_test(test_one_sender_per_file),
       cmocka_unit_test(test_bad_sender_config),
       cmocka_unit_test(test_cli),
       cmocka_unit_test(test_cli_damaged_file),
       cmocka_unit_test(test_cli_missing_or_foreign_file),
       cmocka_unit_test(test_cli_ttl_zero),
+      cmocka_unit_test(test_cli_run_exit_codes),
       cmocka_unit_test(test_cli_enqueue_refusals),
       cmocka_unit_test(test_metrics_text),
   };
