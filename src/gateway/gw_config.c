@@ -698,6 +698,7 @@ typedef struct pol_builder {
   int64_t deadline_cap;
   int64_t reserve;
   bool honor_retried;
+  size_t max_response_body;
   int cap_line, reserve_line, shared_line; /* where the gateway's keys are, 0 if not set */
 } pol_builder;
 
@@ -712,12 +713,13 @@ static void builder_init(pol_builder *b) {
   lk_http_policy d;
   lk_http_policy_init_default(&d);
   b->honor_retried = d.honor_retried;
+  b->max_response_body = d.max_response_body;
 }
 
 /* The gateway's own policy keys (also valid as next.KEY). */
-static const char *const gw_policy_keys[] = {"breaker",      "limiter",          "bulkhead",
-                                             "idempotency",  "deadline-cap",     "deadline-reserve",
-                                             "honor-retried", "shared"};
+static const char *const gw_policy_keys[] = {"breaker",       "limiter",      "bulkhead",
+                                             "idempotency",   "deadline-cap", "deadline-reserve",
+                                             "honor-retried", "shared",       "max-response-body"};
 
 static bool is_policy_key(const char *k) {
   if (cli_settings_field(k) >= 0)
@@ -836,6 +838,14 @@ static int builder_set(pol_builder *b, const char *key, const char *shown, const
   } else if (strcmp(key, "honor-retried") == 0) {
     if (parse_bool(value, &b->honor_retried) != 0)
       return bad(e, line, shown, "'%s': use true or false", value);
+  } else if (strcmp(key, "max-response-body") == 0) {
+    /* the HTTP layer's max_response_body: the upstream's answer is held whole before it is
+     * forwarded, so this bounds the memory one request may take; a larger body is no answer
+     * (502) */
+    uint64_t z;
+    if (parse_size(value, UINT64_C(1) << 30, &z) != 0 || z < 1)
+      return bad(e, line, shown, "'%s': a size from 1 byte to 1GiB (e.g. 64MiB)", value);
+    b->max_response_body = (size_t)z;
   } else {
     return bad(e, line, shown, "unknown key");
   }
@@ -903,6 +913,7 @@ static char *policy_canonical(const lk_gw_policy *p) {
   fprintf(f, "shared = %s\n", lk_gw_shared_format(&p->shared, big, sizeof big));
   fprintf(f, "idempotency = %s\n", p->idem == LK_GW_IDEM_INJECT ? "inject" : "pass");
   fprintf(f, "honor-retried = %s\n", h->honor_retried ? "true" : "false");
+  fprintf(f, "max-response-body = %zu\n", h->max_response_body);
   if (h->ca_file)
     fprintf(f, "cacert = %s\n", h->ca_file);
   for (size_t i = 0; i < p->n_headers; i++) {
@@ -960,6 +971,7 @@ static int builder_finish(pol_builder *b, lk_gw_policy *p, int line, const char 
   p->http.idem_key = NULL;
   p->http.deadline_reserve = b->reserve;
   p->http.honor_retried = b->honor_retried;
+  p->http.max_response_body = b->max_response_body;
   p->http.ca_file = NULL;
   if (b->s.cacert && !(p->http.ca_file = strdup(b->s.cacert)))
     return -2;

@@ -221,7 +221,9 @@ typedef struct lk_gw_policy {
                                 to this; default: the route's deadline */
   /* deadline-reserve = is http.deadline_reserve: taken off what is left when the deadline is sent
    * upstream; default 0. honor-retried = is http.honor_retried: an upstream answer carrying
-   * Linkd-Retried (the tier below already retried) is not retried again; default true */
+   * Linkd-Retried (the tier below already retried) is not retried again; default true.
+   * max-response-body = is http.max_response_body: an upstream body over it is no answer (the
+   * client gets 502); 1 byte to 1 GiB, default 64 MiB (the HTTP layer's) */
   lk_gw_header *headers;     /* header = , in order */
   size_t n_headers;
   struct lk_gw_policy_rt *rt; /* set by lk_gw_runtime_attach */

@@ -363,6 +363,83 @@ static void test_local_answers_say_why(void **state) {
   assert_true(atoi(q[0].deadline) > 0 && atoi(q[0].deadline) <= 2000); /* the route's 2 s */
 }
 
+/* Linkd-Deadline is a number of milliseconds however many digits it has: one of 19 or 30
+ * digits is too large for the clock and capped by the route, as 18 nines are (it was answered
+ * 400), and leading zeros do not count. What is not digits is still malformed, and so is a
+ * grpc-timeout of 9 digits (the gRPC spec allows 8). */
+static void test_long_deadline_is_capped(void **state) {
+  (void)state;
+  start_faultd(&F1, "ok", NULL);
+  char ep[128];
+  endpoint_line(ep, sizeof ep, &F1);
+  start_gw(ep, NULL, NULL);
+  static const struct {
+    const char *header;
+    int status, upstream_max_ms; /* the deadline the upstream saw, at most; 0: not sent */
+  } cases[] = {
+      {"Linkd-Deadline: 9999999999999999999\r\n", 200, 2000},
+      {"Linkd-Deadline: 123456789012345678901234567890\r\n", 200, 2000},
+      {"Linkd-Deadline: 000000000000000000000000000150\r\n", 200, 150},
+      {"Linkd-Deadline: 0000000000000000000000000\r\n", 504, 0},
+      {"Linkd-Deadline: 1234567890123456789012345678x0\r\n", 400, 0},
+      {"Linkd-Deadline: -12345678901234567890\r\n", 400, 0},
+      {"Linkd-Deadline: +12345678901234567890\r\n", 400, 0},
+      {"Linkd-Deadline: 1234567890 1234567890\r\n", 400, 0},
+      {"Linkd-Deadline:\r\n", 400, 0},
+      {"grpc-timeout: 99999999H\r\n", 200, 2000},
+      {"grpc-timeout: 999999999H\r\n", 400, 0},
+      {"grpc-timeout: 000000001S\r\n", 400, 0},
+  };
+  int sent = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    gw_resp r;
+    gw_request(G.port, "GET", "/x", cases[i].header, NULL, &r);
+    if (r.status != cases[i].status)
+      fail_msg("%s: %d, want %d (%s)", cases[i].header, r.status, cases[i].status, r.body);
+    if (cases[i].status == 400)
+      assert_non_null(strstr(r.body, "400 Bad Request: malformed "));
+    gw_resp_free(&r);
+    if (!cases[i].upstream_max_ms)
+      continue;
+    faultd_req q[32];
+    assert_int_equal(faultd_requests(&F1, q, 32), ++sent);
+    int ms = atoi(q[sent - 1].deadline);
+    if (ms <= 0 || ms > cases[i].upstream_max_ms)
+      fail_msg("%s: the upstream saw Linkd-Deadline %d", cases[i].header, ms);
+  }
+}
+
+/* max-response-body: an upstream body over a route's limit is no answer, the client gets 502
+ * (it cannot be set anywhere but in the HTTP layer's policy, 64 MiB for every route); a body at
+ * the limit, or on a route with a larger one, goes through. */
+static void test_route_response_body_limit(void **state) {
+  (void)state;
+  static char body[1501];
+  memset(body, 'b', sizeof body - 1);
+  const char *args[] = {"--body", body, NULL};
+  start_faultd(&F1, "ok", args);
+  char ep[128];
+  endpoint_line(ep, sizeof ep, &F1);
+  start_gw(ep,
+           "max-response-body = 1KiB\n\n[route big]\ncluster = up\nprefix = /big\n"
+           "max-response-body = 1500\n",
+           NULL);
+  gw_resp r;
+  gw_request(G.port, "GET", "/x", NULL, NULL, &r);
+  assert_int_equal(r.status, 502);
+  assert_non_null(strstr(r.body, "502 Bad Gateway: response body too big"));
+  assert_null(strstr(r.body, "bbbb")); /* nothing of the body */
+  char v[32];
+  assert_non_null(gw_header(&r, "Linkd-Retried", v, sizeof v));
+  assert_string_equal(v, "1"); /* asking again would get the same body */
+  gw_resp_free(&r);
+  assert_int_equal(faultd_wait_requests(&F1, 1, 2000), 1);
+  gw_request(G.port, "GET", "/big/x", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  assert_string_equal(r.body, body);
+  gw_resp_free(&r);
+}
+
 /* The gateway retried 3 times: its 503 says so, so the tier above does not retry again. */
 static void test_retried_header(void **state) {
   (void)state;
@@ -726,6 +803,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_deadline_in_and_out, teardown),
       cmocka_unit_test_teardown(test_incomplete_body_not_forwarded, teardown),
       cmocka_unit_test_teardown(test_local_answers_say_why, teardown),
+      cmocka_unit_test_teardown(test_long_deadline_is_capped, teardown),
+      cmocka_unit_test_teardown(test_route_response_body_limit, teardown),
       cmocka_unit_test_teardown(test_retried_header, teardown),
       cmocka_unit_test_teardown(test_key_injection, teardown),
       cmocka_unit_test_teardown(test_large_body_not_retried, teardown),

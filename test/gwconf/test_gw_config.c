@@ -81,6 +81,8 @@ static void test_minimal_defaults(void **state) {
   assert_int_equal(p->idem, LK_GW_IDEM_PASS);
   assert_int_equal(p->http.idem_mode, LK_IDEM_NONE);
   assert_true(p->http.honor_retried);
+  assert_int_equal(p->http.max_response_body, (size_t)64 << 20); /* the HTTP layer's */
+  assert_non_null(strstr(p->canonical, "\nmax-response-body = 67108864\n"));
   assert_int_equal(strlen(p->version), 9);
   assert_int_equal(p->version[0], 'p');
   assert_int_equal(c->generation, 0);
@@ -146,11 +148,13 @@ static const char *full =
     "bulkhead = 64:queue=16\n"
     "idempotency = inject\n"
     "honor-retried = false\n"
+    "max-response-body = 2MiB\n"
     "header = X-Gateway: linkd\n"
     "rollout-percent = 25\n"
     "rollout-margin = 2%\n"
     "rollout-min-sample = 50\n"
     "next.attempt-timeout = 150ms\n"
+    "next.max-response-body = 3m\n"
     "next.retry-on = +client-4xx\n"
     "next.header = X-Canary: 1\n";
 
@@ -234,6 +238,9 @@ static void test_every_key(void **state) {
   assert_int_equal(p->idem, LK_GW_IDEM_INJECT);
   assert_int_equal(p->http.idem_mode, LK_IDEM_AUTO);
   assert_false(p->http.honor_retried);
+  assert_int_equal(p->http.max_response_body, 2 << 20);
+  assert_non_null(strstr(p->canonical, "\nmax-response-body = 2097152\n"));
+  assert_int_equal(r->next->http.max_response_body, 3 << 20);
   assert_int_equal(p->n_headers, 1);
   assert_string_equal(p->headers[0].name, "X-Gateway");
   assert_string_equal(p->headers[0].value, "linkd");
@@ -359,6 +366,11 @@ static void test_errors_name_file_line_key(void **state) {
   expect_error(CL RT "bulkhead = 0\n", "gw.conf:5: bulkhead: '0' is not a bulkhead");
   expect_error(CL RT "idempotency = always\n", "gw.conf:5: idempotency: 'always'");
   expect_error(CL RT "honor-retried = sometimes\n", "gw.conf:5: honor-retried: 'sometimes'");
+  expect_error(CL RT "max-response-body = 0\n",
+               "gw.conf:5: max-response-body: '0': a size from 1 byte to 1GiB");
+  expect_error(CL RT "max-response-body = 2GiB\n", "gw.conf:5: max-response-body: '2GiB'");
+  expect_error(CL RT "max-response-body = lots\n", "gw.conf:5: max-response-body: 'lots'");
+  expect_error(CL RT "next.max-response-body = -1\n", "gw.conf:5: next.max-response-body: '-1'");
   expect_error(CL RT "idempotency-key = auto\n", "gw.conf:5: idempotency-key: a gateway route");
   expect_error(CL RT "header = Idempotency-Key: abc\n", "gw.conf:5: header: a fixed");
   expect_error(CL RT "connect-timeout = 2s\n",

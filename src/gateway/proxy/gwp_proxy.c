@@ -64,9 +64,28 @@ static bool method_idempotent(unsigned m) {
          m == HTTP_DELETE || m == HTTP_TRACE;
 }
 
+/* Linkd-Deadline's milliseconds: any number of ASCII digits (the header size limit bounds them),
+ * as lk_ms_timeout_parse() reads them, except that a number of more than its 18 digits is still
+ * a number: LK_ERANGE, too large for the clock, as a 18-digit one over INT64_MAX ns is (it was
+ * LK_EPARSE, so 19 digits were answered 400 while 18 nines were capped). Leading zeros do not
+ * count: 0...0100 is 100. Empty, a sign, a space or any other byte is LK_EPARSE. */
+static int ms_deadline_parse(const char *v, size_t len, int64_t *ns) {
+  size_t z = 0;
+  while (z + 1 < len && v[z] == '0')
+    z++;
+  if (len - z <= 18)
+    return lk_ms_timeout_parse(v + z, len - z, ns);
+  for (size_t i = z; i < len; i++)
+    if (v[i] < '0' || v[i] > '9')
+      return LK_EPARSE;
+  return LK_ERANGE;
+}
+
 /* The caller's deadline: Linkd-Deadline (ms) first, else grpc-timeout. 1: found (*ns, may be
- * 0), 0: none, -1: malformed (*why says which). A well-formed value too large for int64 ns (8
- * digits of hours are valid gRPC) is the longest deadline: the route's cap decides. */
+ * 0), 0: none, -1: malformed (*why says which). A well-formed value too large for int64 ns (any
+ * Linkd-Deadline of more than 18 significant digits; 8 digits of hours are valid gRPC) is the
+ * longest deadline: the route's cap decides. grpc-timeout keeps the gRPC spec's "at most 8
+ * digits": a 9th is malformed. */
 static int caller_deadline(const gwp_req *r, int64_t *ns, const char **why) {
   /* one deadline each: two could disagree, and which one an upstream would read is anyone's
    * guess (RFC 9110 5.3: a singleton field sent twice) */
@@ -82,8 +101,8 @@ static int caller_deadline(const gwp_req *r, int64_t *ns, const char **why) {
   const char *v = gwp_req_header(r, "Linkd-Deadline");
   int rc;
   if (v) {
-    rc = lk_ms_timeout_parse(v, strlen(v), ns);
-    *why = "malformed Linkd-Deadline (1 to 18 digits of milliseconds)";
+    rc = ms_deadline_parse(v, strlen(v), ns);
+    *why = "malformed Linkd-Deadline (digits of milliseconds)";
   } else if ((v = gwp_req_header(r, "grpc-timeout"))) {
     rc = lk_grpc_timeout_parse(v, strlen(v), ns);
     *why = "malformed grpc-timeout (1 to 8 digits and one of H M S m u n)";
