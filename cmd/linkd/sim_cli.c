@@ -34,7 +34,8 @@ void linkd_sim_help(FILE *f) {
       "  -q, --quiet            no summary on stdout\n"
       "  -h, --help             this text\n"
       "\n"
-      "Exit status: 0 done; 1 failure; 64 usage error; 78 bad scenario.\n",
+      "Exit status: 0 done; 1 failure; 64 usage error; 73 an output could not be written\n"
+      "(--csv or --html FILE, or stdout); 78 bad scenario.\n",
       f);
 }
 
@@ -182,6 +183,17 @@ static int split_names(char *list, const char **names, int max) {
   return n;
 }
 
+/* A summary or table that did not reach stdout (a full disk) is an output that could not be
+ * written, not a success. */
+static int stdout_flushed(int code) {
+  int flush = fflush(stdout), e = errno;
+  if (flush == 0 && !ferror(stdout))
+    return code;
+  fprintf(stderr, "linkd sim: stdout: write failed%s%s\n", flush ? ": " : "",
+          flush ? strerror(e) : "");
+  return CLI_EXIT_CANTCREAT;
+}
+
 int linkd_sim_main(int argc, char **argv) {
   const char *path = NULL, *csv = NULL, *html = NULL, *seed = NULL, *duration = NULL;
   char *compare = NULL;
@@ -301,6 +313,7 @@ int linkd_sim_main(int argc, char **argv) {
       goto out;
     }
     sim_compare_print(stdout, sc, rows, n);
+    code = stdout_flushed(code);
     goto out;
   }
   sim_result r;
@@ -310,8 +323,10 @@ int linkd_sim_main(int argc, char **argv) {
     code = CLI_EXIT_FAILURE;
     goto out;
   }
-  if (!quiet)
+  if (!quiet) {
     sim_write_summary(stdout, &r);
+    code = stdout_flushed(code);
+  }
   if (csv) {
     FILE *f = fopen(csv, "w");
     if (!f) {

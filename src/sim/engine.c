@@ -74,7 +74,8 @@ typedef struct job {
   uint32_t call, call_gen, next;
   uint64_t version; /* OCC: the row's version this attempt read */
   uint16_t server;
-  uint8_t tier, downstream, live;
+  uint8_t tier, downstream;
+  uint8_t live; /* 1 from its attempt's start, 2 once a worker serves it; 0 free */
 } job;
 
 typedef struct server {
@@ -874,6 +875,7 @@ static void service_start(run *R, uint32_t ji) {
   }
   sv->busy++;
   j->svc_start = R->now;
+  j->live = 2; /* holds a worker: counted busy up to the run's end if it outlives it */
   push(R, lk_sat_add(R->now, svc), EV_DONE, ji, 0);
 }
 
@@ -1252,6 +1254,21 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
       goto oom;
   }
   out->end_time = R.now > R.last_fold ? R.now : R.last_fold;
+  /* Workers still busy when the run stops (work that would end after duration + drain, or a
+   * worker waiting for its call below) were busy up to that moment: the run watched them until
+   * the end of the drain. busy_ns counts the worker time within [0, busy_end], whether or not
+   * the work ended in it. A pass over the pool, once, out of the loop. */
+  out->busy_end = out->end_time;
+  for (uint32_t i = 0; i < R.njobs; i++)
+    if (R.jobs[i].live == 2) {
+      out->busy_end = span;
+      break;
+    }
+  for (uint32_t i = 0; i < R.njobs; i++) {
+    const job *j = &R.jobs[i];
+    if (j->live == 2 && j->svc_start < out->busy_end)
+      out->tier[j->tier].busy_ns += (uint64_t)(out->busy_end - j->svc_start);
+  }
   for (int t = 0; t < sc->n_tiers; t++)
     acc_flush(R.acc[t], out->tier[t].latency);
   for (int g = 0; g < sc->n_groups; g++)

@@ -48,7 +48,8 @@ void sim_write_summary(FILE *f, const sim_result *r) {
           "work done", "wasted", "dropped", "rejected", "max queue", "busy");
   for (int t = 0; t < sc->n_tiers; t++) {
     const sim_tier_stats *s = &r->tier[t];
-    double cap = (double)sc->tiers[t].servers * sc->tiers[t].workers * (double)r->end_time;
+    /* worker time within the run over what the configured workers had (docs/sim.md) */
+    double cap = (double)sc->tiers[t].servers * sc->tiers[t].workers * (double)r->busy_end;
     fprintf(f, "%-14s %10llu %9.2f %10llu %7.1f%% %9llu %9llu %9llu %7.1f%%\n", sc->tiers[t].name,
             (unsigned long long)s->attempts, cc ? (double)s->attempts / (double)cc : 0.0,
             (unsigned long long)s->done, pct(s->wasted, s->done), (unsigned long long)s->dropped,

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* scenario.c: the scenario language of `linkd sim` (docs/sim.md): one directive per line,
  * `directive [name] key=value ...`, `#` to the end of a line is a comment. Every error names its
- * line. Policies are checked by the core's own validators, so a scenario cannot hold a policy the
- * library would refuse. */
+ * line, but what the file lacks as a whole (no tier, no client). A key that has no effect where it
+ * is written is refused. Policies are checked by the core's own validators, so a scenario cannot
+ * hold a policy the library would refuse. */
 #include "sim/sim.h"
 
 #include <linkd/duration.h>
@@ -28,9 +29,10 @@ typedef struct pctx {
 } pctx;
 
 static int fail(pctx *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "line N: message", or the message alone for what the file lacks as a whole (p->line 0). */
 static int fail(pctx *p, const char *fmt, ...) {
   if (p->err && p->cap) {
-    int n = snprintf(p->err, p->cap, "line %d: ", p->line);
+    int n = p->line > 0 ? snprintf(p->err, p->cap, "line %d: ", p->line) : 0;
     if (n >= 0 && (size_t)n < p->cap) {
       va_list ap;
       va_start(ap, fmt);
@@ -484,6 +486,125 @@ static int trigger_kv(pctx *p, sim_trigger *t, refs *rf, int ix, const char *k, 
   return LK_OK;
 }
 
+/* --- keys that do not apply --------------------------------------------------------------------
+ * A key that has no effect where it is written is refused, naming the key and what it needs: its
+ * author believes it does something. They are checked once the whole line is read, so the order
+ * of the keys on it does not matter. keys[0..nk) are the line's keys (each value follows its
+ * key's NUL: the '=' was cut there). */
+
+static bool in(const char *k, const char *const *list) {
+  for (; *list; list++)
+    if (!strcmp(k, *list))
+      return true;
+  return false;
+}
+
+static const char *value_of(const char *key) { return key + strlen(key) + 1; }
+
+static int policy_applies(pctx *p, const sim_policy *pol, char **keys, int nk) {
+  static const char *const retry_keys[] = {"backoff", "base",  "max",        "multiplier",
+                                           "jitter",  "ratio", "resolution", "retry_on",
+                                           "budget",  NULL};
+  static const char *const delay_keys[] = {"base",  "max",        "multiplier", "jitter",
+                                           "ratio", "resolution", NULL};
+  static const char *const ratio_keys[] = {"budget.percent", "budget.ttl", "budget.min_per_sec",
+                                           NULL};
+  static const char *const token_keys[] = {"budget.tokens", "budget.token_ratio", NULL};
+  static const char *const quota_keys[] = {"budget.capacity", NULL};
+  static const char *const budget_names[] = {"none", "ratio", "token", "quota"};
+  const lk_backoff_config *b = &pol->retry.backoff;
+  bool no_backoff = false;
+  for (int i = 0; i < nk; i++)
+    if (!strcmp(keys[i], "backoff"))
+      no_backoff = !strcmp(value_of(keys[i]), "none");
+  for (int i = 0; i < nk; i++) {
+    const char *k = keys[i];
+    sim_budget_kind need = SIM_BUDGET_NONE;
+    if (in(k, ratio_keys))
+      need = SIM_BUDGET_RATIO;
+    else if (in(k, token_keys))
+      need = SIM_BUDGET_TOKEN;
+    else if (in(k, quota_keys))
+      need = SIM_BUDGET_QUOTA;
+    if (pol->retry.max_attempts == 1 && (in(k, retry_keys) || need != SIM_BUDGET_NONE))
+      return fail(p, "policy %s: %s does not apply with attempts=1 (there is no retry)", pol->name,
+                  k);
+    if (!strncmp(k, "breaker.", 8) && !pol->breaker)
+      return fail(p, "policy %s: %s applies only with breaker=yes", pol->name, k);
+    if (need != SIM_BUDGET_NONE && pol->budget != need)
+      return fail(p, "policy %s: %s applies only with budget=%s (the policy's budget is %s)",
+                  pol->name, k, budget_names[need], budget_names[pol->budget]);
+    if (no_backoff && in(k, delay_keys))
+      return fail(p, "policy %s: %s does not apply with backoff=none (the next attempt at once)",
+                  pol->name, k);
+    if (!strcmp(k, "multiplier") && b->kind != LK_BACKOFF_EXPONENTIAL)
+      return fail(p, "policy %s: multiplier applies only with backoff=exponential", pol->name);
+    if (!strcmp(k, "multiplier") && b->jitter == LK_JITTER_DECORRELATED)
+      return fail(p,
+                  "policy %s: multiplier does not apply with jitter=decorrelated (it draws "
+                  "between base and 3 times the previous delay)",
+                  pol->name);
+    if (!strcmp(k, "ratio") && b->jitter != LK_JITTER_SYMMETRIC)
+      return fail(p, "policy %s: ratio (of the jitter) applies only with jitter=symmetric",
+                  pol->name);
+  }
+  return LK_OK;
+}
+
+static int tier_applies(pctx *p, const sim_tier *t, char **keys, int nk) {
+  static const char *const queue_only[] = {"workers",    "service",      "queue",
+                                           "discipline", "drop_expired", NULL};
+  for (int i = 0; i < nk; i++) {
+    const char *k = keys[i];
+    if (t->kind == SIM_TIER_OCC && in(k, queue_only))
+      return fail(p,
+                  "tier %s: %s does not apply to kind=occ (an occ tier has no workers and no "
+                  "queue)",
+                  t->name, k);
+    if (t->queue == 0 && !strcmp(k, "discipline"))
+      return fail(p, "tier %s: discipline does not apply with queue=0 (nothing waits)", t->name);
+    if (t->queue == 0 && !strcmp(k, "drop_expired") && t->drop_expired && !t->drop_short)
+      return fail(p,
+                  "tier %s: drop_expired=yes does not apply with queue=0 (it drops attempts "
+                  "that waited; drop_expired=short also refuses work at its start)",
+                  t->name);
+  }
+  return LK_OK;
+}
+
+static int group_applies(pctx *p, const sim_group *g, char **keys, int nk) {
+  static const char *const open_only[] = {"rate", "arrivals", NULL};
+  static const char *const closed_only[] = {"count", "think", "ops", NULL};
+  for (int i = 0; i < nk; i++) {
+    const char *k = keys[i];
+    if (g->closed && in(k, open_only))
+      return fail(p, "client %s: %s applies only with loop=open (this group is loop=closed)",
+                  g->name, k);
+    if (!g->closed && in(k, closed_only))
+      return fail(p,
+                  "client %s: %s applies only with loop=closed (this group is loop=open, the "
+                  "default)",
+                  g->name, k);
+  }
+  return LK_OK;
+}
+
+static int trigger_applies(pctx *p, const sim_trigger *t, char **keys, int nk) {
+  static const char *const names[] = {"outage", "slowdown", "capacity", "burst"};
+  static const char *const outage[] = {"from", "to", "tier", "fail", NULL};
+  static const char *const slowdown[] = {"from", "to", "tier", "factor", NULL};
+  static const char *const capacity[] = {"from", "to", "tier", "workers", NULL};
+  static const char *const burst[] = {"from", "to", "client", "factor", NULL};
+  static const char *const *const allowed[] = {outage, slowdown, capacity, burst};
+  static const char *const lists[] = {"from, to, tier, fail", "from, to, tier, factor",
+                                      "from, to, tier, workers", "from, to, client, factor"};
+  for (int i = 0; i < nk; i++)
+    if (!in(keys[i], allowed[t->kind]))
+      return fail(p, "trigger %s: %s does not apply (its keys: %s)", names[t->kind], keys[i],
+                  lists[t->kind]);
+  return LK_OK;
+}
+
 static int resolve(pctx *p, refs *rf) {
   sim_scenario *s = p->s;
   for (int i = 0; i < s->n_tiers; i++) {
@@ -512,9 +633,13 @@ static int resolve(pctx *p, refs *rf) {
   for (int i = 0; i < s->n_groups; i++) {
     sim_group *g = &s->groups[i];
     p->line = rf->group_line[i];
-    if (!rf->group_target[i][0] || (g->target = tier_find(s, rf->group_target[i])) < 0)
+    if (!rf->group_target[i][0])
+      return fail(p, "client %s: needs target=TIER", g->name);
+    if ((g->target = tier_find(s, rf->group_target[i])) < 0)
       return fail(p, "client %s: target '%s' is not a tier", g->name, rf->group_target[i]);
-    if (!rf->group_policy[i][0] || (g->policy = sim_policy_find(s, rf->group_policy[i])) < 0)
+    if (!rf->group_policy[i][0])
+      return fail(p, "client %s: needs policy=NAME", g->name);
+    if ((g->policy = sim_policy_find(s, rf->group_policy[i])) < 0)
       return fail(p, "client %s: policy '%s' is not a policy", g->name, rf->group_policy[i]);
     if (!g->closed && g->rate <= 0)
       return fail(p, "client %s: an open loop needs rate=N/s > 0", g->name);
@@ -526,22 +651,26 @@ static int resolve(pctx *p, refs *rf) {
     if (t->to <= t->from)
       return fail(p, "trigger: to= must be after from=");
     if (t->kind == SIM_TRIG_BURST) {
-      if (!rf->trig_group[i][0] || (t->group = group_find(s, rf->trig_group[i])) < 0)
+      if (!rf->trig_group[i][0])
+        return fail(p, "trigger burst: needs client=GROUP");
+      if ((t->group = group_find(s, rf->trig_group[i])) < 0)
         return fail(p, "trigger burst: client '%s' is not a client group", rf->trig_group[i]);
       if (s->groups[t->group].closed)
         return fail(p, "trigger burst: client %s is closed-loop (a burst needs an open loop)",
                     rf->trig_group[i]);
-    } else if (!rf->trig_tier[i][0] || (t->tier = tier_find(s, rf->trig_tier[i])) < 0) {
+    } else if (!rf->trig_tier[i][0]) {
+      return fail(p, "trigger: needs tier=TIER");
+    } else if ((t->tier = tier_find(s, rf->trig_tier[i])) < 0) {
       return fail(p, "trigger: tier '%s' is not a tier", rf->trig_tier[i]);
     }
     if ((t->kind == SIM_TRIG_SLOWDOWN || t->kind == SIM_TRIG_BURST) && t->factor <= 0)
       return fail(p, "trigger: needs factor=X");
   }
-  p->line = 0;
+  p->line = 0; /* what the file lacks: no line to name */
   if (s->n_tiers == 0)
-    return fail(p, "no tier");
+    return fail(p, "no tier: a scenario needs at least one `tier` line");
   if (s->n_groups == 0)
-    return fail(p, "no client");
+    return fail(p, "no client: a scenario needs at least one `client` line");
   return LK_OK;
 }
 
@@ -698,6 +827,18 @@ static int directive(pctx *p, refs *rf, char **tok, int n) {
     if (rc)
       return rc;
   }
+  char **keys = tok + first;
+  int nk = n - first, rc;
+  if (d[0] == 'p')
+    rc = policy_applies(p, &s->policies[ix], keys, nk);
+  else if (d[0] == 't' && d[1] == 'i')
+    rc = tier_applies(p, &s->tiers[ix], keys, nk);
+  else if (d[0] == 'c')
+    rc = group_applies(p, &s->groups[ix], keys, nk);
+  else
+    rc = trigger_applies(p, &s->triggers[ix], keys, nk);
+  if (rc)
+    return rc;
   if (d[0] == 'p')
     return policy_check(p, &s->policies[ix]);
   if (d[0] == 't' && d[1] == 'i' && s->tiers[ix].kind == SIM_TIER_QUEUE &&
@@ -717,11 +858,15 @@ int sim_scenario_parse(const char *text, size_t len, sim_scenario *out, char *er
   refs *rf = calloc(1, sizeof *rf);
   if (!rf) {
     if (err && cap)
-      snprintf(err, cap, "line 0: out of memory");
+      snprintf(err, cap, "out of memory");
     return LK_ENOMEM;
   }
   pctx p = {out, 0, 0, err, cap};
   size_t i = 0;
+  /* A UTF-8 byte order mark (what some Windows editors write first) is not part of the first
+   * line; skipped, as the gateway's config loader does, so `seed 1` on line 1 still counts. */
+  if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
+    i = 3;
   int rc = LK_OK;
   char line[LINE_MAX_];
   while (i < len && rc == LK_OK) {

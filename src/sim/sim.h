@@ -138,8 +138,9 @@ typedef struct sim_scenario {
 } sim_scenario;
 
 /* Parses a scenario (docs/sim.md). LK_OK, or LK_EPARSE with "line N: message" in err (the line
- * of the offending directive; line 0 for what the file lacks as a whole). Never reads past len
- * and needs no NUL. */
+ * of the offending directive, a key that does not apply there included), or, for what the file
+ * lacks as a whole, a message without a line: "no tier: ..." or "no client: ...". A UTF-8 byte
+ * order mark starting the text is skipped. Never reads past len and needs no NUL. */
 int sim_scenario_parse(const char *text, size_t len, sim_scenario *out, char *err, size_t cap);
 /* sim_scenario_parse of a file's contents; LK_ESYS (message in err) when it cannot be read. */
 int sim_scenario_load(const char *path, sim_scenario *out, char *err, size_t cap);
@@ -167,7 +168,8 @@ typedef struct sim_win {
 typedef struct sim_tier_stats {
   uint64_t attempts, calls, ok, failed, done, wasted, dropped, rejected, queue_max;
   uint64_t ends[LK_F__COUNT]; /* failed calls by the kind of their last failure */
-  uint64_t busy_ns;           /* worker time spent */
+  uint64_t busy_ns;           /* worker time spent within [0, busy_end] (sim_result), work
+                                 still in service at the end included up to then */
   uint64_t wasted_ns;         /* of which for callers that had given up */
   lk_hist *latency;           /* successful logical calls to the tier */
 } sim_tier_stats;
@@ -196,6 +198,8 @@ typedef struct sim_result {
   uint32_t peak_calls, peak_jobs, peak_events; /* in flight at once */
   size_t peak_bytes;                           /* pool and heap memory at its largest */
   int64_t end_time;                            /* simulated time of the last event */
+  int64_t busy_end; /* what the summary's busy % is measured over: end_time, or duration + drain
+                       when workers were still busy as the run stopped */
 } sim_result;
 
 /* Runs `sc` and fills *out (free it with sim_result_free). LK_OK, LK_ENOMEM, or LK_ECONFIG with

@@ -112,11 +112,97 @@ static void test_errors(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* What the file lacks is named without a line; a key that does not apply is refused with its
+ * file, line and why; a byte order mark does not break line 1. */
+static void test_scenario_messages(void **state) {
+  (void)state;
+  char dir[] = "/tmp/linkd-sim-test-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[256], cmd[1024], want[512], *out;
+  snprintf(path, sizeof path, "%s/empty.scn", dir);
+  write_file(path, "seed 1\npolicy p attempts=2\n");
+  snprintf(cmd, sizeof cmd, "%s sim %s", LINKD_BIN, path);
+  assert_int_equal(run(cmd, &out), 78);
+  snprintf(want, sizeof want, "linkd sim: %s: no tier: a scenario needs at least one `tier` line\n",
+           path);
+  assert_string_equal(out, want);
+  free(out);
+  snprintf(path, sizeof path, "%s/noclient.scn", dir);
+  write_file(path, "policy p\ntier t service=1ms\n");
+  snprintf(cmd, sizeof cmd, "%s sim %s", LINKD_BIN, path);
+  assert_int_equal(run(cmd, &out), 78);
+  snprintf(want, sizeof want,
+           "linkd sim: %s: no client: a scenario needs at least one `client` line\n", path);
+  assert_string_equal(out, want);
+  free(out);
+  snprintf(path, sizeof path, "%s/breaker.scn", dir);
+  write_file(path, "seed 1\npolicy p attempts=3 breaker.window=50\ntier t service=1ms\n"
+                   "client c rate=10/s target=t policy=p\n");
+  snprintf(cmd, sizeof cmd, "%s sim %s", LINKD_BIN, path);
+  assert_int_equal(run(cmd, &out), 78);
+  snprintf(want, sizeof want,
+           "linkd sim: %s: line 2: policy p: breaker.window applies only with breaker=yes\n", path);
+  assert_string_equal(out, want);
+  free(out);
+  snprintf(path, sizeof path, "%s/bom.scn", dir);
+  write_file(path, "\xef\xbb\xbfseed 9\nduration 1s\ndrain 1s\npolicy p\ntier t service=1ms\n"
+                   "client c rate=10/s target=t policy=p\n");
+  snprintf(cmd, sizeof cmd, "%s sim %s", LINKD_BIN, path);
+  assert_int_equal(run(cmd, &out), 0);
+  assert_true(strncmp(out, "seed 9, 1s of arrivals", 22) == 0);
+  free(out);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* 73 when an output cannot be written, as --help says: a --csv or --html FILE, or stdout. */
+static void test_output_errors(void **state) {
+  (void)state;
+  char cmd[1024], *out;
+  snprintf(cmd, sizeof cmd, "%s sim --help", LINKD_BIN);
+  assert_int_equal(run(cmd, &out), 0);
+  assert_non_null(strstr(out, "; 73 an output could not be written"));
+  free(out);
+  snprintf(cmd, sizeof cmd, "%s sim -q --csv /nonexistent/dir/x.csv %s/examples/sim/tiers.scn",
+           LINKD_BIN, LINKD_SOURCE_DIR);
+  assert_int_equal(run(cmd, &out), 73);
+  assert_non_null(strstr(out, "/nonexistent/dir/x.csv"));
+  free(out);
+  snprintf(cmd, sizeof cmd, "%s sim -q --html /nonexistent/dir/x.html %s/examples/sim/tiers.scn",
+           LINKD_BIN, LINKD_SOURCE_DIR);
+  assert_int_equal(run(cmd, &out), 73);
+  free(out);
+  if (access("/dev/full", W_OK) != 0) {
+    printf("# no /dev/full: the stdout case is skipped\n");
+    return;
+  }
+  /* (in braces: run's 2>&1 must not send the message to /dev/full too) */
+  snprintf(cmd, sizeof cmd, "{ %s sim %s/examples/sim/tiers.scn >/dev/full; }", LINKD_BIN,
+           LINKD_SOURCE_DIR);
+  assert_int_equal(run(cmd, &out), 73);
+  assert_non_null(strstr(out, "linkd sim: stdout: write failed"));
+  free(out);
+  snprintf(cmd, sizeof cmd, "{ %s sim --compare=three %s/examples/sim/tiers.scn >/dev/full; }",
+           LINKD_BIN, LINKD_SOURCE_DIR);
+  assert_int_equal(run(cmd, &out), 73);
+  assert_non_null(strstr(out, "linkd sim: stdout: write failed"));
+  free(out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_summary_is_reproducible),
       cmocka_unit_test(test_files_and_compare),
       cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_scenario_messages),
+      cmocka_unit_test(test_output_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -662,6 +662,60 @@ static void test_breaker_waiter_gives_up(void **state) {
   sim_result_free(&r);
 }
 
+/* The busy % of a tier is the worker time within the run, whether or not the work ended in it:
+ * work still in service when the run stops (a job longer than the run, a worker waiting for its
+ * call below) counts up to the end of the drain; it used to count only work that had ended. */
+static const char *busy_of(const char *summary, const char *tier, char *out, size_t cap) {
+  char key[64];
+  snprintf(key, sizeof key, "\n%s ", tier);
+  const char *line = strstr(summary, key);
+  assert_non_null(line);
+  const char *end = strchr(line + 1, '\n');
+  assert_non_null(end);
+  const char *field = end;
+  while (field > line && field[-1] != ' ')
+    field--;
+  snprintf(out, cap, "%.*s", (int)(end - field), field);
+  return out;
+}
+
+static void test_busy_counts_work_in_progress(void **state) {
+  (void)state;
+  sim_scenario s;
+  parse_or_fail("duration 1s\ndrain 2s\nwindow 100ms\nnetwork delay=const:1ms\n"
+                "policy p attempts=1 timeout=1h\n"
+                "tier a service=1ms calls=b policy=p\n"
+                "tier b workers=2 service=10s\n"
+                "client c loop=closed count=1 ops=1 target=a policy=p\n",
+                &s);
+  sim_result r;
+  run_or_fail(&s, &r);
+  assert_int_equal(r.calls_unfinished, 2); /* the client's call and a's call to b */
+  assert_int_equal(r.tier[1].done, 0);
+  assert_int_equal(r.busy_end, 3000000000); /* duration + drain: the run watched them till then */
+  /* a's worker from its arrival (1 ms) on, holding it for the call below; b's from 2 ms on */
+  assert_int_equal(r.tier[0].busy_ns, 2999000000);
+  assert_int_equal(r.tier[1].busy_ns, 2998000000);
+  size_t len;
+  char *text = outputs(&r, &len), f[32];
+  assert_string_equal(busy_of(text, "a", f, sizeof f), "100.0%");
+  assert_string_equal(busy_of(text, "b", f, sizeof f), "50.0%"); /* one of its two workers */
+  free(text);
+  sim_result_free(&r);
+  /* Work that ends within the run counts as before, over the run up to its last event. */
+  parse_or_fail("duration 1s\ndrain 1s\nwindow 30ms\nnetwork delay=const:1ms\n"
+                "policy p attempts=1 timeout=1h\n"
+                "tier t workers=2 service=100ms\n"
+                "client c loop=closed count=1 ops=3 target=t policy=p\n",
+                &s);
+  run_or_fail(&s, &r);
+  assert_int_equal(r.calls_unfinished, 0);
+  assert_int_equal(r.tier[0].done, 3);
+  assert_int_equal(r.tier[0].busy_ns, 300000000);
+  assert_int_equal(r.busy_end, r.end_time);
+  sim_result_free(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_heap_order),
@@ -680,6 +734,7 @@ int main(void) {
       cmocka_unit_test(test_breaker_waiters_woken),
       cmocka_unit_test(test_breaker_waiter_gives_up),
       cmocka_unit_test(test_breaker_wake_asks_few),
+      cmocka_unit_test(test_busy_counts_work_in_progress),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -125,8 +125,17 @@ static void test_errors_name_their_line(void **state) {
       {"policy p\ntier a service=1ms\nclient c rate=1 target=a policy=p\n"
        "trigger burst client=nobody from=1s to=2s factor=2\n",
        "line 4: trigger burst: client 'nobody'"},
-      {"policy p\ntier a service=1ms\n", "line 0: no client"},
-      {"policy p\n", "line 0: no tier"},
+      /* a reference left out is named as the key needed, not as '' */
+      {"policy p\ntier a service=1ms\nclient c rate=1 policy=p\n",
+       "line 3: client c: needs target=TIER"},
+      {"policy p\ntier a service=1ms\nclient c rate=1 target=a\n",
+       "line 3: client c: needs policy=NAME"},
+      {"policy p\ntier a service=1ms\nclient c rate=1 target=a policy=p\n"
+       "trigger burst from=1s to=2s factor=2\n",
+       "line 4: trigger burst: needs client=GROUP"},
+      {"policy p\ntier a service=1ms\nclient c rate=1 target=a policy=p\n"
+       "trigger outage from=1s to=2s\n",
+       "line 4: trigger: needs tier=TIER"},
       {"policy bad=name\n", "line 1: policy NAME key=value"},
       {"policy p timeout=0s\n", "line 1: timeout: must be > 0"},
       {"window 1ns\n", "line 1: window: at least 1us"},
@@ -151,6 +160,173 @@ static void test_errors_name_their_line(void **state) {
     if (rc != LK_EPARSE || strncmp(err, cases[i].msg, strlen(cases[i].msg)) != 0)
       fail_msg("case %zu: rc %d, message '%s', expected '%s...'", i, rc, err, cases[i].msg);
   }
+}
+
+/* What the file lacks as a whole has no line to name: the message says what is needed. */
+static void test_file_level_errors(void **state) {
+  (void)state;
+  sim_scenario s;
+  char err[256] = "";
+  assert_int_equal(parse("policy p\ntier a service=1ms\n", &s, err, sizeof err), LK_EPARSE);
+  assert_string_equal(err, "no client: a scenario needs at least one `client` line");
+  assert_int_equal(parse("policy p\n", &s, err, sizeof err), LK_EPARSE);
+  assert_string_equal(err, "no tier: a scenario needs at least one `tier` line");
+  assert_int_equal(parse("", &s, err, sizeof err), LK_EPARSE);
+  assert_string_equal(err, "no tier: a scenario needs at least one `tier` line");
+  /* through a file: its name, then the message, and no "line 0" */
+  char path[] = "/tmp/linkd-sim-scenario-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  fputs("seed 3\npolicy p\n", f);
+  fclose(f);
+  char msg[600] = "", want[600];
+  assert_int_equal(sim_scenario_load(path, &s, msg, sizeof msg), LK_EPARSE);
+  snprintf(want, sizeof want, "%s: no tier: a scenario needs at least one `tier` line", path);
+  assert_string_equal(msg, want);
+  remove(path);
+}
+
+/* A key that has no effect where it is written is refused, naming its line, the key and why;
+ * the same key where it applies is accepted, wherever it is on the line. */
+static void test_keys_that_do_not_apply(void **state) {
+  (void)state;
+  static const char tail[] = "tier t service=1ms\nclient c rate=10/s target=t policy=p\n";
+  static const bad cases[] = {
+      {"policy p attempts=3 breaker.window=50\n",
+       "line 1: policy p: breaker.window applies only with breaker=yes"},
+      {"policy p breaker=no breaker.open=1s\n",
+       "line 1: policy p: breaker.open applies only with breaker=yes"},
+      {"policy p breaker.wait=yes\n",
+       "line 1: policy p: breaker.wait applies only with breaker=yes"},
+      {"policy p budget.percent=5\n",
+       "line 1: policy p: budget.percent applies only with budget=ratio (the policy's budget is "
+       "none)"},
+      {"policy p budget=token budget.ttl=5s\n",
+       "line 1: policy p: budget.ttl applies only with budget=ratio (the policy's budget is "
+       "token)"},
+      {"policy p budget.tokens=5 budget=ratio\n",
+       "line 1: policy p: budget.tokens applies only with budget=token (the policy's budget is "
+       "ratio)"},
+      {"policy p budget=none budget.capacity=10\n",
+       "line 1: policy p: budget.capacity applies only with budget=quota"},
+      {"policy p attempts=1 base=10ms\n",
+       "line 1: policy p: base does not apply with attempts=1 (there is no retry)"},
+      {"policy p budget=ratio attempts=1\n",
+       "line 1: policy p: budget does not apply with attempts=1"},
+      {"policy p retry_on=all attempts=1\n",
+       "line 1: policy p: retry_on does not apply with attempts=1"},
+      {"policy p base=10ms backoff=none\n",
+       "line 1: policy p: base does not apply with backoff=none (the next attempt at once)"},
+      {"policy p backoff=none jitter=full\n",
+       "line 1: policy p: jitter does not apply with backoff=none"},
+      {"policy p backoff=linear multiplier=3\n",
+       "line 1: policy p: multiplier applies only with backoff=exponential"},
+      {"policy p multiplier=3 jitter=decorrelated\n",
+       "line 1: policy p: multiplier does not apply with jitter=decorrelated"},
+      {"policy p jitter=full ratio=0.2\n",
+       "line 1: policy p: ratio (of the jitter) applies only with jitter=symmetric"},
+      {"policy p\ntier r kind=occ workers=4\n",
+       "line 2: tier r: workers does not apply to kind=occ (an occ tier has no workers and no "
+       "queue)"},
+      {"policy p\ntier r service=1ms kind=occ\n",
+       "line 2: tier r: service does not apply to kind=occ"},
+      {"policy p\ntier r kind=occ queue=5\n", "line 2: tier r: queue does not apply to kind=occ"},
+      {"policy p\ntier r discipline=lifo service=1ms queue=0\n",
+       "line 2: tier r: discipline does not apply with queue=0"},
+      {"policy p\ntier r drop_expired=yes service=1ms queue=0\n",
+       "line 2: tier r: drop_expired=yes does not apply with queue=0"},
+      {"policy p\ntier t service=1ms\nclient c loop=closed count=2 rate=10/s target=t policy=p\n",
+       "line 3: client c: rate applies only with loop=open (this group is loop=closed)"},
+      {"policy p\ntier t service=1ms\nclient c arrivals=uniform loop=closed target=t policy=p\n",
+       "line 3: client c: arrivals applies only with loop=open"},
+      {"policy p\ntier t service=1ms\nclient c rate=10/s count=5 target=t policy=p\n",
+       "line 3: client c: count applies only with loop=closed (this group is loop=open, the "
+       "default)"},
+      {"policy p\ntier t service=1ms\nclient c loop=open think=1ms rate=1 target=t policy=p\n",
+       "line 3: client c: think applies only with loop=closed"},
+      {"policy p\ntier t service=1ms\nclient c ops=3 rate=1 target=t policy=p\n",
+       "line 3: client c: ops applies only with loop=closed"},
+      {"trigger outage tier=t from=1s to=2s factor=2\n",
+       "line 1: trigger outage: factor does not apply (its keys: from, to, tier, fail)"},
+      {"trigger slowdown tier=t from=1s to=2s factor=2 workers=1\n",
+       "line 1: trigger slowdown: workers does not apply"},
+      {"trigger capacity tier=t from=1s to=2s workers=1 fail=503\n",
+       "line 1: trigger capacity: fail does not apply"},
+      {"trigger burst client=c tier=t from=1s to=2s factor=2\n",
+       "line 1: trigger burst: tier does not apply (its keys: from, to, client, factor)"},
+      {"trigger slowdown client=c from=1s to=2s factor=2\n",
+       "line 1: trigger slowdown: client does not apply"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    sim_scenario s;
+    char err[256] = "";
+    int rc = parse(cases[i].text, &s, err, sizeof err);
+    if (rc != LK_EPARSE || strncmp(err, cases[i].msg, strlen(cases[i].msg)) != 0)
+      fail_msg("case %zu: rc %d, message '%s', expected '%s...'", i, rc, err, cases[i].msg);
+  }
+  /* Where they apply, in any order on the line. */
+  static const char *const good[] = {
+      "policy p breaker.window=50 breaker.min=10 breaker.wait=yes breaker=yes\n",
+      "policy p budget.percent=5 budget.ttl=5s budget.min_per_sec=3 budget=ratio\n",
+      "policy p budget.tokens=5 budget.token_ratio=0.5 budget=token\n",
+      "policy p budget.capacity=10 budget=quota\n",
+      "policy p attempts=1 timeout=1s deadline=2s propagate=yes breaker=yes limiter=10:1\n",
+      "policy p backoff=none attempts=3 retry_on=all\n",
+      "policy p multiplier=3 ratio=0.2 base=10ms max=1s\n",
+      "policy p backoff=fixed base=100ms max=100ms jitter=none resolution=1us\n",
+      "policy p jitter=decorrelated backoff=exponential base=5ms\n",
+      "policy p\ntier r kind=occ servers=3\ntier q queue=0 drop_expired=short service=1ms\n",
+      "policy p\ntier q queue=0 drop_expired=no service=1ms\n",
+  };
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    char text[1024];
+    snprintf(text, sizeof text, "%s%s", good[i], tail);
+    sim_scenario s;
+    char err[256] = "";
+    if (parse(text, &s, err, sizeof err) != LK_OK)
+      fail_msg("good %zu: '%s'", i, err);
+  }
+  static const char groups[] = "policy p\ntier t service=1ms\n"
+                               "client o arrivals=uniform rate=5/s loop=open target=t policy=p\n"
+                               "client k think=1ms count=3 ops=2 loop=closed target=t policy=p\n"
+                               "trigger outage from=1s to=2s tier=t fail=none\n"
+                               "trigger slowdown tier=t from=1s to=2s factor=2\n"
+                               "trigger capacity tier=t from=1s to=2s workers=0\n"
+                               "trigger burst client=o from=1s to=2s factor=2\n";
+  sim_scenario s;
+  char err[256] = "";
+  if (parse(groups, &s, err, sizeof err) != LK_OK)
+    fail_msg("groups: '%s'", err);
+  assert_true(s.groups[1].closed && s.groups[1].count == 3 && s.groups[1].ops == 2);
+  assert_true(!s.groups[0].closed && s.groups[0].rate == 5.0 && !s.groups[0].poisson);
+}
+
+/* A UTF-8 byte order mark starting the file is not part of line 1; anywhere else it is text. */
+static void test_byte_order_mark(void **state) {
+  (void)state;
+  sim_scenario s;
+  char err[256] = "";
+  char text[512];
+  snprintf(text, sizeof text, "\xef\xbb\xbfseed 7\n%s", base);
+  assert_int_equal(parse(text, &s, err, sizeof err), LK_OK);
+  assert_int_equal(s.seed, 7);
+  assert_int_equal(s.n_tiers, 1);
+  /* an error still names the first line as line 1 */
+  assert_int_equal(parse("\xef\xbb\xbfseed x\n", &s, err, sizeof err), LK_EPARSE);
+  assert_string_equal(err, "line 1: seed: 'x' is not a whole number");
+  /* a BOM alone is an empty file */
+  assert_int_equal(parse("\xef\xbb\xbf", &s, err, sizeof err), LK_EPARSE);
+  assert_string_equal(err, "no tier: a scenario needs at least one `tier` line");
+  /* one at the start of another line, or a second one, is not skipped */
+  snprintf(text, sizeof text, "seed 7\n\xef\xbb\xbf%s", base);
+  assert_int_equal(parse(text, &s, err, sizeof err), LK_EPARSE);
+  assert_true(strncmp(err, "line 2: unknown directive", 25) == 0);
+  snprintf(text, sizeof text, "\xef\xbb\xbf\xef\xbb\xbfseed 7\n%s", base);
+  assert_int_equal(parse(text, &s, err, sizeof err), LK_EPARSE);
+  assert_true(strncmp(err, "line 1: unknown directive", 25) == 0);
+  /* never read past len: a cut BOM is not one */
+  assert_int_equal(sim_scenario_parse("\xef\xbb", 2, &s, err, sizeof err), LK_EPARSE);
 }
 
 static void test_nul_and_long_lines(void **state) {
@@ -195,6 +371,9 @@ int main(void) {
       cmocka_unit_test(test_minimal),
       cmocka_unit_test(test_everything),
       cmocka_unit_test(test_errors_name_their_line),
+      cmocka_unit_test(test_file_level_errors),
+      cmocka_unit_test(test_keys_that_do_not_apply),
+      cmocka_unit_test(test_byte_order_mark),
       cmocka_unit_test(test_nul_and_long_lines),
       cmocka_unit_test(test_examples_parse),
   };
