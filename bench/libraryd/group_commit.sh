@@ -66,7 +66,7 @@ for mode in on off; do
   wait_file "$WORK/$mode.aport" || { cat "$WORK/$mode.log" >&2; exit 1; }
   PORT[$mode]=$(cat "$WORK/$mode.port")
   APORT[$mode]=$(cat "$WORK/$mode.aport")
-  BOOK[$mode]=$(curl -s -X POST -d '{"title":"Bench","author":"wrk","stock":1000000000}' \
+  BOOK[$mode]=$(curl -s -X POST -H 'Content-Type: application/json' -d '{"title":"Bench","author":"wrk","stock":1000000000}' \
     "http://127.0.0.1:${PORT[$mode]}/books" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 done

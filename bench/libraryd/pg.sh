@@ -103,7 +103,7 @@ if [ -n "$BASELINE" ]; then
   SUBJECTS+=(baseline)
 fi
 LPORT=$LPORT_libraryd
-BOOK=$(curl -s -X POST -d '{"title":"Bench","author":"wrk","stock":1000000000}' \
+BOOK=$(curl -s -X POST -H 'Content-Type: application/json' -d '{"title":"Bench","author":"wrk","stock":1000000000}' \
   "http://127.0.0.1:$LPORT/books" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 
 # The anchor's transaction: the rows one keyed loan writes, with values of the same shape (the

@@ -166,7 +166,7 @@ NGINX_BYTES=$(curl -s "http://127.0.0.1:$NPORT/book.json" | wc -c)
 for sync in full normal; do
   case " $SUBJECTS " in *" post-$sync "*) ;; *) continue ;; esac
   start_libraryd "post-$sync" --sync "$sync"
-  id=$(curl -s -X POST -d '{"title":"Bench","author":"wrk","stock":1000000000}' \
+  id=$(curl -s -X POST -H 'Content-Type: application/json' -d '{"title":"Bench","author":"wrk","stock":1000000000}' \
     "http://127.0.0.1:$LPORT/books" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
   PID[post-$sync]=$LPID URL[post-$sync]="http://127.0.0.1:$LPORT"

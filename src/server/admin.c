@@ -219,10 +219,12 @@ static int tenant_cb(void *arg, const char *tenant, const lk_tenant_totals *t) {
 #define ST(f) (json_int_t) atomic_load(&s->stats.f)
 
 static enum MHD_Result stats(lk_server *s, struct MHD_Connection *c) {
+  const char *all;
+  if (query_lookup(c, "groups", &all) > 1)
+    return reply_error(c, 400, "bad_query", "groups is given more than once; give it once");
   lk_store_counts counts;
   if (lk_store_counts_get(s->store, &counts) != LK_OK)
     return reply_error(c, 500, "storage_error", "cannot read counts");
-  const char *all = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "groups");
   bool only_dupes = !(all && !strcmp(all, "all"));
   json_t *by_rid = json_array(), *by_key = json_array(), *tenants = json_object();
   int rc = lk_store_loan_groups(s->store, false, only_dupes, GROUPS_MAX, group_cb, by_rid);
@@ -333,8 +335,9 @@ static enum MHD_Result dispatch(lk_server *s, struct MHD_Connection *c, const ch
     allow = "GET, HEAD, POST, PUT, DELETE";
   } else if (!strncmp(url, "/admin/faults/", 14)) {
     int64_t id;
-    if (lk_parse_i64(url + 14, strlen(url + 14), false, &id) != LK_OK || id > INT32_MAX)
-      return reply_error(c, 400, "bad_id", "fault rule ids are positive integers");
+    if (lk_parse_id(url + 14, strlen(url + 14), &id) != LK_OK || id > INT32_MAX)
+      return reply_error(c, 400, "bad_id",
+                         "fault rule ids are positive integers (no sign or leading zero)");
     if (strcmp(method, "DELETE"))
       return not_allowed(c, method, url, "DELETE");
     if (lk_faults_remove(s->faults, (int)id) != LK_OK)

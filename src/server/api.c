@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 static json_t *book_obj(const lk_book *b) {
   return json_pack("{s:I,s:s,s:s,s:o,s:o,s:I}", "id", (json_int_t)b->id, "title", b->title,
@@ -26,7 +27,7 @@ static int dump(json_t *o, char **out, size_t *len) {
 
 int json_book(const lk_book *b, char **out, size_t *len) { return dump(book_obj(b), out, len); }
 
-int json_books_page(const lk_book *books, int n, int limit, char **out, size_t *len) {
+int json_books_page(const lk_book *books, int n, int limit, bool more, char **out, size_t *len) {
   json_t *arr = json_array();
   for (int i = 0; arr && i < n; i++)
     if (json_array_append_new(arr, book_obj(&books[i])) != 0) {
@@ -36,7 +37,7 @@ int json_books_page(const lk_book *books, int n, int limit, char **out, size_t *
   if (!arr)
     return LK_ENOMEM;
   json_t *next = json_null();
-  if (n == limit && n > 0) {
+  if (more && n > 0) {
     char link[96];
     snprintf(link, sizeof link, "/books?after=%lld&limit=%d", (long long)books[n - 1].id, limit);
     next = json_string(link);
@@ -134,8 +135,38 @@ static json_t *load_object(const req *r, bool allow_empty, lk_resp *out) {
   return o;
 }
 
+void input_content_type(req *r, const char *value) {
+  r->has_ctype = value != NULL;
+  r->ctype_json = false;
+  r->ctype[0] = '\0';
+  if (!value)
+    return;
+  snprintf(r->ctype, sizeof r->ctype, "%s", value);
+  /* RFC 9110 §8.3.1: type "/" subtype, case-insensitive, then parameters. RFC 8259 defines no
+   * parameter for application/json (a charset "has no effect on compliant recipients"), so
+   * whatever follows the ';' is ignored. */
+  size_t n = strcspn(value, ";");
+  while (n > 0 && (value[n - 1] == ' ' || value[n - 1] == '\t'))
+    n--;
+  r->ctype_json = n == 16 && !strncasecmp(value, "application/json", 16);
+}
+
+/* The three routes with a body read it as JSON; any other declared type is refused, not
+ * guessed at. An empty body has no type to speak of (and libcurl labels even that one). */
+static bool media_type_ok(const req *r, lk_resp *out) {
+  if (r->body_len == 0 || !r->has_ctype || r->ctype_json)
+    return true;
+  resp_error(out, 415, "unsupported_media_type",
+             "Content-Type '%s' is not supported; send the body as application/json", r->ctype);
+  return false;
+}
+
 bool input_parse(req *r, lk_resp *out) {
   bool is_post = !strcmp(r->method, "POST");
+  bool takes_body = (r->route == RT_LOANS && is_post) || (r->route == RT_BOOKS && is_post) ||
+                    (r->route == RT_BOOK && !strcmp(r->method, "PUT"));
+  if (takes_body && !media_type_ok(r, out))
+    return false;
   if (r->route == RT_LOANS && is_post) {
     json_t *o = load_object(r, true, out);
     if (!o)

@@ -9,13 +9,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define PAGE_MAX 100
 #define PAGE_DEFAULT 20
 
-/* A path segment that must be a positive decimal id. */
+/* A path segment that must be a positive decimal id in its canonical form: "01" or "+1" would be
+ * a second name for book 1 (another cache key, another idempotency fingerprint). */
 static bool parse_id(const char *s, size_t len, int64_t *id) {
-  return lk_parse_i64(s, len, false, id) == LK_OK && *id > 0;
+  return lk_parse_id(s, len, id) == LK_OK;
 }
 
 bool route_parse(req *r, lk_resp *out) {
@@ -39,8 +41,10 @@ bool route_parse(req *r, lk_resp *out) {
     else if (!*rest)
       r->route = books ? RT_BOOK : RT_LOAN;
     if (r->route != RT_NONE && !parse_id(seg, n, &r->id)) {
-      resp_error(out, 400, "bad_id", "'%.*s' is not a positive integer id", (int)(n > 64 ? 64 : n),
-                 seg);
+      resp_error(
+          out, 400, "bad_id",
+          "'%.*s' is not a positive integer id (decimal digits without sign or leading zero)",
+          (int)(n > 64 ? 64 : n), seg);
       return false;
     }
   }
@@ -114,11 +118,38 @@ static void get_book(req *r, lk_resp *out) {
   take_json(out, 200, rc, body, len);
 }
 
+typedef struct query_seen {
+  const char *name;
+  const char *value; /* of the first occurrence; NULL for a bare "name" */
+  int count;
+} query_seen;
+
+static enum MHD_Result count_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value) {
+  (void)kind;
+  query_seen *q = cls;
+  if (key && !strcasecmp(key, q->name) && q->count++ == 0) /* MHD's lookups ignore case too */
+    q->value = value;
+  return MHD_YES;
+}
+
+int query_lookup(struct MHD_Connection *c, const char *name, const char **value) {
+  query_seen q = {name, NULL, 0};
+  MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, count_arg, &q);
+  *value = q.value;
+  return q.count;
+}
+
 static bool query_int(req *r, const char *name, int64_t lo, int64_t hi, int64_t *v, lk_resp *out) {
-  const char *s = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
-  if (!s)
+  const char *s;
+  int n = query_lookup(r->conn, name, &s);
+  if (n == 0)
     return true;
-  if (lk_parse_i64(s, strlen(s), false, v) != LK_OK || *v < lo || *v > hi) {
+  if (n > 1) { /* which one counts would be a guess (MHD keeps the first, others the last) */
+    resp_error(out, 400, "bad_query", "%s is given %d times; give it once", name, n);
+    return false;
+  }
+  if (!s || lk_parse_i64(s, strlen(s), false, v) != LK_OK || *v < lo || *v > hi) {
     resp_error(out, 400, "bad_query", "%s must be an integer in [%lld, %lld]", name, (long long)lo,
                (long long)hi);
     return false;
@@ -131,17 +162,20 @@ static void list_books(req *r, lk_resp *out) {
   if (!query_int(r, "limit", 1, PAGE_MAX, &limit, out) ||
       !query_int(r, "after", 0, INT64_MAX, &after, out))
     return;
-  lk_book *books = malloc(sizeof *books * (size_t)limit);
+  /* One book more than the page: it exists exactly when there is a next page, so the last page
+   * has no "next" link (a full last page used to link to an empty one). */
+  lk_book *books = malloc(sizeof *books * (size_t)(limit + 1));
   if (!books) {
     resp_error(out, 500, "internal", "out of memory");
     return;
   }
   int n;
-  int rc = lk_store_books_list(r->srv->store, after, (int)limit, books, &n, r->dl);
+  int rc = lk_store_books_list(r->srv->store, after, (int)limit + 1, books, &n, r->dl);
   if (rc == LK_OK) {
+    bool more = n > limit;
     char *body;
     size_t len;
-    rc = json_books_page(books, n, (int)limit, &body, &len);
+    rc = json_books_page(books, more ? (int)limit : n, (int)limit, more, &body, &len);
     take_json(out, 200, rc, body, len);
   } else {
     store_failure(r, out, rc);

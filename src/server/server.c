@@ -4,17 +4,19 @@
  *   head      route, fault decision, reset_before_read, deadline (504 when already expired),
  *             caller identity, Idempotency-Key syntax and requirement, size limit
  *   body      read (413 past max_body)
- *   after     reset_after_read / close, body validation, key: claim (409 while held), stored
- *   body      result (replay or 422), injected latency (the connection is suspended, no thread
- *             waits), bounded by the deadline
+ *   after     reset_after_read / close, body validation (415, 400), key: claim (409 while
+ *   body      held), stored result (replay or 422), injected latency (the connection is
+ *             suspended, no thread waits), bounded by the deadline
  *   run       status fault (before), deadline check (504), then the admission queue: 503 at once
  *             when full, else the connection is suspended until a worker (pool.c) has spent the
  *             service cost and run the handler (a write commits its effect and its key record
  *             together); replays, /healthz and /metrics skip the queue
- *   finish    after-processing faults, then send
+ *   finish    after-processing faults, then send (a stall or slow body ends early when the
+ *             client hangs up)
  *
  * Threads: MHD's poll(2) thread pool parses and sends; the workers run handlers; the waker thread
- * resumes connections suspended by faults; a purge thread deletes expired keys.
+ * resumes connections suspended by faults (and paused streams whose client hung up); a purge
+ * thread deletes expired keys.
  */
 #include "core/sat.h"
 #include "idem.h"
@@ -183,11 +185,34 @@ static void suspend_until(req *r, int64_t due) {
   lk_waker_at(r->srv->waker, due, resume_cb, r);
 }
 
+static void resume_or_gone_cb(void *arg, bool hup) {
+  req *r = arg;
+  if (hup) { /* r is left alone while suspended; the resume hands it back to the MHD thread */
+    atomic_store(&r->client_gone, true);
+    r->outcome = "client_gone"; /* also when MHD, not stream_reader, then sees the reset */
+  }
+  MHD_resume_connection(r->conn);
+}
+
+/* A response stream's pause (a stall, a slow body's interval): MHD does not watch a suspended
+ * connection's socket, so without this a client that left would hold its connection, its slot
+ * in the connection and per-client limits and the drain until the pause ended (up to 1 h). The
+ * waker watches the socket and resumes at once when the client hangs up; the stream then ends.
+ * The effect was applied before the stream began, so nothing else changes. */
+static void suspend_stream(req *r, int64_t due) {
+  MHD_suspend_connection(r->conn);
+  lk_waker_at_fd(r->srv->waker, due, r->fd, resume_or_gone_cb, r);
+}
+
 /* Body of partial_stall and slow_body responses, produced as MHD asks for it. */
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
   req *r = cls;
   lk_server *s = r->srv;
   if (atomic_load(&s->hard_stop)) {
+    tl_quiet_close = true;
+    return MHD_CONTENT_READER_END_WITH_ERROR;
+  }
+  if (atomic_load(&r->client_gone)) { /* hung up during a pause: nobody to send the rest to */
     tl_quiet_close = true;
     return MHD_CONTENT_READER_END_WITH_ERROR;
   }
@@ -204,7 +229,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     if (!r->stream_waiting) {
       r->stream_waiting = true;
       r->outcome = "stall";
-      suspend_until(r, lk_sat_add(lk_now_ns(), r->plan.act.stall_ns));
+      suspend_stream(r, lk_sat_add(lk_now_ns(), r->plan.act.stall_ns));
       return 0;
     }
     tl_quiet_close = true; /* the stall is over: drop the connection */
@@ -219,7 +244,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     return (ssize_t)n;
   }
   r->stream_can_send = true; /* only this thread reads it; the waker just resumes */
-  suspend_until(r, lk_sat_add(lk_now_ns(), r->plan.act.interval_ns));
+  suspend_stream(r, lk_sat_add(lk_now_ns(), r->plan.act.interval_ns));
   return 0;
 }
 
@@ -470,6 +495,7 @@ static enum MHD_Result on_head(req *r, const char *url, const char *method, cons
   snprintf(r->path, sizeof r->path, "%s", url);
   if (h.v[LK_HDR_LINKD_ATTEMPT])
     snprintf(r->attempt, sizeof r->attempt, "%s", h.v[LK_HDR_LINKD_ATTEMPT]);
+  input_content_type(r, h.v[LK_HDR_CONTENT_TYPE]);
   bool ok = route_parse(r, &r->early) && route_method_ok(r, &r->early);
   lk_faults_decide(s->faults, r->method, r->path, &r->plan);
   if (r->plan.act.kind != LK_FAULT_NONE || r->plan.delay_ns)

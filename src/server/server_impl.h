@@ -128,6 +128,9 @@ typedef struct req {
   bool keyed;
   char request_id[IDEM_KEY_LEN_MAX + 1];
   char attempt[24];
+  char ctype[64];  /* Content-Type as sent (cut at 63 bytes), for the 415 message */
+  bool has_ctype;  /* the request carried a Content-Type */
+  bool ctype_json; /* and it names application/json (parameters aside) */
   char *body;
   size_t body_len, body_cap;
   bool too_big;
@@ -150,6 +153,7 @@ typedef struct req {
   size_t stream_limit;  /* partial_stall: bytes sent before the stall */
   bool stream_can_send; /* slow_body: the next chunk may go now */
   bool stream_waiting;  /* partial_stall: the stall has begun */
+  atomic_bool client_gone; /* the client hung up during a stream's pause (set by the waker) */
   bool dropped;         /* answered by the queue logic without running (resp holds the error) */
   int64_t t_pop;        /* taken from the admission queue, CLOCK_MONOTONIC */
   req_write wr;         /* the write handle_then started */
@@ -170,7 +174,11 @@ void resp_error(lk_resp *r, int status, const char *code, const char *fmt, ...)
 bool route_parse(req *r, lk_resp *out);
 /* 405 unless the method is allowed on the route. */
 bool route_method_ok(req *r, lk_resp *out);
-/* Validates and decodes the body of a POST / PUT into r->book_in / r->borrower. */
+/* Notes the request's Content-Type value (NULL: none) for input_parse. */
+void input_content_type(req *r, const char *value);
+/* Validates and decodes the body of a POST / PUT into r->book_in / r->borrower: 415 for a
+ * non-empty body whose Content-Type is not application/json (none is taken as JSON), 400 for
+ * what is not the resource's JSON. */
 bool input_parse(req *r, lk_resp *out);
 /* Runs the request (read, or write in one transaction with its idempotency record). */
 void handle(req *r, lk_resp *out);
@@ -180,12 +188,16 @@ void handle_then(req *r, void (*then)(req *r));
 /* handle_then for a write, if it can join the group being committed (lk_store_write_join);
  * false, and nothing done, otherwise. Never waits for a commit. */
 bool handle_join(req *r, void (*then)(req *r));
+/* How many times query parameter `name` (any case, as MHD's lookups) occurs; *value: the first
+ * one's value (NULL when absent or given without "="). */
+int query_lookup(struct MHD_Connection *c, const char *name, const char **value);
 /* Fills a replay of a stored record. */
 void resp_from_record(lk_resp *out, const lk_idem_record *rec);
 
 int json_book(const lk_book *b, char **out, size_t *len);
-/* {"books":[...],"next":"/books?after=ID&limit=N" or null}. */
-int json_books_page(const lk_book *books, int n, int limit, char **out, size_t *len);
+/* {"books":[...],"next":"/books?after=ID&limit=N" or null}: the link when `more` (a book after
+ * the page's last exists), null otherwise. */
+int json_books_page(const lk_book *books, int n, int limit, bool more, char **out, size_t *len);
 int json_loan(const lk_loan *l, char **out, size_t *len);
 
 /* --- workers and admission queue (pool.c) ------------------------------------------------- */

@@ -375,6 +375,7 @@ static const struct {
     [LK_HDR_HOST] = K("Host"),
     [LK_HDR_CONTENT_LENGTH] = K("Content-Length"),
     [LK_HDR_TRANSFER_ENCODING] = K("Transfer-Encoding"),
+    [LK_HDR_CONTENT_TYPE] = K("Content-Type"),
     [LK_HDR_IDEMPOTENCY_KEY] = K("Idempotency-Key"),
     [LK_HDR_API_KEY] = K("X-API-Key"),
     [LK_HDR_TENANT] = K("X-Tenant"),

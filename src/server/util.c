@@ -35,6 +35,12 @@ int lk_parse_i64(const char *s, size_t len, bool allow_negative, int64_t *out) {
   return LK_OK;
 }
 
+int lk_parse_id(const char *s, size_t len, int64_t *out) {
+  if (!s || !len || s[0] == '0') /* "0", "00", "01": never an id, or not the id's own spelling */
+    return LK_EPARSE;
+  return lk_parse_i64(s, len, false, out);
+}
+
 unsigned lk_whole_seconds_up(int64_t ns, unsigned max) {
   if (ns <= 0)
     return 0;

@@ -17,6 +17,10 @@ unsigned lk_whole_seconds_up(int64_t ns, unsigned max);
 /* Strict decimal int64 of the whole string (no sign unless allow_negative). 0 or LK_EPARSE /
  * LK_ERANGE. */
 int lk_parse_i64(const char *s, size_t len, bool allow_negative, int64_t *out);
+/* A resource id in its one canonical form: a positive decimal int64 of the whole string, no
+ * sign, no leading zero, no whitespace ("1", not "01", "+1" or " 1"). 0 or LK_EPARSE /
+ * LK_ERANGE. */
+int lk_parse_id(const char *s, size_t len, int64_t *out);
 
 /* A route pattern is "METHOD PATH" or "PATH" or "*": METHOD "*" or absent matches any method;
  * in PATH a segment "*" matches exactly one non-empty segment and a final "**" matches the rest

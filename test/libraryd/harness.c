@@ -340,8 +340,17 @@ int http_do(int port, const http_req *rq, http_res *res) {
   snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, rq->path);
   buf b = {NULL, 0};
   struct curl_slist *hl = NULL;
-  for (int i = 0; rq->headers && rq->headers[i]; i++)
+  bool has_ctype = false;
+  for (int i = 0; rq->headers && rq->headers[i]; i++) {
     hl = curl_slist_append(hl, rq->headers[i]);
+    has_ctype |= !strncasecmp(rq->headers[i], "Content-Type", 12) &&
+                 (rq->headers[i][12] == ':' || rq->headers[i][12] == ';');
+  }
+  /* libraryd reads bodies as JSON and refuses other declared types (415); libcurl would label a
+   * body application/x-www-form-urlencoded. "Content-Type:" in headers sends none,
+   * "Content-Type;" an empty one. */
+  if (rq->body && !has_ctype && strcmp(rq->method ? rq->method : "GET", "HEAD"))
+    hl = curl_slist_append(hl, "Content-Type: application/json");
   /* No "Expect: 100-continue" round trip; it would hide what the server does with the body. */
   hl = curl_slist_append(hl, "Expect:");
   const char *method = rq->method ? rq->method : "GET";

@@ -62,7 +62,8 @@ typedef struct http_req {
   const char *method;         /* default GET */
   const char *path;           /* e.g. "/books/1" */
   const char *const *headers; /* NULL-terminated "Name: value" */
-  const char *body;           /* NULL: none */
+  const char *body;           /* NULL: none; sent as application/json unless headers name a
+                               * Content-Type ("Content-Type:" for none) */
   size_t body_len;            /* 0: strlen(body) */
   long timeout_ms;            /* default 10000 */
   bool chunked;               /* send the body with Transfer-Encoding: chunked */

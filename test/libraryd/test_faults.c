@@ -3,7 +3,9 @@
  * the flags, scripted counts and seeded reproducibility. */
 #include "harness.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -216,6 +219,67 @@ static void test_partial_then_stall(void **state) {
   assert_int_equal(r.cc, CURLE_OPERATION_TIMEDOUT);
   assert_true(r.len > 0);
   http_res_free(&r);
+  set_faults(-1, NULL);
+}
+
+static int64_t in_flight(void) {
+  json_t *st = lib_stats(&P);
+  assert_non_null(st);
+  int64_t n = (int64_t)json_integer_value(
+      json_object_get(json_object_get(st, "server"), "requests_in_flight"));
+  json_decref(st);
+  return n;
+}
+
+/* A client that gives up during a stall or a slow body's pause frees its request (and its
+ * connection, its slot in the connection limits) at once, not when the pause ends: libmicrohttpd
+ * does not watch a suspended connection, so libraryd does. */
+static void test_stall_ends_when_client_leaves(void **state) {
+  (void)state;
+  const char *rules[] = {"route=GET /books/5,kind=partial_stall,stall=30s",
+                         "route=GET /books/6,kind=slow_body,chunk=16,interval=30s", NULL};
+  set_faults(-1, rules);
+  int gone = lib_log_count(&P, "outcome=client_gone");
+  const char *paths[] = {"/books/5", "/books/6"};
+  for (size_t i = 0; i < 2; i++) {
+    http_res r;
+    http_req rq = {.path = paths[i], .timeout_ms = 300};
+    http_do(P.port, &rq, &r); /* libcurl closes the connection at its timeout */
+    assert_int_equal(r.cc, CURLE_OPERATION_TIMEDOUT);
+    assert_int_equal(r.status, 200);
+    assert_true(r.len > 0); /* part of the body came, then the pause */
+    http_res_free(&r);
+    double t0 = now_s();
+    while (in_flight() > 0 && now_s() - t0 < 3.0)
+      sleep_ms(10);
+    double waited = now_s() - t0;
+    if (waited >= 3.0)
+      fprintf(stderr, "%s: still in flight %.1f s after the client left\n", paths[i], waited);
+    assert_true(waited < 3.0); /* the pause is 30 s */
+  }
+  /* Each ended as the client's departure, in the access log. */
+  for (int i = 0; i < 200 && lib_log_count(&P, "outcome=client_gone") < gone + 2; i++)
+    sleep_ms(10);
+  assert_int_equal(lib_log_count(&P, "outcome=client_gone"), gone + 2);
+  /* A client that is still there, with its next request pipelined behind the stalled one, is
+   * not taken for gone: data to read is no hang-up. */
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)P.port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  static const char two[] = "GET /books/5 HTTP/1.1\r\nHost: x\r\n\r\n"
+                            "GET /books/1 HTTP/1.1\r\nHost: x\r\n\r\n";
+  assert_int_equal(write(fd, two, sizeof two - 1), (ssize_t)(sizeof two - 1));
+  char buf[2048];
+  assert_true(read(fd, buf, sizeof buf) > 0); /* the head and half the body */
+  sleep_ms(400);
+  assert_int_equal(in_flight(), 1);
+  close(fd);
+  double t0 = now_s();
+  while (in_flight() > 0 && now_s() - t0 < 3.0)
+    sleep_ms(10);
+  assert_true(now_s() - t0 < 3.0);
   set_faults(-1, NULL);
 }
 
@@ -646,6 +710,7 @@ int main(void) {
       cmocka_unit_test(test_latency),
       cmocka_unit_test(test_partial_then_stall),
       cmocka_unit_test(test_slow_body),
+      cmocka_unit_test(test_stall_ends_when_client_leaves),
       cmocka_unit_test(test_scripts_and_seeds),
       cmocka_unit_test(test_admin_endpoint),
       cmocka_unit_test(test_admin_rule_limit),

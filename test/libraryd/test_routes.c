@@ -67,8 +67,11 @@ static void test_get_book(void **state) {
   expect_error(&r, 404, "not_found");
   http_res_free(&r);
   const char *bad_ids[] = {
-      "/books/abc", "/books/0",      "/books/-1", "/books/1x", "/books/99999999999999999999",
-      "/loans/x",   "/books/x/loans"};
+      "/books/abc", "/books/0", "/books/-1", "/books/1x", "/books/99999999999999999999", "/loans/x",
+      "/books/x/loans",
+      /* not the id's canonical spelling: "/books/01" was book 1 under a second name */
+      "/books/01", "/books/001", "/books/00", "/books/+1", "/books/%2B1", "/books/%201",
+      "/books/1%20", "/books/%091", "/loans/01", "/books/01/loans"};
   for (size_t i = 0; i < sizeof bad_ids / sizeof bad_ids[0]; i++) {
     http_get(P.port, bad_ids[i], &r);
     expect_error(&r, 400, "bad_id"); /* the id is checked before the method */
@@ -119,6 +122,218 @@ static void test_list_books_pages(void **state) {
     expect_error(&r, 400, "bad_query");
     http_res_free(&r);
   }
+}
+
+/* A parameter given twice is refused with its name: MHD hands out the first, other stacks the
+ * last, so either answer would be a guess (it was the first, silently). */
+static void test_duplicate_query_parameters(void **state) {
+  (void)state;
+  static const struct {
+    const char *path, *name;
+  } cases[] = {{"/books?limit=1&limit=2", "limit"},         {"/books?limit=2&limit=2", "limit"},
+               {"/books?after=1&after=5&limit=1", "after"}, {"/books?limit=1&LIMIT=2", "limit"},
+               {"/books?lim%69t=1&limit=1", "limit"},       {"/books?limit&limit=3", "limit"},
+               {"/books?after=0&limit=3&after=0", "after"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    http_res r;
+    http_get(P.port, cases[i].path, &r);
+    expect_error(&r, 400, "bad_query");
+    json_t *j = http_json(&r);
+    const char *msg = json_string_value(json_object_get(j, "message"));
+    if (strncmp(msg, cases[i].name, strlen(cases[i].name)) || !strstr(msg, "once"))
+      fprintf(stderr, "%s: %s\n", cases[i].path, msg);
+    assert_int_equal(strncmp(msg, cases[i].name, strlen(cases[i].name)), 0);
+    assert_non_null(strstr(msg, "once"));
+    json_decref(j);
+    http_res_free(&r);
+  }
+  /* A bare name is given, without a value: not the default. */
+  http_res r;
+  http_get(P.port, "/books?limit", &r);
+  expect_error(&r, 400, "bad_query");
+  http_res_free(&r);
+  /* Each once, in any case, is fine; other parameters are not read, so not checked. */
+  http_get(P.port, "/books?LIMIT=2&after=1&x=1&x=2", &r);
+  assert_int_equal(r.status, 200);
+  json_t *j = http_json(&r);
+  assert_int_equal(json_array_size(json_object_get(j, "books")), 2);
+  json_decref(j);
+  http_res_free(&r);
+  /* The admin listener's one parameter too. */
+  http_get(P.admin_port, "/admin/stats?groups=all&groups=all", &r);
+  expect_error(&r, 400, "bad_query");
+  http_res_free(&r);
+  http_get(P.admin_port, "/admin/stats?groups=all", &r);
+  assert_int_equal(r.status, 200);
+  http_res_free(&r);
+}
+
+/* Fault rule ids on the admin listener are canonical too. */
+static void test_admin_ids_canonical(void **state) {
+  (void)state;
+  http_res r;
+  http_send(P.admin_port, "POST", "/admin/faults", NULL, "route=GET /nowhere,kind=close", &r);
+  assert_int_equal(r.status, 201);
+  json_t *j = http_json(&r);
+  int64_t id = (int64_t)json_integer_value(json_object_get(j, "id"));
+  json_decref(j);
+  http_res_free(&r);
+  char path[64];
+  snprintf(path, sizeof path, "/admin/faults/0%lld", (long long)id);
+  http_send(P.admin_port, "DELETE", path, NULL, NULL, &r);
+  expect_error(&r, 400, "bad_id");
+  http_res_free(&r);
+  snprintf(path, sizeof path, "/admin/faults/%lld", (long long)id);
+  http_send(P.admin_port, "DELETE", path, NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  http_res_free(&r);
+}
+
+/* The number of books and the last id, read in one page. */
+static int64_t count_books(int64_t *last_id) {
+  http_res r;
+  http_get(P.port, "/books?limit=100", &r);
+  assert_int_equal(r.status, 200);
+  json_t *j = http_json(&r);
+  json_t *books = json_object_get(j, "books");
+  assert_true(json_is_null(json_object_get(j, "next"))); /* fewer than 100 in this daemon */
+  int64_t n = (int64_t)json_array_size(books);
+  *last_id = (int64_t)json_integer_value(json_object_get(json_array_get(books, n - 1), "id"));
+  json_decref(j);
+  http_res_free(&r);
+  return n;
+}
+
+/* The last page has no next link, even when it is full: a link never leads to an empty page. */
+static void test_last_page_has_no_next(void **state) {
+  (void)state;
+  int64_t last, n = count_books(&last);
+  assert_true(n >= 2);
+  char path[96];
+  http_res r;
+  snprintf(path, sizeof path, "/books?limit=%lld", (long long)n); /* exactly all of them */
+  http_get(P.port, path, &r);
+  json_t *j = http_json(&r);
+  assert_int_equal((int64_t)json_array_size(json_object_get(j, "books")), n);
+  if (!json_is_null(json_object_get(j, "next")))
+    fprintf(stderr, "a full last page links to %s\n",
+            json_string_value(json_object_get(j, "next")));
+  assert_true(json_is_null(json_object_get(j, "next")));
+  json_decref(j);
+  http_res_free(&r);
+  snprintf(path, sizeof path, "/books?limit=%lld", (long long)(n - 1)); /* one more to come */
+  http_get(P.port, path, &r);
+  j = http_json(&r);
+  assert_non_null(json_string_value(json_object_get(j, "next")));
+  json_decref(j);
+  http_res_free(&r);
+  /* Walking with every page size: each page reached by a link holds a book, and together they
+   * hold each book once. */
+  for (int64_t limit = 1; limit <= n + 1; limit++) {
+    char next[128];
+    snprintf(next, sizeof next, "/books?limit=%lld", (long long)limit);
+    int64_t seen = 0, pages = 0;
+    while (next[0] && pages <= n + 1) {
+      http_get(P.port, next, &r);
+      assert_int_equal(r.status, 200);
+      j = http_json(&r);
+      size_t k = json_array_size(json_object_get(j, "books"));
+      assert_true(k > 0);
+      seen += (int64_t)k;
+      const char *nx = json_string_value(json_object_get(j, "next"));
+      snprintf(next, sizeof next, "%s", nx ? nx : "");
+      json_decref(j);
+      http_res_free(&r);
+      pages++;
+    }
+    assert_int_equal(seen, n);
+    assert_int_equal(pages, (n + limit - 1) / limit);
+  }
+  /* Past the end: empty, and no link. */
+  snprintf(path, sizeof path, "/books?after=%lld", (long long)last);
+  http_get(P.port, path, &r);
+  j = http_json(&r);
+  assert_int_equal(json_array_size(json_object_get(j, "books")), 0);
+  assert_true(json_is_null(json_object_get(j, "next")));
+  json_decref(j);
+  http_res_free(&r);
+}
+
+/* Bodies are JSON: another declared type is 415 and changes nothing; application/json with
+ * parameters, in any case, and no Content-Type at all are read as JSON. */
+static void test_content_type(void **state) {
+  (void)state;
+  int64_t id = lib_create_book(P.port, 50);
+  assert_true(id > 0);
+  char loans[64], book[64];
+  snprintf(loans, sizeof loans, "/books/%lld/loans", (long long)id);
+  snprintf(book, sizeof book, "/books/%lld", (long long)id);
+  static const char *const refused[] = {
+      "Content-Type: text/plain",
+      "Content-Type: application/x-www-form-urlencoded", /* curl -d's and libcurl's default */
+      "Content-Type: text/json",
+      "Content-Type: application/jsonx",
+      "Content-Type: application/merge-patch+json", /* JSON, but not a whole resource */
+      "Content-Type: application/json-seq",
+      "Content-Type: multipart/form-data; boundary=x",
+      "Content-Type;", /* present and empty */
+  };
+  int64_t stock = lib_stock(P.port, id);
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    const char *h[] = {refused[i], NULL};
+    http_res r;
+    http_send(P.port, "POST", loans, h, "{\"borrower\":\"ct\"}", &r);
+    expect_error(&r, 415, "unsupported_media_type");
+    http_res_free(&r);
+    http_send(P.port, "POST", "/books", h, "{\"title\":\"t\",\"author\":\"a\"}", &r);
+    expect_error(&r, 415, "unsupported_media_type");
+    http_res_free(&r);
+    http_send(P.port, "PUT", book, h, "{\"title\":\"t\",\"author\":\"a\",\"stock\":50}", &r);
+    expect_error(&r, 415, "unsupported_media_type");
+    http_res_free(&r);
+  }
+  assert_int_equal(lib_stock(P.port, id), stock);
+  /* A keyed loan refused for its type stores nothing: the corrected retry runs. */
+  const char *keyed_text[] = {"Idempotency-Key: ct-1", "Content-Type: text/plain", NULL};
+  const char *keyed_json[] = {"Idempotency-Key: ct-1", "Content-Type: application/json", NULL};
+  http_res r;
+  http_send(P.port, "POST", loans, keyed_text, "{}", &r);
+  expect_error(&r, 415, "unsupported_media_type");
+  http_res_free(&r);
+  http_send(P.port, "POST", loans, keyed_json, "{}", &r);
+  assert_int_equal(r.status, 201);
+  char v[16];
+  assert_null(http_header(&r, "Idempotent-Replayed", v, sizeof v));
+  http_res_free(&r);
+  static const char *const accepted[] = {
+      "Content-Type: application/json",
+      "Content-Type: APPLICATION/JSON",
+      "Content-Type: application/json; charset=utf-8",
+      "Content-Type: Application/Json ;charset=\"UTF-8\"",
+      "Content-Type: application/json;charset=iso-8859-1", /* RFC 8259: no effect */
+      "Content-Type:",                                     /* none at all */
+  };
+  for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
+    const char *h[] = {accepted[i], NULL};
+    http_send(P.port, "POST", loans, h, "{\"borrower\":\"ct\"}", &r);
+    if (r.status != 201)
+      fprintf(stderr, "%s: %ld %s\n", accepted[i], r.status, r.body);
+    assert_int_equal(r.status, 201);
+    http_res_free(&r);
+  }
+  assert_int_equal(lib_stock(P.port, id), stock - 1 - 6);
+  /* An empty body has no type to refuse (libcurl labels even that one), and a route that reads
+   * no body ignores the header. */
+  const char *text[] = {"Content-Type: text/plain", NULL};
+  http_send(P.port, "POST", loans, text, NULL, &r);
+  assert_int_equal(r.status, 201);
+  http_res_free(&r);
+  http_send(P.port, "POST", "/books", text, NULL, &r);
+  expect_error(&r, 400, "malformed_json");
+  http_res_free(&r);
+  http_send(P.port, "DELETE", "/books/777777", text, "x", &r);
+  expect_error(&r, 404, "not_found");
+  http_res_free(&r);
 }
 
 static void test_create_update_delete(void **state) {
@@ -434,8 +649,12 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_get_book),
       cmocka_unit_test(test_list_books_pages),
+      cmocka_unit_test(test_duplicate_query_parameters),
+      cmocka_unit_test(test_admin_ids_canonical),
+      cmocka_unit_test(test_last_page_has_no_next),
       cmocka_unit_test(test_create_update_delete),
       cmocka_unit_test(test_bad_bodies),
+      cmocka_unit_test(test_content_type),
       cmocka_unit_test(test_oversize_bodies),
       cmocka_unit_test(test_methods_and_unknown_routes),
       cmocka_unit_test(test_loans),

@@ -183,8 +183,15 @@ static void test_repeated_fields(void **state) {
   expect(&r, 400, "bad_header");
   raw("GET /books/1 HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", &r);
   expect(&r, 400, "bad_header");
-  const char *singles[] = {"X-Tenant", "X-API-Key", "X-Request-Id", "Linkd-Deadline",
-                           "grpc-timeout"};
+  /* Two Content-Types: which one describes the body would be a guess (MHD keeps the first). */
+  snprintf(req, sizeof req,
+           "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           "Content-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}",
+           LOANS);
+  raw(req, &r);
+  expect(&r, 400, "bad_header");
+  const char *singles[] = {"X-Tenant",       "X-API-Key",    "X-Request-Id",
+                           "Linkd-Deadline", "grpc-timeout", "Content-Type"};
   for (size_t i = 0; i < sizeof singles / sizeof singles[0]; i++) {
     snprintf(req, sizeof req, "POST %s HTTP/1.1\r\nHost: x\r\n%s: 1\r\n%s: 2\r\n\r\n", LOANS,
              singles[i], singles[i]);

@@ -18,7 +18,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -369,6 +371,81 @@ static void test_waker_order(void **state) {
   lk_waker_free(w);
 }
 
+/* lk_waker_at_fd: each entry's callback runs once, with whether the peer hung up. */
+typedef struct hup_note {
+  _Atomic int calls;
+  _Atomic int hup; /* of the last call */
+  _Atomic int64_t at;
+} hup_note;
+
+static void on_hup(void *arg, bool hup) {
+  hup_note *n = arg;
+  atomic_store(&n->hup, hup ? 1 : 0);
+  atomic_store(&n->at, lk_now_ns());
+  atomic_fetch_add(&n->calls, 1);
+}
+
+static void wait_calls(const hup_note *n, int want, int ms) {
+  for (int i = 0; i < ms / 5 && atomic_load(&n->calls) < want; i++) {
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void test_waker_hangup(void **state) {
+  (void)state;
+  lk_waker *w = lk_waker_new();
+  assert_non_null(w);
+  int64_t now = lk_now_ns();
+  int a[2], b[2], c[2], d[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, a), 0);
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, b), 0);
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, c), 0);
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, d), 0);
+  static hup_note na, nb, nc, nd, nt;
+  int plain = atomic_load(&wl.n);
+  lk_waker_at_fd(w, now + LK_SEC(3600), a[0], on_hup, &na);   /* its peer closes */
+  lk_waker_at_fd(w, now + LK_MS(80), b[0], on_hup, &nb);      /* its peer stays */
+  lk_waker_at_fd(w, now + LK_SEC(3600), c[0], on_hup, &nc);   /* its peer half-closes */
+  lk_waker_at_fd(w, now + LK_SEC(3600), d[0], on_hup, &nd);   /* its peer sends, then stays */
+  lk_waker_at(w, now + LK_MS(40), note, (void *)(intptr_t)0); /* a plain one meanwhile */
+  lk_waker_at_fd(w, now + LK_MS(60), -1, on_hup, &nt);        /* no socket: a timer */
+  /* Data to read is not a hang-up. */
+  assert_int_equal(write(d[1], "x", 1), 1);
+  wait_calls(&nb, 1, 2000);
+  assert_int_equal(atomic_load(&nb.calls), 1);
+  assert_int_equal(atomic_load(&nb.hup), 0);
+  assert_true(atomic_load(&nb.at) >= now + LK_MS(80));
+  assert_int_equal(atomic_load(&nt.calls), 1);
+  assert_int_equal(atomic_load(&nt.hup), 0);
+  assert_int_equal(atomic_load(&wl.n), plain + 1); /* the plain timer ran too */
+  assert_int_equal(atomic_load(&na.calls) + atomic_load(&nc.calls) + atomic_load(&nd.calls), 0);
+  /* The peer closes: at once, not at the due time an hour away. */
+  int64_t t0 = lk_now_ns();
+  close(a[1]);
+  wait_calls(&na, 1, 2000);
+  assert_int_equal(atomic_load(&na.calls), 1);
+  assert_int_equal(atomic_load(&na.hup), 1);
+  assert_true(atomic_load(&na.at) - t0 < LK_MS(500));
+  /* A half-close (the peer's FIN, its reading side still open) is a hang-up too: libmicrohttpd
+   * closes on that read EOF anyway. */
+  shutdown(c[1], SHUT_WR);
+  wait_calls(&nc, 1, 2000);
+  assert_int_equal(atomic_load(&nc.calls), 1);
+  assert_int_equal(atomic_load(&nc.hup), 1);
+  assert_int_equal(atomic_load(&nd.calls), 0);
+  /* A flush runs the rest now, not as hang-ups; nothing runs twice. */
+  lk_waker_flush(w);
+  wait_calls(&nd, 1, 2000);
+  assert_int_equal(atomic_load(&nd.calls), 1);
+  assert_int_equal(atomic_load(&nd.hup), 0);
+  lk_waker_free(w);
+  assert_int_equal(atomic_load(&na.calls), 1);
+  assert_int_equal(atomic_load(&nb.calls), 1);
+  assert_int_equal(atomic_load(&nc.calls), 1);
+  close(a[0]), close(b[0]), close(b[1]), close(c[0]), close(c[1]), close(d[0]), close(d[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_idem_key_syntax),
@@ -382,6 +459,7 @@ int main(void) {
       cmocka_unit_test(test_fault_latency_and_first_action),
       cmocka_unit_test(test_inflight),
       cmocka_unit_test(test_waker_order),
+      cmocka_unit_test(test_waker_hangup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
