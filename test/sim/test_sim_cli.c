@@ -119,43 +119,47 @@ static void write_file(const char *path, const char *text) {
   fclose(f);
 }
 
+/* Writes `text` to DIR/name, runs `linkd sim` on it, checks the exit code and returns the
+ * output (the caller frees it); `path` gets the file's name. */
+static char *sim_file(const char *dir, const char *name, const char *text, int want_rc, char *path,
+                      size_t cap) {
+  char cmd[1024], *out;
+  snprintf(path, cap, "%s/%s", dir, name);
+  write_file(path, text);
+  snprintf(cmd, sizeof cmd, "%s sim %s", LINKD_BIN, path);
+  assert_int_equal(run(cmd, &out), want_rc);
+  return out;
+}
+
 /* What the file lacks is named without a line; a key that does not apply is refused with its
  * file, line and why; a byte order mark does not break line 1. */
 static void test_scenario_messages(void **state) {
   (void)state;
   char dir[] = "/tmp/linkd-sim-test-XXXXXX";
   assert_non_null(mkdtemp(dir));
-  char path[256], cmd[1024], want[512], *out;
-  snprintf(path, sizeof path, "%s/empty.scn", dir);
-  write_file(path, "seed 1\npolicy p attempts=2\n");
-  snprintf(cmd, sizeof cmd, "%s sim %s", LINKD_BIN, path);
-  assert_int_equal(run(cmd, &out), 78);
-  snprintf(want, sizeof want, "linkd sim: %s: no tier: a scenario needs at least one `tier` line\n",
-           path);
-  assert_string_equal(out, want);
-  free(out);
-  snprintf(path, sizeof path, "%s/noclient.scn", dir);
-  write_file(path, "policy p\ntier t service=1ms\n");
-  snprintf(cmd, sizeof cmd, "%s sim %s", LINKD_BIN, path);
-  assert_int_equal(run(cmd, &out), 78);
-  snprintf(want, sizeof want,
-           "linkd sim: %s: no client: a scenario needs at least one `client` line\n", path);
-  assert_string_equal(out, want);
-  free(out);
-  snprintf(path, sizeof path, "%s/breaker.scn", dir);
-  write_file(path, "seed 1\npolicy p attempts=3 breaker.window=50\ntier t service=1ms\n"
-                   "client c rate=10/s target=t policy=p\n");
-  snprintf(cmd, sizeof cmd, "%s sim %s", LINKD_BIN, path);
-  assert_int_equal(run(cmd, &out), 78);
-  snprintf(want, sizeof want,
-           "linkd sim: %s: line 2: policy p: breaker.window applies only with breaker=yes\n", path);
-  assert_string_equal(out, want);
-  free(out);
-  snprintf(path, sizeof path, "%s/bom.scn", dir);
-  write_file(path, "\xef\xbb\xbfseed 9\nduration 1s\ndrain 1s\npolicy p\ntier t service=1ms\n"
-                   "client c rate=10/s target=t policy=p\n");
-  snprintf(cmd, sizeof cmd, "%s sim %s", LINKD_BIN, path);
-  assert_int_equal(run(cmd, &out), 0);
+  static const struct {
+    const char *name, *text, *msg; /* msg: after "linkd sim: PATH: " */
+  } cases[] = {
+      {"empty.scn", "seed 1\npolicy p attempts=2\n",
+       "no tier: a scenario needs at least one `tier` line\n"},
+      {"noclient.scn", "policy p\ntier t service=1ms\n",
+       "no client: a scenario needs at least one `client` line\n"},
+      {"breaker.scn",
+       "seed 1\npolicy p attempts=3 breaker.window=50\ntier t service=1ms\n"
+       "client c rate=10/s target=t policy=p\n",
+       "line 2: policy p: breaker.window applies only with breaker=yes\n"},
+  };
+  char path[256], want[512], cmd[1024], *out;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    out = sim_file(dir, cases[i].name, cases[i].text, 78, path, sizeof path);
+    snprintf(want, sizeof want, "linkd sim: %s: %s", path, cases[i].msg);
+    assert_string_equal(out, want);
+    free(out);
+  }
+  out = sim_file(dir, "bom.scn",
+                 "\xef\xbb\xbfseed 9\nduration 1s\ndrain 1s\npolicy p\ntier t service=1ms\n"
+                 "client c rate=10/s target=t policy=p\n",
+                 0, path, sizeof path);
   assert_true(strncmp(out, "seed 9, 1s of arrivals", 22) == 0);
   free(out);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

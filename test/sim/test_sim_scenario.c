@@ -92,6 +92,17 @@ typedef struct bad {
   const char *msg; /* expected prefix of the message */
 } bad;
 
+/* Each text is refused (LK_EPARSE) with a message starting with its msg. */
+static void expect_errors(const bad *cases, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    sim_scenario s;
+    char err[256] = "";
+    int rc = parse(cases[i].text, &s, err, sizeof err);
+    if (rc != LK_EPARSE || strncmp(err, cases[i].msg, strlen(cases[i].msg)) != 0)
+      fail_msg("case %zu: rc %d, message '%s', expected '%s...'", i, rc, err, cases[i].msg);
+  }
+}
+
 static void test_errors_name_their_line(void **state) {
   (void)state;
   static const bad cases[] = {
@@ -153,13 +164,7 @@ static void test_errors_name_their_line(void **state) {
        "client c rate=1 target=a policy=p\n",
        "line 2: window longer than the duration"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    sim_scenario s;
-    char err[256] = "";
-    int rc = parse(cases[i].text, &s, err, sizeof err);
-    if (rc != LK_EPARSE || strncmp(err, cases[i].msg, strlen(cases[i].msg)) != 0)
-      fail_msg("case %zu: rc %d, message '%s', expected '%s...'", i, rc, err, cases[i].msg);
-  }
+  expect_errors(cases, sizeof cases / sizeof cases[0]);
 }
 
 /* What the file lacks as a whole has no line to name: the message says what is needed. */
@@ -258,13 +263,7 @@ static void test_keys_that_do_not_apply(void **state) {
       {"trigger slowdown client=c from=1s to=2s factor=2\n",
        "line 1: trigger slowdown: client does not apply"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    sim_scenario s;
-    char err[256] = "";
-    int rc = parse(cases[i].text, &s, err, sizeof err);
-    if (rc != LK_EPARSE || strncmp(err, cases[i].msg, strlen(cases[i].msg)) != 0)
-      fail_msg("case %zu: rc %d, message '%s', expected '%s...'", i, rc, err, cases[i].msg);
-  }
+  expect_errors(cases, sizeof cases / sizeof cases[0]);
   /* Where they apply, in any order on the line. */
   static const char *const good[] = {
       "policy p breaker.window=50 breaker.min=10 breaker.wait=yes breaker=yes\n",
