@@ -205,11 +205,11 @@ int64_t lk_adaptive_record(lk_adaptive *a, int64_t now, int64_t rtt, lk_adaptive
 }
 
 int64_t lk_adaptive_limit(const lk_adaptive *a) {
-  return atomic_load_explicit(&((lk_adaptive *)a)->limit, memory_order_relaxed);
+  return atomic_load_explicit(&a->limit, memory_order_relaxed);
 }
 
 int64_t lk_adaptive_min_rtt(const lk_adaptive *a) {
-  return atomic_load_explicit(&((lk_adaptive *)a)->min_rtt, memory_order_relaxed);
+  return atomic_load_explicit(&a->min_rtt, memory_order_relaxed);
 }
 
 int lk_adaptive_attach(lk_adaptive *a, lk_bulkhead *b) {

@@ -529,7 +529,7 @@ void lk_breaker_reset(lk_breaker *b, int64_t now) {
 /* --- queries ----------------------------------------------------------------------------------- */
 
 int64_t lk_breaker_retry_at(const lk_breaker *cb, int64_t now) {
-  lk_breaker *b = (lk_breaker *)cb; /* loads only */
+  const lk_breaker *b = cb;
   uint64_t w = atomic_load_explicit(&b->state, memory_order_acquire);
   switch (LK_BK_STATE(w)) {
   case LK_BREAKER_OPEN: {
@@ -553,7 +553,7 @@ int64_t lk_breaker_retry_at(const lk_breaker *cb, int64_t now) {
 }
 
 lk_breaker_state lk_breaker_get_state(const lk_breaker *cb) {
-  lk_breaker *b = (lk_breaker *)cb; /* loads only */
+  const lk_breaker *b = cb;
   return LK_BK_STATE(atomic_load_explicit(&b->state, memory_order_acquire));
 }
 
@@ -564,7 +564,7 @@ static double rate(int64_t part, int64_t calls, int64_t minimum) {
 int lk_breaker_metrics_get(const lk_breaker *cb, int64_t now, lk_breaker_metrics *out) {
   if (!cb || !out)
     return LK_EINVAL;
-  lk_breaker *b = (lk_breaker *)cb; /* loads only */
+  const lk_breaker *b = cb;
   memset(out, 0, sizeof *out);
   uint64_t w = atomic_load_explicit(&b->state, memory_order_acquire);
   out->state = LK_BK_STATE(w);

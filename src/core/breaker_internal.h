@@ -121,6 +121,6 @@ void lk__bk_window_reset(lk_breaker *b, uint64_t period);
 bool lk__bk_window_record(lk_breaker *b, uint64_t period, int64_t now, unsigned outcome,
                           lk_bk_tally *after);
 /* The window's content as of `now`, read-only. */
-void lk__bk_window_tally(lk_breaker *b, int64_t now, lk_bk_tally *out);
+void lk__bk_window_tally(const lk_breaker *b, int64_t now, lk_bk_tally *out);
 
 #endif

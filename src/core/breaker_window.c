@@ -84,12 +84,12 @@ static int64_t floor_sec(int64_t now) {
   return (now % LK_NS_PER_S != 0 && now < 0) ? q - 1 : q;
 }
 
-static lk_bk_bucket *bucket_of(lk_breaker *b, int64_t sec) {
+static lk_bk_bucket *bucket_of(const lk_breaker *b, int64_t sec) {
   int64_t m = sec % b->n;
   return &b->buckets[m < 0 ? m + b->n : m];
 }
 
-static void snapshot_read(lk_breaker *b, int64_t *head, lk_bk_tally *agg) {
+static void snapshot_read(const lk_breaker *b, int64_t *head, lk_bk_tally *agg) {
   for (unsigned spins = 0;; spins++) {
     uint64_t s1 = atomic_load_explicit(&b->tseq, memory_order_acquire);
     if (!(s1 & 1)) {
@@ -125,7 +125,7 @@ static void bucket_clear(lk_bk_bucket *k) {
   atomic_store_explicit(&k->calls, 0, RELAXED);
 }
 
-static void bucket_add(lk_bk_tally *t, lk_bk_bucket *k) {
+static void bucket_add(lk_bk_tally *t, const lk_bk_bucket *k) {
   t->calls += atomic_load_explicit(&k->calls, RELAXED);
   t->failed += atomic_load_explicit(&k->failed, RELAXED);
   t->slow += atomic_load_explicit(&k->slow, RELAXED);
@@ -205,7 +205,7 @@ bool lk__bk_window_record(lk_breaker *b, uint64_t period, int64_t now, unsigned 
   return time_record(b, now, outcome, after);
 }
 
-void lk__bk_window_tally(lk_breaker *b, int64_t now, lk_bk_tally *out) {
+void lk__bk_window_tally(const lk_breaker *b, int64_t now, lk_bk_tally *out) {
   out->calls = out->failed = out->slow = 0;
   if (b->wkind == LK_BREAKER_WINDOW_COUNT) {
     uint64_t seq = atomic_load_explicit(&b->seq, RELAXED);

@@ -323,7 +323,7 @@ static double clamp01(double x) { return x < 0.0 ? 0.0 : x > 1.0 ? 1.0 : x; }
 int lk_budget_stats_get(const lk_budget *cb, int64_t now, lk_budget_stats *out) {
   if (!cb || !out)
     return LK_EINVAL;
-  lk_budget *b = (lk_budget *)cb; /* atomics are loaded, never stored */
+  const lk_budget *b = cb;
   memset(out, 0, sizeof *out);
   if (b->be) {
     int rc = b->be->stats(b->be_arg, now, out);

@@ -53,7 +53,7 @@ struct lk_budget {
  * (events from before the head are counted in the head bucket). */
 lk_ratio_bucket *lk__ratio_bucket(lk_budget *b, int64_t now);
 /* RATIO: sums of the buckets still inside the window at `now` (read-only). */
-void lk__ratio_sums(lk_budget *b, int64_t now, int64_t *requests, int64_t *retries);
+void lk__ratio_sums(const lk_budget *b, int64_t now, int64_t *requests, int64_t *retries);
 /* floor(a / b) for b > 0. */
 int64_t lk__floor_div(int64_t a, int64_t b);
 

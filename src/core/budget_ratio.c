@@ -61,7 +61,7 @@ lk_ratio_bucket *lk__ratio_bucket(lk_budget *b, int64_t now) {
   return k;
 }
 
-void lk__ratio_sums(lk_budget *b, int64_t now, int64_t *requests, int64_t *retries) {
+void lk__ratio_sums(const lk_budget *b, int64_t now, int64_t *requests, int64_t *retries) {
   int64_t e = lk__floor_div(now, b->width), req = 0, ret = 0;
   if (atomic_load_explicit(&b->head, memory_order_acquire) != LK_RATIO_EMPTY) {
     for (int i = 0; i < b->n; i++) {

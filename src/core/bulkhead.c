@@ -351,7 +351,7 @@ int lk_bulkhead_set_max(lk_bulkhead *b, int64_t max_concurrent) {
 }
 
 static uint64_t state_of(const lk_bulkhead *b) {
-  return atomic_load_explicit(&((lk_bulkhead *)b)->state, memory_order_relaxed);
+  return atomic_load_explicit(&b->state, memory_order_relaxed);
 }
 
 int64_t lk_bulkhead_max(const lk_bulkhead *b) { return (int64_t)max_of(state_of(b)); }
@@ -359,7 +359,7 @@ int64_t lk_bulkhead_in_use(const lk_bulkhead *b) { return (int64_t)in_use_of(sta
 int64_t lk_bulkhead_queue_depth(const lk_bulkhead *b) { return (int64_t)waiters_of(state_of(b)); }
 
 void lk_bulkhead_get_stats(const lk_bulkhead *b, lk_bulkhead_stats *out) {
-  lk_bulkhead *m = (lk_bulkhead *)b; /* counters are only read through m */
+  const lk_bulkhead *m = b;
   uint64_t s = state_of(b);
   out->in_use = (int64_t)in_use_of(s);
   out->queue_depth = (int64_t)waiters_of(s);

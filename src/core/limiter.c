@@ -57,7 +57,7 @@ static params params_of(const lk_limiter_config *c) {
 }
 
 static params params_load(const lk_limiter *l) {
-  lk_limiter *m = (lk_limiter *)l; /* atomics are read, never written, through m */
+  const lk_limiter *m = l;
   for (;;) {
     uint64_t s1 = atomic_load_explicit(&m->seq, memory_order_acquire);
     /* Acquire loads keep the second seq load after them (no standalone fence: TSan-friendly). */
@@ -213,7 +213,7 @@ int lk_limiter_set_config(lk_limiter *l, const lk_limiter_config *c, const char 
 }
 
 void lk_limiter_get_config(const lk_limiter *l, lk_limiter_config *out) {
-  lk_limiter *m = (lk_limiter *)l;
+  const lk_limiter *m = l;
   for (;;) {
     uint64_t s1 = atomic_load_explicit(&m->seq, memory_order_acquire);
     double rate = atomic_load_explicit(&m->rate, memory_order_acquire);
@@ -231,7 +231,7 @@ int64_t lk_limiter_available(const lk_limiter *l, int64_t now) {
   if (l->be)
     return l->be->available ? l->be->available(l->be_arg, now) : 0;
   params p = params_load(l);
-  int64_t tat = atomic_load_explicit(&((lk_limiter *)l)->tat, memory_order_relaxed);
+  int64_t tat = atomic_load_explicit(&l->tat, memory_order_relaxed);
   int64_t base = tat > now ? tat : now;
   /* Room left before max(TAT, now) reaches now + span, in whole intervals. */
   int64_t room = lk_sat_sub(lk_sat_add(now, p.span), base);
@@ -244,6 +244,6 @@ int64_t lk_limiter_wait_time(const lk_limiter *l, int64_t now) {
   if (l->be)
     return l->be->wait_time ? l->be->wait_time(l->be_arg, now) : 0;
   params p = params_load(l);
-  int64_t tat = atomic_load_explicit(&((lk_limiter *)l)->tat, memory_order_relaxed);
+  int64_t tat = atomic_load_explicit(&l->tat, memory_order_relaxed);
   return wait_for(lk_sat_add(tat > now ? tat : now, p.interval), p.span, now);
 }

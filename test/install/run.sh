@@ -205,10 +205,12 @@ echo "ok: [multiarch] no RUNPATH in a system libdir"
 # The parent installs and exports a library of its own that links linkd::core_static, so it sets
 # LINKD_INSTALL (README, "Installing and embedding"); the tree it installs holds liblinkd-core
 # only, its headers and a linkd.h that includes them (no http.h, idem.h, outbox.h, linkd.pc).
+# The parent's flags are stricter than linkd's own: -Wcast-qual -Werror reach the core's sources
+# too (its queries on const objects load atomics through const pointers, without casts).
 mkdir -p "$tmp/empty-pc"
 quiet env PKG_CONFIG_LIBDIR="$tmp/empty-pc" PKG_CONFIG_PATH= \
   cmake -S "$here/consumer_subdir" -B "$tmp/subbuild" -DLINKD_SOURCE_DIR="$source_dir" \
-  -DCMAKE_MODULE_PATH="$here/poison;$here/poison/sqlite"
+  -DCMAKE_MODULE_PATH="$here/poison;$here/poison/sqlite" -DCMAKE_C_FLAGS="-Wcast-qual -Werror"
 quiet cmake --build "$tmp/subbuild" -j2
 check "add_subdirectory, LINKD_HTTP=OFF, no HTTP dependencies" "$tmp/subbuild/consumer_core"
 # linkd registers no tests of its own in a parent project.
