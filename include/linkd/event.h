@@ -12,7 +12,8 @@
  *
  * Events of one call are delivered in order on the thread that runs the call, never with a
  * library lock held. The event and everything it points to are valid during the callback only.
- * The callback must not call into the call's executor or client; it may be slow (the call waits).
+ * The callback must not call into the call's client; an executor's asynchronous call may be
+ * aborted or stepped from it (exec.h, "Re-entrancy"). It may be slow (the call waits).
  *
  * ABI. lk_event is read-only for applications and is only ever produced by the library, so it
  * may grow: `size` is sizeof(lk_event) as the library was built, the union has reserved room,

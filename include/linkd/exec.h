@@ -44,8 +44,24 @@
  *
  * Threading. A call belongs to one thread at a time (the loop's); the shared protections are
  * thread-safe. lk_cancel_fire() is safe from any thread. Callbacks (attempt, events, fallback,
- * loop hooks except `wake`) run on the call's thread, never with a library lock held, and must
- * not call into the same call except where a comment says so.
+ * loop hooks except `wake`) run on the call's thread, never with a library lock held.
+ *
+ * Re-entrancy. A synchronous attempt function may run calls of its own (a nested lk_exec_run
+ * on the same thread is a call of its own; one that waits for a bulkhead slot its caller holds
+ * waits at most its pool_timeout) and fire the token. An asynchronous call's hooks and callbacks
+ * (start, timer, expire, on_event, fallback, done) may call lk_exec_attempt_end, lk_exec_timer
+ * and lk_exec_abort on their own call: what they ask for is recorded and carried out once the
+ * step in progress is over, before the outermost lk_exec_* function returns — never in the
+ * middle of a step. From the fallback, the CALL_END event, the final loop.timer(-1) and done the
+ * call is over: those calls return LK_ESTATE. `wake` must only signal its loop.
+ *
+ * Deadline accounting. No attempt starts after the deadline, an attempt's timeout ends by it,
+ * and no wait (bulkhead, limiter, breaker probe, backoff, Retry-After) lasts past it, so
+ * `elapsed` is at most the deadline when every attempt keeps to its timeout: to the nanosecond
+ * with a fake clock and a sleep that does not oversleep, plus the wake-up latency of a real
+ * wait otherwise. The executor cannot stop an attempt: one that overruns its timeout is recorded
+ * as it reports (a late success is a success), and no attempt follows it once the deadline has
+ * passed, so `elapsed` exceeds the deadline by the overrun of the last attempt at most.
  *
  * Time and randomness. Every time is read from policy.clock and every random draw (backoff
  * jitter, trace span ids) comes from policy.rng, so a test with a fake clock, a fake sleep and
@@ -79,10 +95,16 @@ LK_BEGIN_DECLS
  * ========================================================================================== */
 
 /* A cancellation token, shareable by many calls (like a context). Firing it ends every call that
- * uses it: a synchronous call waiting for a delay or a bulkhead slot wakes at once; an attempt
- * in progress sees it through lk_cancel_fired() (the attempt function should poll it or hand it
- * to its own I/O) and the call ends after it returns, with LK_ECANCELED. An asynchronous call
- * sees it at its next step (its timer or attempt end); call lk_exec_abort() to end it at once.
+ * uses it, with LK_ECANCELED and failure LK_F_CANCELLED: a call not yet started runs no attempt;
+ * a synchronous call waiting for a backoff, a bulkhead slot, a limiter token or the breaker's
+ * probe wakes at once (unless policy.sleep replaces the wait), giving back its place in the
+ * bulkhead queue (a reserved limiter token cannot be given back); an attempt in progress sees it
+ * through lk_cancel_fired() (the attempt function should poll it or hand it to its own I/O) and
+ * the call ends after it returns — unless that attempt succeeded: the work is done, the call
+ * ends LK_OK. A cancelled attempt's failure is not recorded in the breaker (its permit is given
+ * back), the budget or the adaptive limit. The fallback, if any, is still called (a cancel is a
+ * failure for good, as for HTTP calls). An asynchronous call sees the token at its next step
+ * (its timer or attempt end); call lk_exec_abort() to end it at once. Firing twice is harmless.
  * Thread-safety: fire and fired are safe from any thread (not from signal handlers: fire takes
  * a mutex to wake sleepers); free only when no call uses the token. */
 typedef struct lk_cancel lk_cancel;
@@ -114,10 +136,17 @@ typedef struct lk_exec_attempt {
 
 /* How one attempt ended, filled by the operation. */
 typedef struct lk_exec_outcome {
-  lk_failure failure;  /* LK_F_NONE = success; an out-of-range kind counts as TRANSPORT_ERROR */
+  lk_failure failure;  /* LK_F_NONE = success. A kind outside the enum counts as TRANSPORT_ERROR
+                          with sent = true, whatever `sent` says (the most cautious failure).
+                          TERMINAL kinds are the executor's own; reported by the operation they
+                          end the call: DEADLINE_EXCEEDED as LK_EDEADLINE, the others (CANCELLED
+                          without the token firing, BREAKER_OPEN, ...) as LK_ENOTRETRYABLE */
   bool sent;           /* the request (statement, command) was sent in full, so the server may
                           have acted on it; false = it cannot have (e.g. connect refused) */
-  int64_t retry_after; /* ns the server asked to wait before the next attempt; < 0 if none */
+  int64_t retry_after; /* ns the server asked to wait before the next attempt; < 0 (any negative
+                          value) if none. Cut to retry.retry_after_cap; a wait that would not end
+                          before the deadline ends the call at once with LK_EDEADLINE
+                          ("Retry-After Xms >= remaining Yms"), it is never waited for */
 } lk_exec_outcome;
 
 /* The synchronous attempt function: performs one attempt, fills *out (pre-set to
@@ -161,14 +190,20 @@ typedef struct lk_exec_result {
   int original_err;    /* the error the call failed with before the fallback (LK_OK if none) */
   lk_exec_attempt_info *timeline; /* caller's array, or NULL */
   size_t timeline_cap;
+  int fallback_err; /* what the fallback returned when it was called and could not help
+                       (err is then the call's own error); LK_OK when it produced the result
+                       or was not called */
 } lk_exec_result;
 
-/* The fallback: called once when a call has failed for good (never for LK_OK, never for
- * LK_EINVAL / LK_ECONFIG), with the final error in r->err and the whole timeline. Return LK_OK
- * when it produced a substitute result (a stale cached copy, a default value; the caller keeps
- * it in ctx): the call then ends with err = LK_OK, fallback = true and original_err = the error,
- * the timeline untouched, and lk_call_metrics_fallback(metrics, error) counts it. Any other
- * return leaves the call's error as it was. Runs on the call's thread. */
+/* The fallback: called exactly once when a call has failed for good — the deadline, a
+ * protection and a cancel (token or lk_exec_abort) included — never for LK_OK and never for a
+ * call that could not start (LK_EINVAL / LK_ECONFIG / LK_ESYS), with the final error in r->err,
+ * the final kind in r->failure and the whole timeline (r->timeline may be NULL: the caller's
+ * array). Return LK_OK when it produced a substitute result (a stale cached copy, a default
+ * value; the caller keeps it in ctx): the call then ends with err = LK_OK, fallback = true and
+ * original_err = the error, the timeline untouched, and lk_call_metrics_fallback(metrics, error)
+ * counts it. Any other return leaves the call's error as it was and is reported in
+ * fallback_err. Runs on the call's thread, after the call is over (see Re-entrancy above). */
 typedef int (*lk_exec_fallback_fn)(void *ctx, const lk_exec_result *r);
 
 /* Sleeps until `until` on the policy's clock, or less: returning early is fine, the executor
@@ -218,14 +253,18 @@ typedef struct lk_exec_policy {
 
 /* Sets every field to its default (see the struct). */
 LK_EXPORT void lk_exec_policy_init_default(lk_exec_policy *p);
-/* LK_OK or LK_ECONFIG with *why (if non-NULL) a static message naming the field. */
+/* LK_OK or LK_ECONFIG with *why (if non-NULL) a static message naming the field. The retry
+ * config is checked as lk_retry_policy_init checks it (max_attempts, the backoff, the
+ * Retry-After cap, min_attempt), since `retry` is a plain field a caller may edit after init or
+ * never initialise. A NULL policy is LK_ECONFIG. */
 LK_EXPORT int lk_exec_policy_validate(const lk_exec_policy *p, const char **why);
 
 /* Runs a call synchronously: `fn(ctx, ...)` once per attempt, on this thread. `cancel` is
  * optional. *res is filled in every case (its timeline / timeline_cap are the caller's: set
  * them, or leave NULL / 0). Returns res->err: LK_EINVAL for a NULL policy or fn (NULL res:
  * LK_EINVAL, nothing filled), LK_ECONFIG for an invalid policy, LK_ESYS if this thread's wait
- * could not be set up (not seen on glibc). */
+ * could not be set up (not seen on glibc); for these the call does not start (no attempt, no
+ * event, no fallback) and res->stop says why (the validation message for LK_ECONFIG). */
 LK_EXPORT int lk_exec_run(const lk_exec_policy *p, lk_exec_fn fn, void *ctx, lk_cancel *cancel,
                           lk_exec_result *res);
 
@@ -246,8 +285,11 @@ typedef struct lk_exec_loop {
    * as possible); delay < 0 disarms it. When it fires, call lk_exec_timer(call). Required. */
   void (*timer)(void *ctx, lk_exec_call *call, int64_t delay);
   /* Optional: the attempt in progress reached its timeout (its end_at); stop it and report
-   * (e.g. LK_F_READ_TIMEOUT) through lk_exec_attempt_end. NULL: the operation keeps its own
-   * time and the executor arms no timer during attempts. */
+   * (e.g. LK_F_READ_TIMEOUT) through lk_exec_attempt_end, from inside this hook if it can.
+   * Called again each time the timer fires after end_at while no report has come: the call
+   * waits for the report, past its deadline if need be (the executor cannot stop what the loop
+   * runs). NULL: the operation keeps its own time and the executor arms no timer during
+   * attempts. */
   void (*expire)(void *ctx, lk_exec_call *call);
   /* Optional with a bulkhead: a slot was handed to this queued call. Runs on the thread that
    * released the slot, with the bulkhead's lock held: only signal your loop (write an eventfd),
@@ -265,22 +307,33 @@ typedef void (*lk_exec_done_fn)(void *ud, const lk_exec_result *res);
 /* Starts a call asynchronously. The policy and loop are copied; `cancel` (optional) must outlive
  * the call. `timeline` / `timeline_cap` (optional) receive the timeline and must stay valid until
  * `done` has run. The first step runs from the loop: the timer is armed with delay 0 before this
- * returns, nothing else happens inside it. Returns LK_OK (done will run exactly once), or
- * LK_EINVAL / LK_ECONFIG / LK_ENOMEM without calling done. *out (optional) gets the call. */
+ * returns, nothing else happens inside it (unless loop.timer calls lk_exec_timer at once: then
+ * the first attempt starts before this returns, and done may have run). Returns LK_OK (done will
+ * run exactly once), or LK_EINVAL / LK_ECONFIG / LK_ENOMEM without calling done (*out NULL).
+ * *out (optional) gets the call. */
 LK_EXPORT int lk_exec_start(const lk_exec_policy *p, const lk_exec_loop *loop, lk_cancel *cancel,
                             lk_exec_attempt_info *timeline, size_t timeline_cap,
                             lk_exec_done_fn done, void *ud, lk_exec_call **out);
 
-/* The attempt started through loop.start ended as `o`. LK_OK, or LK_ESTATE when the call has
- * no attempt in progress (nothing changes). May run `done` (the call is then gone). */
+/* The attempt started through loop.start ended as `o`. LK_OK, or LK_EINVAL (NULL), or
+ * LK_ESTATE when the call has no attempt in progress or it was reported already (nothing
+ * changes). Exactly one report per started attempt. May run `done`: the call is then gone, and
+ * a report after that (a timeout and a completion both heard of, a hedged twin) is a use after
+ * free — a loop that may hear twice of one attempt must drop the second itself. */
 LK_EXPORT int lk_exec_attempt_end(lk_exec_call *call, const lk_exec_outcome *o);
 
-/* The timer armed through loop.timer fired (early is fine: the call re-checks). LK_OK. */
+/* The timer armed through loop.timer fired (early is fine: the call re-checks). LK_OK, or
+ * LK_ESTATE once the call is over (from its fallback, CALL_END or done). */
 LK_EXPORT int lk_exec_timer(lk_exec_call *call);
 
 /* Ends the call now, with LK_ECANCELED: a waiting call finishes at once (done runs inside);
  * with an attempt in progress the call ends when that attempt reports (ask your operation to
- * stop). LK_OK. */
+ * stop), with LK_OK if it succeeded. From a hook or event of the call it takes effect at the end
+ * of the step in progress: an abort during an admission (WAIT, BREAKER_TRANSITION) starts no
+ * attempt, one from ATTEMPT_START waits for that attempt, one from the event of a step that ends
+ * the call anyway (BUDGET_REFUSED, a final ATTEMPT_END) leaves that result. LK_OK (twice is
+ * fine while the call lasts), or LK_ESTATE once the call is over (from its fallback, CALL_END or
+ * done). */
 LK_EXPORT int lk_exec_abort(lk_exec_call *call);
 
 LK_END_DECLS

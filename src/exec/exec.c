@@ -104,8 +104,10 @@ struct lk_exec_call {
   lk_prot prot;
   int64_t att_start, att_timeout;
   lk_traceparent parent, span;
-  bool in_start, have_pending, aborted, heap;
-  lk_exec_outcome pending; /* reported from inside loop.start */
+  bool have_pending, aborted, heap;
+  bool kick;               /* lk_exec_timer ran from inside a hook: step once it has returned */
+  int busy;                /* lk_exec_* entries of this call on its thread's stack */
+  lk_exec_outcome pending; /* reported from inside a hook (loop.start, expire, an event) */
   /* synchronous calls */
   bool sync, run_attempt;
   lk_exec_fn fn;
@@ -207,8 +209,12 @@ static void free_call(lk_exec_call *k) {
     free(k);
 }
 
+/* Ends the call. The state is DONE before any callback runs, so a fallback, an event callback,
+ * loop.timer or done that calls back into the call is told LK_ESTATE; an asynchronous call is
+ * freed by the outermost lk_exec_* entry once everything on the stack is done with it (leave). */
 static void finish(lk_exec_call *k, int64_t now, int err, lk_failure kind, const char *stop) {
   lk_exec_policy *p = &k->pol;
+  k->state = ST_DONE;
   lk__slot_release(&k->adm.slot, p->bulkhead);
   lk_exec_result *r = &k->res;
   r->err = err;
@@ -218,7 +224,10 @@ static void finish(lk_exec_call *k, int64_t now, int err, lk_failure kind, const
   /* the call is counted as it ended; a fallback is counted apart, by the error it replaced */
   bool ok = err == LK_OK;
   lk_call_metrics_call_end(p->metrics, ok, ok && k->number == 1, k->number, r->elapsed, err);
-  if (!ok && p->fallback && p->fallback(p->fallback_ctx, r) == LK_OK) {
+  int frc = !ok && p->fallback ? p->fallback(p->fallback_ctx, r) : LK_OK;
+  if (!ok && p->fallback && frc != LK_OK) {
+    r->fallback_err = frc; /* it was asked and could not help: the error stays */
+  } else if (!ok && p->fallback) {
     r->original_err = err;
     r->fallback = true;
     r->err = LK_OK;
@@ -241,11 +250,9 @@ static void finish(lk_exec_call *k, int64_t now, int err, lk_failure kind, const
     ev.u.end.fallback = r->fallback;
     emit(k, &ev);
   }
-  k->state = ST_DONE;
   if (!k->sync) {
     k->loop.timer(k->loop.ctx, k, -1); /* the call is gone after done: nothing may fire for it */
     k->done(k->ud, r);
-    free_call(k);
   }
 }
 
@@ -337,6 +344,13 @@ static void step(lk_exec_call *k, int64_t now) {
   case LK_ADMIT_REFUSED: refuse(k, now, kind, err); return;
   case LK_ADMIT_GO: break;
   }
+  if (k->aborted || lk_cancel_fired(k->cancel)) {
+    /* asked for from an event of this admission (WAIT, BREAKER_TRANSITION): the attempt does
+     * not start; the breaker's permit goes back, the slot with the call (finish) */
+    lk__breaker_release(p->breaker, &k->prot);
+    cancelled(k, now);
+    return;
+  }
   k->number++;
   k->att_start = now;
   k->att_timeout = lk_attempt_timeout(p->attempt_timeout, remaining);
@@ -365,20 +379,18 @@ static void step(lk_exec_call *k, int64_t now) {
     k->timer_at = a->end_at;
     arm(k, now);
   }
-  k->in_start = true;
-  k->loop.start(k->loop.ctx, k, a);
-  k->in_start = false;
-  if (k->have_pending) {
-    k->have_pending = false;
-    end_attempt(k, &k->pending);
-  }
+  k->loop.start(k->loop.ctx, k, a); /* a report from inside it is pending: see leave() */
 }
 
 static void end_attempt(lk_exec_call *k, const lk_exec_outcome *o) {
   lk_exec_policy *p = &k->pol;
   int64_t now = now_of(k);
   k->state = ST_WAIT;
-  lk_failure kind = (unsigned)o->failure < LK_F__COUNT ? o->failure : LK_F_TRANSPORT_ERROR;
+  /* a kind outside the enum is an operation that cannot say what happened: the most cautious
+   * failure, as if it had not filled the outcome (TRANSPORT_ERROR, sent) */
+  bool known = (unsigned)o->failure < LK_F__COUNT;
+  lk_failure kind = known ? o->failure : LK_F_TRANSPORT_ERROR;
+  bool sent = known ? o->sent : true;
   /* a cancel seen after a failed attempt ends the call; a success is still a success */
   bool cancel = kind != LK_F_NONE && (k->aborted || lk_cancel_fired(k->cancel));
 
@@ -388,14 +400,14 @@ static void end_attempt(lk_exec_call *k, const lk_exec_outcome *o) {
   info->duration = lk_sat_sub(now, k->att_start);
   info->timeout = k->att_timeout;
   info->failure = kind;
-  info->sent = o->sent;
+  info->sent = sent;
   info->retry_after = o->retry_after >= 0 ? o->retry_after : -1;
 
   lk_attempt at = {
       .number = k->number,
       .method = exec_method,
       .idempotency_key = p->idempotent,
-      .request_fully_sent = o->sent,
+      .request_fully_sent = sent,
       .failure = kind,
       .retry_after = info->retry_after,
       .prev_delay = k->prev_delay,
@@ -493,6 +505,14 @@ int lk_exec_policy_validate(const lk_exec_policy *p, const char **why) {
     w = "pool_timeout must be >= 0";
   else if (p->retry.cfg.max_attempts < 1)
     w = "retry: max_attempts must be >= 1 (initialise it with lk_retry_policy_init)";
+  /* the rest of what lk_retry_policy_init checks: a config edited after init (or never
+   * initialised) must not reach the backoff arithmetic (a resolution of 0 divides by zero) */
+  else if (p->retry.cfg.retry_after_cap < 0)
+    w = "retry: retry_after_cap must be >= 0";
+  else if (p->retry.cfg.min_attempt < 0)
+    w = "retry: min_attempt must be >= 0";
+  else
+    lk_backoff_config_validate(&p->retry.cfg.backoff, &w);
   if (why)
     *why = w;
   return w ? LK_ECONFIG : LK_OK;
@@ -500,11 +520,11 @@ int lk_exec_policy_validate(const lk_exec_policy *p, const char **why) {
 
 /* Sets up a call in `k` (zeroed by the caller) and starts its clock. */
 static int call_init(lk_exec_call *k, const lk_exec_policy *p, lk_cancel *cancel,
-                     lk_exec_attempt_info *timeline, size_t cap) {
+                     lk_exec_attempt_info *timeline, size_t cap, const char **why) {
   k->res.timeline = timeline;
   k->res.timeline_cap = timeline ? cap : 0;
   k->res.failure = LK_F_NONE;
-  int rc = lk_exec_policy_validate(p, NULL);
+  int rc = lk_exec_policy_validate(p, why);
   if (rc != LK_OK)
     return rc;
   k->pol = *p;
@@ -531,14 +551,16 @@ static int call_init(lk_exec_call *k, const lk_exec_policy *p, lk_cancel *cancel
   return LK_OK;
 }
 
-static void fill_invalid(lk_exec_result *res, int err) {
+/* A call that could not start: err, and in stop why (the field validation named) or the
+ * error's message. */
+static void fill_invalid(lk_exec_result *res, int err, const char *why) {
   lk_exec_attempt_info *tl = res->timeline;
   size_t cap = res->timeline_cap;
   memset(res, 0, sizeof *res);
   res->timeline = tl;
   res->timeline_cap = cap;
   res->err = err;
-  set_stop(res, lk_strerror(err));
+  set_stop(res, why ? why : lk_strerror(err));
 }
 
 /* --- synchronous calls ---------------------------------------------------------------------- */
@@ -583,7 +605,7 @@ int lk_exec_run(const lk_exec_policy *p, lk_exec_fn fn, void *ctx, lk_cancel *ca
   if (!res)
     return LK_EINVAL;
   if (!p || !fn) {
-    fill_invalid(res, LK_EINVAL);
+    fill_invalid(res, LK_EINVAL, !p ? "policy is NULL" : "attempt function is NULL");
     return LK_EINVAL;
   }
   lk_exec_call k;
@@ -598,15 +620,16 @@ int lk_exec_run(const lk_exec_policy *p, lk_exec_fn fn, void *ctx, lk_cancel *ca
     /* the thread's own sleeper, set up once per thread: a call allocates nothing */
     sleeper *s = thread_sleeper();
     if (!s) {
-      fill_invalid(res, LK_ESYS);
+      fill_invalid(res, LK_ESYS, NULL);
       return LK_ESYS;
     }
     k.wmu = &s->mu;
     k.wcv = &s->cv;
   }
-  int rc = call_init(&k, p, cancel, res->timeline, res->timeline_cap);
+  const char *why = NULL;
+  int rc = call_init(&k, p, cancel, res->timeline, res->timeline_cap, &why);
   if (rc != LK_OK) {
-    fill_invalid(res, rc);
+    fill_invalid(res, rc, why);
     return rc;
   }
   while (k.state != ST_DONE) {
@@ -630,6 +653,38 @@ int lk_exec_run(const lk_exec_policy *p, lk_exec_fn fn, void *ctx, lk_cancel *ca
 
 /* --- asynchronous calls --------------------------------------------------------------------- */
 
+/* Re-entrancy. Hooks and callbacks run inside lk_exec_* functions; one that calls back into the
+ * same call (lk_exec_attempt_end from loop.start or expire, lk_exec_timer from loop.timer,
+ * lk_exec_abort from an event callback, ...) must not run a step in the middle of another: the
+ * outer one would go on with a call that has moved, or been freed. So an entry made while the
+ * call is busy only records what was asked (the outcome, a timer, an abort), and the outermost
+ * entry runs it once the step in progress is over; a finished call is freed there too. */
+static void enter(lk_exec_call *k) { k->busy++; }
+
+static void timer_fired(lk_exec_call *k);
+
+static void leave(lk_exec_call *k) {
+  if (--k->busy > 0)
+    return;
+  k->busy = 1; /* what runs here is a step too */
+  while (k->state != ST_DONE) {
+    if (k->have_pending) { /* set in ST_ATTEMPT only, which only end_attempt leaves */
+      k->have_pending = false;
+      end_attempt(k, &k->pending);
+    } else if (k->aborted && k->state == ST_WAIT) {
+      cancelled(k, now_of(k));
+    } else if (k->kick) {
+      k->kick = false;
+      timer_fired(k);
+    } else {
+      break;
+    }
+  }
+  k->busy = 0;
+  if (k->state == ST_DONE)
+    free_call(k);
+}
+
 int lk_exec_start(const lk_exec_policy *p, const lk_exec_loop *loop, lk_cancel *cancel,
                   lk_exec_attempt_info *timeline, size_t timeline_cap, lk_exec_done_fn done,
                   void *ud, lk_exec_call **out) {
@@ -647,14 +702,16 @@ int lk_exec_start(const lk_exec_policy *p, const lk_exec_loop *loop, lk_cancel *
   k->loop = *loop;
   k->done = done;
   k->ud = ud;
-  rc = call_init(k, p, cancel, timeline, timeline_cap);
+  rc = call_init(k, p, cancel, timeline, timeline_cap, NULL);
   if (rc != LK_OK) {
     free(k);
     return rc;
   }
   if (out)
     *out = k;
+  enter(k);
   arm(k, k->t0); /* the first step runs from the loop, never inside start */
+  leave(k);      /* (unless loop.timer stepped the call from inside: then it has run here) */
   return LK_OK;
 }
 
@@ -663,40 +720,59 @@ int lk_exec_attempt_end(lk_exec_call *k, const lk_exec_outcome *o) {
     return LK_EINVAL;
   if (k->state != ST_ATTEMPT || k->sync || k->have_pending)
     return LK_ESTATE;
-  if (k->in_start) { /* reported from inside loop.start: handled once it returns */
+  if (k->busy) { /* reported from inside a hook: handled once it returns */
     k->pending = *o;
     k->have_pending = true;
     return LK_OK;
   }
+  enter(k);
   end_attempt(k, o);
+  leave(k);
   return LK_OK;
 }
 
-int lk_exec_timer(lk_exec_call *k) {
-  if (!k || k->sync)
-    return LK_EINVAL;
+static void timer_fired(lk_exec_call *k) {
   int64_t now = now_of(k);
   if (k->state == ST_ATTEMPT) {
     if (k->loop.expire && now >= k->att.end_at)
       k->loop.expire(k->loop.ctx, k);
     else if (k->loop.expire)
       arm(k, now);
-    return LK_OK;
+    return;
   }
   if (k->state != ST_WAIT)
-    return LK_ESTATE;
+    return;
   if (now >= k->timer_at || lk__slot_due(&k->adm.slot) || k->aborted || lk_cancel_fired(k->cancel))
     step(k, now);
   else
     arm(k, now);
+}
+
+int lk_exec_timer(lk_exec_call *k) {
+  if (!k || k->sync)
+    return LK_EINVAL;
+  if (k->state == ST_DONE)
+    return LK_ESTATE;
+  if (k->busy) { /* from inside a hook (a loop that runs a 0 delay at once): after it */
+    k->kick = true;
+    return LK_OK;
+  }
+  enter(k);
+  timer_fired(k);
+  leave(k);
   return LK_OK;
 }
 
 int lk_exec_abort(lk_exec_call *k) {
   if (!k || k->sync)
     return LK_EINVAL;
+  if (k->state == ST_DONE) /* from the fallback, CALL_END or done: the call is over */
+    return LK_ESTATE;
   k->aborted = true;
-  if (k->state == ST_WAIT && !k->in_start)
-    cancelled(k, now_of(k));
+  if (k->busy || k->state != ST_WAIT) /* after the step in progress / when the attempt reports */
+    return LK_OK;
+  enter(k);
+  cancelled(k, now_of(k));
+  leave(k);
   return LK_OK;
 }
