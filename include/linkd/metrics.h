@@ -118,6 +118,16 @@ LK_EXPORT void lk_hist_opts_init_default(lk_hist_opts *o);
 LK_EXPORT lk_hist *lk_metrics_histogram_ex(lk_metrics *m, const char *name, const char *help,
                                            const char *const *labels, const lk_hist_opts *opts);
 
+/* Leaves one series out of the exposition: `series` is what lk_metrics_counter*,
+ * lk_metrics_gauge* or lk_metrics_histogram* returned. For a series whose subject is gone (an
+ * upstream removed by a reload, say), whose gauge nobody sets any more and would otherwise show
+ * its last value forever. The object stays valid and updatable (nothing is freed: a thread still
+ * holding it is safe); registering the same name and label values again returns the same object
+ * and shows it again, with its value. A family whose every series is hidden is left out
+ * entirely (no HELP or TYPE without a sample). Returns LK_OK, LK_EINVAL (NULL m or series) or
+ * LK_ENOTFOUND (not a series of m). */
+LK_EXPORT int lk_metrics_hide(lk_metrics *m, const void *series);
+
 /* Adds n to the counter (wraps at 2^64). Lock-free; NULL: no-op. */
 LK_EXPORT void lk_counter_add(lk_counter *c, uint64_t n);
 /* The current value (0 for NULL). */

@@ -27,6 +27,7 @@ typedef struct series {
   struct series *next;
   char **values; /* family's n_labels label values */
   void *obj;     /* lk_counter *, lk_gauge * or lk_hist * */
+  bool hidden;   /* lk_metrics_hide: left out of the exposition until registered again */
 } series;
 
 typedef struct family {
@@ -386,6 +387,8 @@ static void *reg(lk_metrics *m, const char *name, const char *help, const char *
                 (type != FAM_HIST || same_hist_opts(&f->opts, opts));
     if (same) {
       series *s = find_series(f, labels);
+      if (s)
+        s->hidden = false; /* registered again: its subject is back */
       obj = s ? s->obj : add_series(f, labels);
     }
   } else if (!collides(m, name, type)) {
@@ -452,6 +455,22 @@ lk_hist *lk_metrics_histogram_ex(lk_metrics *m, const char *name, const char *he
     o.n_bounds = 0;
   }
   return reg(m, name, help, labels, FAM_HIST, o.scale, &o);
+}
+
+int lk_metrics_hide(lk_metrics *m, const void *obj) {
+  if (!m || !obj)
+    return LK_EINVAL;
+  int rc = LK_ENOTFOUND;
+  pthread_mutex_lock(&m->mu);
+  for (family *f = m->head; f && rc != LK_OK; f = f->next)
+    for (series *s = f->head; s; s = s->next)
+      if (s->obj == obj) {
+        s->hidden = true;
+        rc = LK_OK;
+        break;
+      }
+  pthread_mutex_unlock(&m->mu);
+  return rc;
 }
 
 /* ---- updates ------------------------------------------------------------------------------- */
@@ -652,6 +671,11 @@ static void render_hist(buf *b, const family *f, const series *s) {
 
 static void render_family(buf *b, const family *f) {
   static const char *const type_names[] = {"counter", "gauge", "histogram", "summary"};
+  const series *first = f->head;
+  while (first && first->hidden)
+    first = first->next;
+  if (!first) /* every series hidden: no HELP or TYPE without a sample */
+    return;
   int t = f->type == FAM_HIST ? (f->opts.type == LK_METRIC_SUMMARY ? 3 : 2) : (int)f->type;
   buf_puts(b, "# HELP ");
   buf_puts(b, f->name);
@@ -662,7 +686,9 @@ static void render_family(buf *b, const family *f) {
   buf_putc(b, ' ');
   buf_puts(b, type_names[t]);
   buf_putc(b, '\n');
-  for (const series *s = f->head; s; s = s->next) {
+  for (const series *s = first; s; s = s->next) {
+    if (s->hidden)
+      continue;
     if (f->type == FAM_HIST) {
       render_hist(b, f, s);
       continue;

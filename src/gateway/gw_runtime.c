@@ -26,8 +26,21 @@
  * Shared entries
  * ========================================================================================== */
 
-typedef enum sh_kind { SH_BUDGET, SH_BREAKER, SH_LIMITER, SH_BULKHEAD, SH_ROLLOUT, SH_CLUSTER,
-                       SH_ENDPOINT } sh_kind;
+typedef enum sh_kind {
+  SH_BUDGET,
+  SH_BREAKER,
+  SH_LIMITER,
+  SH_BULKHEAD,
+  SH_ROLLOUT,
+  SH_CLUSTER,
+  SH_ENDPOINT,
+  SH_SERIES
+} sh_kind;
+
+/* The gauges of a (route, policy version): state of something that exists only while a
+ * configuration in use has it, so they leave /metrics with the last such configuration (their
+ * counters and histograms stay, cumulative). */
+#define SERIES_GAUGES 9
 
 /* Endpoint state, guarded by its cluster entry's mutex. */
 typedef struct ep_state {
@@ -72,6 +85,7 @@ typedef struct shared {
     rollout_state rollout;
     pthread_mutex_t cluster_mu;
     ep_state ep;
+    lk_gauge *gauges[SERIES_GAUGES]; /* SH_SERIES; unused ones NULL */
   } u;
   struct shared *cluster; /* SH_ENDPOINT: its cluster entry (referenced) */
 } shared;
@@ -87,6 +101,7 @@ typedef struct route_series {
 
 struct lk_gw_policy_rt {
   shared *budget, *breaker, *limiter, *bulkhead;
+  shared *series; /* SH_SERIES of (route, version): hides the gauges with the last user */
   route_series m;
 };
 
@@ -121,7 +136,8 @@ static void shared_free(shared *s) {
   case SH_BULKHEAD: lk_bulkhead_free(s->u.bulkhead); break;
   case SH_ROLLOUT: pthread_mutex_destroy(&s->u.rollout.mu); break;
   case SH_CLUSTER: pthread_mutex_destroy(&s->u.cluster_mu); break;
-  case SH_ENDPOINT: break;
+  case SH_ENDPOINT:
+  case SH_SERIES: break;
   }
   free(s->key);
   free(s);
@@ -134,10 +150,23 @@ static shared *find(lk_gw_runtime *rt, sh_kind kind, const char *key) {
   return NULL;
 }
 
+/* Takes a gone subject's gauges out of /metrics (they come back if it is attached again). */
+static void hide_gauges(lk_gw_runtime *rt, shared *s) {
+  if (s->kind == SH_ENDPOINT) {
+    lk_metrics_hide(rt->metrics, s->u.ep.ejected_g);
+    lk_metrics_hide(rt->metrics, s->u.ep.healthy_g);
+  } else if (s->kind == SH_SERIES) {
+    for (int i = 0; i < SERIES_GAUGES; i++)
+      if (s->u.gauges[i])
+        lk_metrics_hide(rt->metrics, s->u.gauges[i]);
+  }
+}
+
 /* Drops one reference (under rt->mu); frees the entry at zero. */
 static void release(lk_gw_runtime *rt, shared *s) {
   if (!s || --s->refs)
     return;
+  hide_gauges(rt, s);
   for (shared **p = &rt->entries; *p; p = &(*p)->next)
     if (*p == s) {
       *p = s->next;
@@ -391,6 +420,29 @@ static int protection(lk_gw_runtime *rt, sh_kind kind, const char *route, const 
   return 0;
 }
 
+/* Counts p's (route, version) in use, for the gauges' lifetime (SH_SERIES). */
+static int series_attach(lk_gw_runtime *rt, const char *route, lk_gw_policy *p) {
+  char *key = make_key("M", route, p->version);
+  if (!key)
+    return -1;
+  shared *s = find(rt, SH_SERIES, key);
+  if (s) {
+    free(key);
+    s->refs++;
+  } else {
+    if (!(s = entry_new(SH_SERIES, key)))
+      return -1;
+    const route_series *m = &p->rt->m;
+    lk_gauge *g[SERIES_GAUGES] = {m->retry_ratio,     m->budget_consumption, m->breaker_state,
+                                  m->rollout_share,   m->rolled_back,        m->shared_local[0],
+                                  m->shared_local[1], m->shared_redis[0],    m->shared_redis[1]};
+    memcpy(s->u.gauges, g, sizeof g);
+    entry_add(rt, s);
+  }
+  p->rt->series = s;
+  return 0;
+}
+
 static void policy_rt_release(lk_gw_runtime *rt, lk_gw_policy *p) {
   if (!p || !p->rt)
     return;
@@ -398,6 +450,7 @@ static void policy_rt_release(lk_gw_runtime *rt, lk_gw_policy *p) {
   release(rt, p->rt->breaker);
   release(rt, p->rt->limiter);
   release(rt, p->rt->bulkhead);
+  release(rt, p->rt->series);
   free(p->rt);
   p->rt = NULL;
   p->http.budget = NULL;
@@ -442,7 +495,7 @@ static int policy_attach(lk_gw_runtime *rt, const lk_gw_route *r, lk_gw_policy *
   p->http.limiter = p->rt->limiter ? p->rt->limiter->u.limiter : NULL;
   p->http.bulkhead = p->rt->bulkhead ? p->rt->bulkhead->u.bulkhead : NULL;
   series_for_route(rt->metrics, r->name, p->version, p->shared.url[0] != 0, &p->rt->m);
-  return 0;
+  return series_attach(rt, r->name, p);
 }
 
 static void cluster_rt_release(lk_gw_runtime *rt, lk_gw_cluster *c) {

@@ -16,7 +16,8 @@
 
 #define N_ROUTES (RT_LOAN + 1)
 #define N_METHODS 6
-#define N_CODES 20
+#define N_KNOWN 18                /* statuses with a code label of their own */
+#define N_CODES (N_KNOWN + 5 + 1) /* + "1xx".."5xx" for any other status, + "none" */
 
 static const char *const route_names[N_ROUTES] = {
     [RT_NONE] = "other",       [RT_HEALTHZ] = "/healthz", [RT_METRICS] = "/metrics",
@@ -25,8 +26,12 @@ static const char *const route_names[N_ROUTES] = {
 };
 static const char *const method_names[N_METHODS] = {"GET", "HEAD",   "POST",
                                                     "PUT", "DELETE", "OTHER"};
-static const int codes[N_CODES - 1] = {200, 201, 204, 400, 404, 405, 408, 409, 413, 414,
-                                       422, 429, 500, 502, 503, 504, 0,   0,   0};
+/* What libraryd answers itself, and the usual injected statuses. Any other status is counted
+ * under its class ("4xx"), so that code=~"5.." still finds every server error, and the label
+ * stays bounded (a fault rule may inject any status from 400 to 599). */
+static const int codes[N_KNOWN] = {200, 201, 204, 400, 404, 405, 408, 409, 413,
+                                   414, 415, 422, 429, 500, 501, 502, 503, 504};
+static const char *const classes[5] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
 
 typedef struct mirror {
   const char *name, *help, *lname, *lvalue;
@@ -146,10 +151,12 @@ static int method_index(const char *method) {
 }
 
 static int code_index(int status) {
-  for (int i = 0; i < N_CODES - 1 && codes[i]; i++)
+  for (int i = 0; i < N_KNOWN; i++)
     if (codes[i] == status)
       return i;
-  return N_CODES - 1; /* everything else, including "no response" (status 0) */
+  if (status >= 100 && status <= 599)
+    return N_KNOWN + status / 100 - 1;
+  return N_CODES - 1; /* "none": no response (status 0) */
 }
 
 void server_metrics_request(lk_server *s, const req *r, int64_t dur_ns) {
@@ -161,7 +168,9 @@ void server_metrics_request(lk_server *s, const req *r, int64_t dur_ns) {
   if (!c) {
     char code[16];
     if (ci == N_CODES - 1)
-      snprintf(code, sizeof code, "%s", r->status ? "other" : "none");
+      snprintf(code, sizeof code, "none");
+    else if (ci >= N_KNOWN)
+      snprintf(code, sizeof code, "%s", classes[ci - N_KNOWN]);
     else
       snprintf(code, sizeof code, "%d", codes[ci]);
     pthread_mutex_lock(&m->mu);

@@ -344,11 +344,54 @@ static void updates_allocate_nothing(void **state) {
   lk_metrics_free(m);
 }
 
+/* A hidden series leaves the exposition (its family too once every series is hidden) and comes
+ * back, with its value, when registered again; its object stays usable meanwhile. */
+static void hidden_series(void **state) {
+  (void)state;
+  lk_metrics *m = lk_metrics_new();
+  lk_gauge *up = lk_metrics_gauge(m, "ep_healthy", "Healthy.", L("ep", "a"));
+  lk_gauge *gone = lk_metrics_gauge(m, "ep_healthy", "Healthy.", L("ep", "b"));
+  lk_counter *c = lk_metrics_counter(m, "ep_attempts_total", "Attempts.", L("ep", "b"));
+  lk_hist *h = lk_metrics_histogram(m, "ep_lat_seconds", "Latency.", L("ep", "b"));
+  lk_gauge_set(up, 1);
+  lk_gauge_set(gone, 0);
+  lk_counter_add(c, 3);
+  lk_hist_record(h, LK_MS(2));
+  assert_int_equal(lk_metrics_hide(m, gone), LK_OK);
+  assert_int_equal(lk_metrics_hide(m, h), LK_OK);
+  assert_int_equal(lk_metrics_hide(m, h), LK_OK); /* twice is once */
+  lk_gauge_set(gone, 7);                          /* still a valid object */
+  lk_hist_record(h, LK_MS(3));
+  char *out = render(m);
+  assert_non_null(strstr(out, "# TYPE ep_healthy gauge\nep_healthy{ep=\"a\"} 1\n# HELP"));
+  assert_null(strstr(out, "ep=\"b\"} 7"));
+  assert_non_null(strstr(out, "ep_attempts_total{ep=\"b\"} 3\n"));
+  assert_null(strstr(out, "ep_lat_seconds")); /* no HELP or TYPE without a sample */
+  free(out);
+  /* Registered again: the same objects, shown again with what they hold. */
+  assert_ptr_equal(lk_metrics_gauge(m, "ep_healthy", "Healthy.", L("ep", "b")), gone);
+  assert_ptr_equal(lk_metrics_histogram(m, "ep_lat_seconds", "Latency.", L("ep", "b")), h);
+  out = render(m);
+  assert_non_null(strstr(out, "ep_healthy{ep=\"a\"} 1\nep_healthy{ep=\"b\"} 7\n"));
+  assert_non_null(strstr(out, "# TYPE ep_lat_seconds histogram\n"));
+  assert_non_null(strstr(out, "ep_lat_seconds_count{ep=\"b\"} 2\n"));
+  free(out);
+  /* Not a series of this registry, or NULL. */
+  lk_metrics *other = lk_metrics_new();
+  lk_gauge *foreign = lk_metrics_gauge(other, "x", "X.", NULL);
+  assert_int_equal(lk_metrics_hide(m, foreign), LK_ENOTFOUND);
+  assert_int_equal(lk_metrics_hide(m, NULL), LK_EINVAL);
+  assert_int_equal(lk_metrics_hide(NULL, up), LK_EINVAL);
+  lk_metrics_free(other);
+  lk_metrics_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(name_rules),
       cmocka_unit_test(dedupe_and_conflicts),
       cmocka_unit_test(exposition_text),
+      cmocka_unit_test(hidden_series),
       cmocka_unit_test(default_histogram_buckets),
       cmocka_unit_test(gauge_saturates_and_null_is_noop),
       cmocka_unit_test(concurrent_registration_and_updates),

@@ -3,7 +3,8 @@
  * the running configuration keeps serving; SIGHUP and POST /config swap in a good one; reloads
  * under load fail no request (a load thread beside the reloads, so this also runs under TSan);
  * SIGTERM drains in-flight requests, and the drain deadline bounds it; a staged rollout whose
- * candidate is worse is rolled back. */
+ * candidate is worse is rolled back; /metrics stays valid and cumulative across reloads that
+ * add, remove and rename routes and clusters. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -333,6 +334,247 @@ static void test_rollout_rollback(void **state) {
   gw_resp_free(&r);
 }
 
+/* ---- /metrics across reloads ------------------------------------------------------------- */
+
+/* GET /metrics on the admin listener: 200, the 0.0.4 text type, and promtool (a test dependency,
+ * scripts/deps.sh: no skip when it is missing) accepts it. Returns the body (caller frees). */
+static char *scrape(void) {
+  gw_resp r;
+  gw_request(G.admin_port, "GET", "/metrics", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  char ct[96];
+  assert_non_null(gw_header(&r, "Content-Type", ct, sizeof ct));
+  assert_non_null(strstr(ct, "text/plain; version=0.0.4"));
+  char path[400], cmd[600];
+  snprintf(path, sizeof path, "%s/metrics.txt", G.dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  assert_int_equal(fwrite(r.body, 1, r.body_len, f), r.body_len);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "promtool check metrics < %s", path);
+  int rc = system(cmd);
+  if (rc != 0)
+    fprintf(stderr, "--- exposition promtool refused ---\n%s\n", r.body);
+  assert_int_equal(rc, 0);
+  unlink(path);
+  char *body = strdup(r.body);
+  assert_non_null(body);
+  gw_resp_free(&r);
+  return body;
+}
+
+/* The value of the sample line that starts with `series` + ' ' (series: name{labels}). */
+static bool sample(const char *text, const char *series, double *v) {
+  size_t n = strlen(series);
+  for (const char *p = text; (p = strstr(p, series)); p += n)
+    if ((p == text || p[-1] == '\n') && p[n] == ' ') {
+      *v = strtod(p + n + 1, NULL);
+      return true;
+    }
+  return false;
+}
+
+/* Whether a sample line starts with `prefix` (e.g. a name and the first labels). */
+static bool has_series(const char *text, const char *prefix) {
+  size_t n = strlen(prefix);
+  for (const char *p = text; (p = strstr(p, prefix)); p += n)
+    if (p == text || p[-1] == '\n')
+      return true;
+  return false;
+}
+
+/* Sum and number of the samples whose line starts with `prefix`. */
+static double sum_series(const char *text, const char *prefix, int *count) {
+  size_t n = strlen(prefix);
+  double sum = 0;
+  *count = 0;
+  for (const char *p = text; (p = strstr(p, prefix)); p += n)
+    if (p == text || p[-1] == '\n') {
+      const char *sp = strchr(p, ' ');
+      assert_non_null(sp);
+      sum += strtod(sp + 1, NULL);
+      (*count)++;
+    }
+  return sum;
+}
+
+/* Every counter and histogram sample of `before` that `after` has too is not smaller there;
+ * returns how many were compared. */
+static int assert_cumulative(const char *before, const char *after) {
+  int compared = 0;
+  bool cumulative = false;
+  for (const char *p = before; *p;) {
+    const char *eol = strchr(p, '\n');
+    size_t len = eol ? (size_t)(eol - p) : strlen(p);
+    char line[1024];
+    assert_true(len < sizeof line);
+    memcpy(line, p, len);
+    line[len] = '\0';
+    p += len + (eol != NULL);
+    if (strncmp(line, "# TYPE ", 7) == 0) {
+      const char *t = strrchr(line, ' ') + 1;
+      cumulative = strcmp(t, "counter") == 0 || strcmp(t, "histogram") == 0;
+      continue;
+    }
+    if (!cumulative || line[0] == '#' || !line[0])
+      continue;
+    char *sp = strrchr(line, ' ');
+    assert_non_null(sp);
+    *sp = '\0';
+    double a = strtod(sp + 1, NULL), b;
+    if (!sample(after, line, &b))
+      continue;
+    if (b < a)
+      fail_msg("%s went down from %g to %g", line, a, b);
+    compared++;
+  }
+  return compared;
+}
+
+/* Config A: route `all` (cluster one) with a candidate policy for half its requests, and route
+ * `old` on cluster two. */
+static void metrics_config_a(char *buf, size_t cap) {
+  snprintf(buf, cap,
+           "[listen]\naddress = 127.0.0.1:0\n[admin]\naddress = 127.0.0.1:0\n"
+           "[cluster one]\nendpoint = 127.0.0.1:%d\n[cluster two]\nendpoint = 127.0.0.1:%d\n"
+           "[route all]\ncluster = one\nmax-attempts = 2\nbase = 5ms\njitter = none\n"
+           "next.max-attempts = 3\nrollout-percent = 50\nrollout-min-sample = 1000000\n"
+           "[route old]\ncluster = two\nprefix = /old\n",
+           faultd_port(&F1), faultd_port(&F2));
+}
+
+/* Config B: `all` unchanged but for its candidate, which is gone; `old` removed; cluster two
+ * renamed three (the same endpoint), and route `new` on it. */
+static void metrics_config_b(char *buf, size_t cap) {
+  snprintf(buf, cap,
+           "[listen]\naddress = 127.0.0.1:0\n[admin]\naddress = 127.0.0.1:0\n"
+           "[cluster one]\nendpoint = 127.0.0.1:%d\n[cluster three]\nendpoint = 127.0.0.1:%d\n"
+           "[route all]\ncluster = one\nmax-attempts = 2\nbase = 5ms\njitter = none\n"
+           "[route new]\ncluster = three\nprefix = /new\n",
+           faultd_port(&F1), faultd_port(&F2));
+}
+
+/* The state gauges of the configuration B serves, and none of what it removed. */
+static bool shows_only_b(const char *m) {
+  int n;
+  double share = sum_series(m, "linkd_gw_rollout_share{route=\"all\",", &n);
+  return n == 1 && share == 100 && !has_series(m, "linkd_gw_rollout_share{route=\"old\"") &&
+         !has_series(m, "linkd_gw_breaker_state{route=\"old\"") &&
+         !has_series(m, "linkd_gw_budget_consumption{route=\"old\"") &&
+         !has_series(m, "linkd_gw_endpoint_healthy{cluster=\"two\"") &&
+         !has_series(m, "linkd_gw_endpoint_ejected{cluster=\"two\"") &&
+         has_series(m, "linkd_gw_endpoint_healthy{cluster=\"three\"") &&
+         has_series(m, "linkd_gw_rollout_share{route=\"new\"");
+}
+
+static bool shows_only_a(const char *m) {
+  int n;
+  double share = sum_series(m, "linkd_gw_rollout_share{route=\"all\",", &n);
+  return n == 2 && share == 100 && has_series(m, "linkd_gw_rollout_share{route=\"old\"") &&
+         has_series(m, "linkd_gw_endpoint_healthy{cluster=\"two\"") &&
+         !has_series(m, "linkd_gw_endpoint_healthy{cluster=\"three\"") &&
+         !has_series(m, "linkd_gw_rollout_share{route=\"new\"") &&
+         !has_series(m, "linkd_gw_breaker_state{route=\"new\"");
+}
+
+/* Scrapes until `pred` holds (a worker drops the old configuration just after the reload
+ * answered) or 3 s pass; every scrape passes promtool and no counter goes down from *prev,
+ * which becomes the last scrape. */
+static bool scrape_until(bool (*pred)(const char *), char **prev) {
+  int64_t end = gw_now_ms() + 3000;
+  for (;;) {
+    char *m = scrape();
+    assert_true(assert_cumulative(*prev, m) > 50);
+    free(*prev);
+    *prev = m;
+    if (pred(m))
+      return true;
+    if (gw_now_ms() > end)
+      return false;
+    gw_sleep_ms(20);
+  }
+}
+
+/* /metrics through reloads that add, remove and rename routes and clusters, under load: every
+ * scrape is valid (promtool) and no counter goes down; the state gauges (rollout share, breaker
+ * state, budget use, endpoint health and ejection) exist only for what a configuration in use
+ * has, so a removed candidate's share does not stay added to the route's 100 % and a removed
+ * endpoint's health does not stay frozen; the counters of what was removed stay, and a route
+ * that comes back shows its gauges again. */
+static void test_metrics_across_reloads(void **state) {
+  (void)state;
+  two_upstreams("ok", NULL);
+  char cfg_a[2048], cfg_b[2048];
+  metrics_config_a(cfg_a, sizeof cfg_a);
+  metrics_config_b(cfg_b, sizeof cfg_b);
+  gw_start(&G, cfg_a);
+  char *prev = scrape(); /* fresh start */
+  assert_true(shows_only_a(prev));
+  for (int i = 0; i < 10; i++) {
+    gw_resp r;
+    gw_request(G.port, "GET", "/old/x", NULL, NULL, &r);
+    assert_int_equal(r.status, 200);
+    gw_resp_free(&r);
+  }
+  load l = {.port = G.port};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, load_thread, &l), 0);
+  gw_sleep_ms(100);
+  char *m = scrape(); /* under load */
+  assert_true(assert_cumulative(prev, m) > 50);
+  free(prev);
+  prev = m;
+  int n;
+  assert_true(sum_series(prev, "linkd_gw_requests_total{route=\"old\",", &n) == 10);
+  /* B by POST /config, under load */
+  char *at_b = strdup(prev);
+  assert_non_null(at_b);
+  gw_resp r;
+  gw_request(G.admin_port, "POST", "/config", NULL, cfg_b, &r);
+  assert_int_equal(r.status, 200);
+  gw_resp_free(&r);
+  if (!scrape_until(shows_only_b, &prev))
+    fail_msg("after the reload to B, /metrics still shows what B removed:\n%s", prev);
+  /* route all kept its stable version, whose counters go on from where they were (the
+   * candidate's stay too) */
+  char stable[160];
+  const char *v = strstr(prev, "\nlinkd_gw_rollout_share{route=\"all\",policy=\"");
+  assert_non_null(v);
+  v = strstr(v, "policy=\"") + 8;
+  snprintf(stable, sizeof stable,
+           "linkd_gw_requests_total{route=\"all\",policy=\"%.*s\",code=\"2xx\"}",
+           (int)(strchr(v, '"') - v), v);
+  double before_b, after_b;
+  assert_true(sample(at_b, stable, &before_b) && before_b > 0);
+  assert_true(sample(prev, stable, &after_b) && after_b >= before_b);
+  assert_true(sum_series(prev, "linkd_gw_requests_total{route=\"all\",", &n) > before_b);
+  assert_int_equal(n, 12); /* 6 status classes of each version */
+  free(at_b);
+  /* the removed route's counters stay, with their values */
+  assert_true(sum_series(prev, "linkd_gw_requests_total{route=\"old\",", &n) == 10);
+  assert_true(has_series(prev, "linkd_gw_upstream_attempts_total{cluster=\"two\","));
+  gw_request(G.port, "GET", "/new/x", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  gw_resp_free(&r);
+  /* back to A by SIGHUP: route old, its candidate and cluster two come back */
+  gw_write_config(&G, cfg_a);
+  kill(G.pid, SIGHUP);
+  if (!scrape_until(shows_only_a, &prev))
+    fail_msg("after the reload back to A, /metrics does not show A:\n%s", prev);
+  double gen;
+  assert_true(sample(prev, "linkd_gw_config_generation", &gen) && gen == 3);
+  assert_true(sum_series(prev, "linkd_gw_requests_total{route=\"old\",", &n) == 10);
+  atomic_store(&l.stop, true);
+  pthread_join(th, NULL);
+  assert_int_equal(atomic_load(&l.failed), 0);
+  assert_true(atomic_load(&l.ok) > 0);
+  m = scrape();
+  assert_true(assert_cumulative(prev, m) > 50);
+  assert_true(sum_series(m, "linkd_gw_requests_total{route=\"all\",", &n) >= atomic_load(&l.ok));
+  free(prev);
+  free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_bad_reload_rejected, teardown),
@@ -341,6 +583,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_sigterm_drain, teardown),
       cmocka_unit_test_teardown(test_drain_deadline, teardown),
       cmocka_unit_test_teardown(test_rollout_rollback, teardown),
+      cmocka_unit_test_teardown(test_metrics_across_reloads, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -565,9 +565,48 @@ static void test_duplicate_loans_are_countable(void **state) {
   json_decref(st);
 }
 
+/* Adds a fault rule on the admin listener; its id. */
+static long long add_fault(const char *rule) {
+  http_res r;
+  http_send(P.admin_port, "POST", "/admin/faults", NULL, rule, &r);
+  assert_int_equal(r.status, 201);
+  json_t *j = http_json(&r);
+  long long id = (long long)json_integer_value(json_object_get(j, "id"));
+  json_decref(j);
+  http_res_free(&r);
+  assert_true(id > 0);
+  return id;
+}
+
+static void remove_fault(long long id) {
+  char path[64];
+  snprintf(path, sizeof path, "/admin/faults/%lld", id);
+  http_res r;
+  http_send(P.admin_port, "DELETE", path, NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  http_res_free(&r);
+}
+
 static void test_health_and_metrics(void **state) {
   (void)state;
   http_res r;
+  /* Statuses without a code label of their own (injected 418 and 507) count under their class,
+   * so code=~"5.." finds every server error; 415 and 501, which libraryd sends itself, have
+   * their own. */
+  long long f418 = add_fault("route=GET /books/777001,kind=418,count=1");
+  long long f507 = add_fault("route=GET /books/777002,kind=status,code=507,count=1");
+  http_get(P.port, "/books/777001", &r);
+  assert_int_equal(r.status, 418);
+  http_res_free(&r);
+  http_get(P.port, "/books/777002", &r);
+  assert_int_equal(r.status, 507);
+  http_res_free(&r);
+  remove_fault(f418);
+  remove_fault(f507);
+  const char *text_type[] = {"Content-Type: text/plain", NULL};
+  http_send(P.port, "POST", "/books", text_type, "{\"title\":\"t\",\"author\":\"a\"}", &r);
+  assert_int_equal(r.status, 415);
+  http_res_free(&r);
   http_get(P.port, "/healthz", &r);
   assert_int_equal(r.status, 200);
   assert_non_null(strstr(r.body, "\"ok\""));
@@ -581,6 +620,13 @@ static void test_health_and_metrics(void **state) {
                                  "code=\"200\"}"));
   assert_non_null(strstr(r.body, "libraryd_request_duration_seconds_bucket"));
   assert_non_null(strstr(r.body, "libraryd_loans_applied_total"));
+  assert_non_null(strstr(r.body, "libraryd_requests_total{route=\"/books/{id}\",method=\"GET\","
+                                 "code=\"4xx\"} 1\n"));
+  assert_non_null(strstr(r.body, "libraryd_requests_total{route=\"/books/{id}\",method=\"GET\","
+                                 "code=\"5xx\"} 1\n"));
+  assert_non_null(strstr(r.body, "libraryd_requests_total{route=\"/books\",method=\"POST\","
+                                 "code=\"415\"}"));
+  assert_null(strstr(r.body, "code=\"other\""));
   /* promtool (a test dependency) must accept the exposition. */
   FILE *pt = popen("promtool check metrics >/dev/null 2>&1", "w");
   assert_non_null(pt);
