@@ -746,6 +746,27 @@ static void test_health_checks(void **state) {
     assert_string_equal(q[i].path, "/healthz");
 }
 
+/* On an idle gateway a probe starts when it is sent: the health timer wakes the loop, and the
+ * probe had waited for the next wake-up (the next timer, an interval later), by which time its
+ * health-timeout had passed, so a healthy endpoint's probes failed without a connection. */
+static void test_health_checks_when_idle(void **state) {
+  (void)state;
+  start_faultd(&F1, "ok", NULL);
+  char ep[512];
+  endpoint_line(ep, sizeof ep, &F1);
+  strcat(ep, "eject-5xx = 0\nhealth-path = /healthz\nhealth-interval = 200ms\n"
+             "health-timeout = 150ms\nhealth-unhealthy = 2\nhealth-healthy = 1\n");
+  start_gw_attempts(ep, NULL, NULL, 1);
+  gw_sleep_ms(1500); /* no request at all meanwhile */
+  char bad[96];
+  snprintf(bad, sizeof bad, "endpoint 127.0.0.1:%d unhealthy", faultd_port(&F1));
+  if (strstr(gw_stderr(&G), bad))
+    fail_msg("an idle gateway's probes of a healthy endpoint failed:\n%s", gw_stderr(&G));
+  int n = faultd_request_count(&F1);
+  if (n < 4)
+    fail_msg("%d probes reached the endpoint in 1.5 s at a 200 ms interval", n);
+}
+
 /* The command line: --check prints the configuration with its defaults; a bad file exits 2 with
  * its line; usage errors exit 64. */
 static void test_command_line(void **state) {
@@ -813,6 +834,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_chunked_and_continue, teardown),
       cmocka_unit_test_teardown(test_admin, teardown),
       cmocka_unit_test_teardown(test_health_checks, teardown),
+      cmocka_unit_test_teardown(test_health_checks_when_idle, teardown),
       cmocka_unit_test_teardown(test_command_line, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -128,8 +128,9 @@ static void on_curl_timer(uv_timer_t *t) {
 
 /* The client is created with start_submitted: lk_http_submit() arms no timer, and each call
  * submitted outside the client's callbacks is started by lk_http_client_start_submitted(), at
- * once after a downstream read (gwp_conn.c on_read), and otherwise here, before the loop polls
- * again (a pipelined request parsed after a response was written, a health probe). */
+ * once after a downstream read (gwp_conn.c on_read) or a health timer's probes
+ * (on_health_timer), and otherwise here, before the loop polls again (a pipelined request
+ * parsed after a response was written). */
 static void on_start_check(uv_check_t *h) {
   gwp_server *s = h->data;
   lk_http_client_start_submitted(s->client);
@@ -214,6 +215,9 @@ static void on_health_timer(uv_timer_t *t) {
     for (size_t k = 0; k < n; k++)
       send_probe(s, cl, due[k]);
   }
+  /* now, not at the check after the next poll: on an idle loop that is the next timer, an
+   * interval away, and the probe's health-timeout would have passed before it connected */
+  lk_http_client_start_submitted(s->client);
   arm_health(s);
 }
 
