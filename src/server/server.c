@@ -497,7 +497,11 @@ static enum MHD_Result on_head(req *r, const char *url, const char *method, cons
     snprintf(r->attempt, sizeof r->attempt, "%s", h.v[LK_HDR_LINKD_ATTEMPT]);
   input_content_type(r, h.v[LK_HDR_CONTENT_TYPE]);
   bool ok = route_parse(r, &r->early) && route_method_ok(r, &r->early);
-  lk_faults_decide(s->faults, r->method, r->path, &r->plan);
+  /* /metrics is how the faults' effect is watched: never failed by them (`route=*`) */
+  if (ok && r->route == RT_METRICS)
+    memset(&r->plan, 0, sizeof r->plan);
+  else
+    lk_faults_decide(s->faults, r->method, r->path, &r->plan);
   if (r->plan.act.kind != LK_FAULT_NONE || r->plan.delay_ns)
     atomic_fetch_add(&s->stats.faults_injected, 1);
   if (r->plan.act.kind == LK_FAULT_RESET_BEFORE_READ) {

@@ -153,6 +153,16 @@ static void test_status_faults(void **state) {
   assert_true(when > 0);
   assert_in_range(when - now, 25, 35);
   http_res_free(&r);
+  /* route=* fails everything but /metrics, which stays observable under its own faults; /healthz
+   * may still be failed on purpose (an instance that reports itself unhealthy) */
+  one_fault("route=*,kind=status,code=503");
+  http_get(P.port, "/metrics", &r);
+  assert_int_equal(r.status, 200);
+  assert_non_null(strstr(r.body, "libraryd_"));
+  http_res_free(&r);
+  http_get(P.port, "/healthz", &r);
+  assert_int_equal(r.status, 503);
+  http_res_free(&r);
   set_faults(-1, NULL);
 }
 
