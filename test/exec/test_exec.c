@@ -10,118 +10,12 @@
 
 #include <linkd/linkd.h>
 
-#include "fake_clock.h"
+#include "exec_fixture.h"
 #include "testutil.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* --- a scripted operation ---------------------------------------------------------------- */
-
-typedef struct step {
-  lk_failure failure;
-  bool sent;
-  int64_t retry_after; /* ns; -1 none */
-  int64_t takes;       /* ns the attempt takes on the fake clock */
-} step;
-
-typedef struct script {
-  lk_fake_clock *clock;
-  const step *steps;
-  int n, calls;
-  lk_exec_attempt seen[8];
-  lk_traceparent spans[8];
-  bool had_span[8];
-  lk_cancel *fire_on_call; /* fired during the attempt of this number (cancel_at) */
-  int cancel_at;
-} script;
-
-static void scripted(void *ctx, const lk_exec_attempt *a, lk_exec_outcome *out) {
-  script *s = ctx;
-  assert_true(s->calls < s->n);
-  const step *st = &s->steps[s->calls];
-  if (s->calls < 8) {
-    s->seen[s->calls] = *a;
-    s->had_span[s->calls] = a->traceparent != NULL;
-    if (a->traceparent)
-      s->spans[s->calls] = *a->traceparent;
-  }
-  s->calls++;
-  lk_fake_clock_advance(s->clock, st->takes);
-  if (s->fire_on_call && s->calls == s->cancel_at)
-    lk_cancel_fire(s->fire_on_call);
-  out->failure = st->failure;
-  out->sent = st->sent;
-  out->retry_after = st->retry_after;
-}
-
-static void fake_sleep(void *ctx, int64_t until) {
-  lk_fake_clock *fc = ctx;
-  if (until > fc->base.now(&fc->base))
-    lk_fake_clock_set(fc, until);
-}
-
-/* --- recorded events --------------------------------------------------------------------- */
-
-typedef struct evlog {
-  lk_event ev[64];
-  int n;
-} evlog;
-
-static void on_event(void *ctx, const lk_event *ev) {
-  evlog *l = ctx;
-  assert_int_equal(ev->size, sizeof(lk_event));
-  assert_true(l->n < 64);
-  l->ev[l->n++] = *ev;
-}
-
-static const lk_event *find_ev(const evlog *l, lk_event_type t, int nth) {
-  for (int i = 0; i < l->n; i++)
-    if (l->ev[i].type == t && nth-- == 0)
-      return &l->ev[i];
-  return NULL;
-}
-
-static int count_ev(const evlog *l, lk_event_type t) {
-  int c = 0;
-  for (int i = 0; i < l->n; i++)
-    c += l->ev[i].type == t;
-  return c;
-}
-
-/* --- fixture: a policy on a fake clock, no jitter ------------------------------------------ */
-
-typedef struct fix {
-  lk_fake_clock fc;
-  lk_exec_policy pol;
-  evlog log;
-  lk_exec_attempt_info tl[8];
-  lk_exec_result res;
-  script sc;
-} fix;
-
-static void fix_init(fix *f, const step *steps, int n) {
-  memset(f, 0, sizeof *f);
-  lk_fake_clock_init(&f->fc, LK_SEC(1000));
-  lk_exec_policy_init_default(&f->pol);
-  lk_retry_config rc;
-  lk_retry_config_init_default(&rc);
-  rc.backoff.jitter = LK_JITTER_NONE; /* 200, 400, 800 ms */
-  assert_int_equal(lk_retry_policy_init(&f->pol.retry, &rc, NULL), LK_OK);
-  f->pol.clock = &f->fc.base;
-  f->pol.sleep = fake_sleep;
-  f->pol.sleep_ctx = &f->fc;
-  f->pol.on_event = on_event;
-  f->pol.event_ctx = &f->log;
-  f->res.timeline = f->tl;
-  f->res.timeline_cap = 8;
-  f->sc.clock = &f->fc;
-  f->sc.steps = steps;
-  f->sc.n = n;
-}
-
-static int fix_run(fix *f) { return lk_exec_run(&f->pol, scripted, &f->sc, NULL, &f->res); }
 
 #define OK_STEP(t)                                                                                 \
   { LK_F_NONE, true, -1, (t) }

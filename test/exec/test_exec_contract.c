@@ -14,7 +14,7 @@
 
 #include <linkd/linkd.h>
 
-#include "fake_clock.h"
+#include "exec_fixture.h"
 
 #include <limits.h>
 #include <math.h>
@@ -22,116 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* --- a programmable operation ------------------------------------------------------------ */
+/* --- the fixture (exec_fixture.h): attempts past the script repeat its last step -------- */
 
-typedef struct op_step {
-  lk_failure failure;
-  bool sent;
-  int64_t retry_after;
-  int64_t takes; /* ns on the fake clock */
-} op_step;
-
-typedef struct op {
-  lk_fake_clock *fc;
-  const op_step *steps;
-  int n, calls;
-  bool fill_nothing; /* returns without touching the outcome */
-  lk_cancel *fire;   /* fired during attempt number fire_at */
-  int fire_at;
-  lk_exec_attempt last; /* what the last attempt was given */
-} op;
-
-static void run_op(void *ctx, const lk_exec_attempt *a, lk_exec_outcome *out) {
-  op *o = ctx;
-  o->last = *a;
-  assert_int_equal(a->number, o->calls + 1);
-  const op_step *s = &o->steps[o->calls < o->n ? o->calls : o->n - 1];
-  o->calls++;
-  lk_fake_clock_advance(o->fc, s->takes);
-  if (o->fire && o->calls == o->fire_at)
-    lk_cancel_fire(o->fire);
-  if (o->fill_nothing)
-    return;
-  out->failure = s->failure;
-  out->sent = s->sent;
-  out->retry_after = s->retry_after;
+static void cfix_init(fix *f, const step *steps, int n) {
+  fix_init(f, steps, n);
+  f->sc.repeat_last = true;
 }
-
-/* The fake sleep: moves the clock to `until`, or, on its fire_on-th call, fires a token instead
- * (a wait woken early by a cancel: the clock does not move). */
-typedef struct sleeper {
-  lk_fake_clock *fc;
-  int calls;
-  lk_cancel *fire;
-  int fire_on;
-} sleeper;
-
-static void fake_sleep(void *ctx, int64_t until) {
-  sleeper *s = ctx;
-  s->calls++;
-  if (s->fire && s->calls == s->fire_on) {
-    lk_cancel_fire(s->fire);
-    return;
-  }
-  if (until > s->fc->base.now(&s->fc->base))
-    lk_fake_clock_set(s->fc, until);
-}
-
-typedef struct evlog {
-  lk_event ev[256];
-  int n;
-} evlog;
-
-static void log_event(void *ctx, const lk_event *ev) {
-  evlog *l = ctx;
-  assert_true(l->n < 256);
-  l->ev[l->n++] = *ev;
-}
-
-static int count_ev(const evlog *l, lk_event_type t) {
-  int c = 0;
-  for (int i = 0; i < l->n; i++)
-    c += l->ev[i].type == t;
-  return c;
-}
-
-typedef struct fix {
-  lk_fake_clock fc;
-  sleeper sl;
-  lk_exec_policy pol;
-  evlog log;
-  lk_exec_attempt_info tl[8];
-  lk_exec_result res;
-  op op;
-} fix;
-
-#define T0 LK_SEC(1000)
-
-static void fix_init(fix *f, const op_step *steps, int n) {
-  memset(f, 0, sizeof *f);
-  lk_fake_clock_init(&f->fc, T0);
-  f->sl.fc = &f->fc;
-  lk_exec_policy_init_default(&f->pol);
-  lk_retry_config rc;
-  lk_retry_config_init_default(&rc);
-  rc.backoff.jitter = LK_JITTER_NONE; /* 200, 400, 800 ms */
-  assert_int_equal(lk_retry_policy_init(&f->pol.retry, &rc, NULL), LK_OK);
-  f->pol.clock = &f->fc.base;
-  f->pol.sleep = fake_sleep;
-  f->pol.sleep_ctx = &f->sl;
-  f->pol.on_event = log_event;
-  f->pol.event_ctx = &f->log;
-  f->res.timeline = f->tl;
-  f->res.timeline_cap = 8;
-  f->op.fc = &f->fc;
-  f->op.steps = steps;
-  f->op.n = n;
-}
-
-static int fix_run(fix *f, lk_cancel *c) {
-  return lk_exec_run(&f->pol, run_op, &f->op, c, &f->res);
-}
-
 #define REFUSED                                                                                    \
   { LK_F_CONNECT_REFUSED, false, -1, LK_MS(1) }
 
@@ -157,13 +53,13 @@ static void a_done_nop(void *ud, const lk_exec_result *res) { (void)ud, (void)re
 
 static void test_null_arguments(void **state) {
   (void)state;
-  static const op_step ok[] = {OK_STEP};
+  static const step ok[] = {OK_STEP};
   fix f;
-  fix_init(&f, ok, 1);
+  cfix_init(&f, ok, 1);
   /* lk_exec_run: a clear error, *res filled (its timeline pointers kept), nothing run */
   memset(f.res.stop, 'x', sizeof f.res.stop);
   f.res.attempts = 99;
-  assert_int_equal(lk_exec_run(NULL, run_op, &f.op, NULL, &f.res), LK_EINVAL);
+  assert_int_equal(lk_exec_run(NULL, scripted, &f.sc, NULL, &f.res), LK_EINVAL);
   assert_int_equal(f.res.err, LK_EINVAL);
   assert_int_equal(f.res.attempts, 0);
   assert_ptr_equal(f.res.timeline, f.tl);
@@ -171,8 +67,8 @@ static void test_null_arguments(void **state) {
   assert_string_equal(f.res.stop, "policy is NULL");
   assert_int_equal(lk_exec_run(&f.pol, NULL, NULL, NULL, &f.res), LK_EINVAL);
   assert_string_equal(f.res.stop, "attempt function is NULL");
-  assert_int_equal(lk_exec_run(&f.pol, run_op, &f.op, NULL, NULL), LK_EINVAL);
-  assert_int_equal(f.op.calls, 0);
+  assert_int_equal(lk_exec_run(&f.pol, scripted, &f.sc, NULL, NULL), LK_EINVAL);
+  assert_int_equal(f.sc.calls, 0);
   assert_int_equal(f.log.n, 0); /* no event for a call that did not start */
 
   /* lk_exec_start: every required pointer */
@@ -252,20 +148,20 @@ static void test_invalid_policies(void **state) {
       bad_max,           bad_multiplier,    bad_ratio,         bad_jitter,       bad_kind,
       bad_ra_cap,        bad_min_attempt,   bad_backoff_zeroed};
   /* the attempt fails and would be retried: a bad backoff would be computed */
-  static const op_step steps[] = {REFUSED, REFUSED};
+  static const step steps[] = {REFUSED, REFUSED};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     fix f;
-    fix_init(&f, steps, 2);
+    cfix_init(&f, steps, 2);
     f.pol.fallback = count_fallback;
     fb_count = 0;
     bad[i](&f.pol);
     const char *why = NULL;
     assert_int_equal(lk_exec_policy_validate(&f.pol, &why), LK_ECONFIG);
     assert_non_null(why);
-    assert_int_equal(fix_run(&f, NULL), LK_ECONFIG);
+    assert_int_equal(fix_run_cancel(&f, NULL), LK_ECONFIG);
     assert_int_equal(f.res.err, LK_ECONFIG);
     assert_string_equal(f.res.stop, why); /* the caller learns which field */
-    assert_int_equal(f.op.calls, 0);
+    assert_int_equal(f.sc.calls, 0);
     assert_int_equal(fb_count, 0);
     assert_int_equal(f.log.n, 0);
     lk_exec_loop loop = {a_start_nop, a_timer_nop, NULL, NULL, NULL};
@@ -306,9 +202,9 @@ static void test_extremes_saturate(void **state) {
   (void)state;
   /* a backoff whose exponential overflows every type: the delay saturates at max (INT64_MAX),
    * never negative, and a delay past the deadline ends the call at once */
-  static const op_step steps[] = {REFUSED, REFUSED, REFUSED};
+  static const step steps[] = {REFUSED, REFUSED, REFUSED};
   fix f;
-  fix_init(&f, steps, 3);
+  cfix_init(&f, steps, 3);
   lk_retry_config rc = f.pol.retry.cfg;
   rc.max_attempts = INT_MAX;
   rc.backoff.base = LK_SEC(1);
@@ -318,13 +214,13 @@ static void test_extremes_saturate(void **state) {
   assert_int_equal(lk_retry_policy_init(&f.pol.retry, &rc, NULL), LK_OK);
   f.pol.deadline = INT64_MAX; /* saturates: no deadline */
   f.pol.attempt_timeout = INT64_MAX;
-  assert_int_equal(fix_run(&f, NULL), LK_EDEADLINE);
-  assert_int_equal(f.op.calls, 2); /* 1 s, then 1e300 s: more than is left of time itself */
+  assert_int_equal(fix_run_cancel(&f, NULL), LK_EDEADLINE);
+  assert_int_equal(f.sc.calls, 2); /* 1 s, then 1e300 s: more than is left of time itself */
   assert_true(f.tl[0].decision.delay == LK_SEC(1));
   assert_int_equal(f.tl[1].decision.reason, LK_REASON_DELAY_TOO_LONG);
   assert_int_equal(f.tl[1].decision.computed, INT64_MAX);
-  assert_true(f.op.last.timeout > 0 && f.op.last.remaining > 0);
-  assert_true(f.op.last.end_at > T0); /* saturated, not wrapped */
+  assert_true(f.sc.last.timeout > 0 && f.sc.last.remaining > 0);
+  assert_true(f.sc.last.end_at > T0); /* saturated, not wrapped */
   check_delays(&f.log, INT64_MAX);
 
   /* every kind of backoff and jitter at INT64_MAX: still never negative */
@@ -332,7 +228,7 @@ static void test_extremes_saturate(void **state) {
     for (int j = LK_JITTER_NONE; j <= LK_JITTER_DECORRELATED; j++) {
       lk_rand_fast rng;
       lk_rand_fast_seeded(&rng, (uint64_t)(kind * 10 + j));
-      fix_init(&f, steps, 3);
+      cfix_init(&f, steps, 3);
       rc = f.pol.retry.cfg;
       rc.backoff.kind = (lk_backoff_kind)kind;
       rc.backoff.jitter = (lk_jitter_kind)j;
@@ -344,13 +240,13 @@ static void test_extremes_saturate(void **state) {
       assert_int_equal(lk_retry_policy_init(&f.pol.retry, &rc, NULL), LK_OK);
       f.pol.rng = &rng.base;
       f.pol.deadline = INT64_MAX;
-      int err = fix_run(&f, NULL);
+      int err = fix_run_cancel(&f, NULL);
       assert_true(err == LK_EDEADLINE || err == LK_OK);
       check_delays(&f.log, INT64_MAX);
     }
 
   /* max_attempts INT_MAX with attempts of 1 ms and delays of 1 ms: the deadline ends it */
-  fix_init(&f, steps, 1);
+  cfix_init(&f, steps, 1);
   rc = f.pol.retry.cfg;
   rc.max_attempts = INT_MAX;
   rc.backoff.kind = LK_BACKOFF_FIXED;
@@ -358,25 +254,25 @@ static void test_extremes_saturate(void **state) {
   assert_int_equal(lk_retry_policy_init(&f.pol.retry, &rc, NULL), LK_OK);
   f.pol.deadline = LK_MS(100);
   f.pol.on_event = NULL;
-  assert_int_equal(fix_run(&f, NULL), LK_EDEADLINE);
-  assert_int_equal(f.op.calls, 50);
+  assert_int_equal(fix_run_cancel(&f, NULL), LK_EDEADLINE);
+  assert_int_equal(f.sc.calls, 50);
   assert_int_equal(f.res.attempts, 50);
   assert_true(f.res.elapsed <= LK_MS(100));
 
   /* an absolute deadline at the bottom of time, and pool_timeout at the top */
-  fix_init(&f, steps, 1);
+  cfix_init(&f, steps, 1);
   f.pol.deadline_at.at = INT64_MIN;
-  assert_int_equal(fix_run(&f, NULL), LK_EDEADLINE);
-  assert_int_equal(f.op.calls, 0);
+  assert_int_equal(fix_run_cancel(&f, NULL), LK_EDEADLINE);
+  assert_int_equal(f.sc.calls, 0);
   assert_int_equal(f.res.elapsed, 0);
   lk_bulkhead_config hc = {1, 1};
   lk_bulkhead *bh = NULL;
   assert_int_equal(lk_bulkhead_new(&hc, &bh, NULL), LK_OK);
-  static const op_step ok[] = {OK_STEP};
-  fix_init(&f, ok, 1);
+  static const step ok[] = {OK_STEP};
+  cfix_init(&f, ok, 1);
   f.pol.bulkhead = bh;
   f.pol.pool_timeout = INT64_MAX;
-  assert_int_equal(fix_run(&f, NULL), LK_OK);
+  assert_int_equal(fix_run_cancel(&f, NULL), LK_OK);
   assert_int_equal(lk_bulkhead_in_use(bh), 0);
   lk_bulkhead_free(bh);
 }
@@ -395,12 +291,13 @@ static void test_out_of_range_outcome(void **state) {
   lk_metrics *m = lk_metrics_new();
   lk_call_metrics *cm = lk_call_metrics_new(m, "oor");
   for (size_t i = 0; i < sizeof bad_kinds / sizeof bad_kinds[0]; i++) {
-    op_step steps[] = {{(lk_failure)bad_kinds[i], false, INT64_MIN, LK_MS(1)}, OK_STEP};
+    step steps[] = {{(lk_failure)bad_kinds[i], false, INT64_MIN, LK_MS(1)}, OK_STEP};
     fix f;
-    fix_init(&f, steps, 2);
+    cfix_init(&f, steps, 2);
     f.pol.breaker = br;
     f.pol.metrics = cm;
-    assert_int_equal(fix_run(&f, NULL), LK_ENOTRETRYABLE); /* treated as sent, whatever it said */
+    assert_int_equal(fix_run_cancel(&f, NULL),
+                     LK_ENOTRETRYABLE); /* treated as sent, whatever it said */
     assert_true(f.tl[0].sent);
     assert_int_equal(f.res.failure, LK_F_TRANSPORT_ERROR);
     assert_int_equal(f.tl[0].failure, LK_F_TRANSPORT_ERROR);
@@ -408,20 +305,20 @@ static void test_out_of_range_outcome(void **state) {
     assert_string_equal(f.res.stop, "not retryable: TRANSPORT_ERROR");
     assert_int_equal(f.log.ev[2].u.attempt_end.failure, LK_F_TRANSPORT_ERROR);
     /* an idempotent operation retries it */
-    fix_init(&f, steps, 2);
+    cfix_init(&f, steps, 2);
     f.pol.idempotent = true;
-    assert_int_equal(fix_run(&f, NULL), LK_OK);
+    assert_int_equal(fix_run_cancel(&f, NULL), LK_OK);
     assert_int_equal(f.res.attempts, 2);
   }
   lk_breaker_metrics bm;
   assert_int_equal(lk_breaker_metrics_get(br, T0, &bm), LK_OK);
   assert_int_equal(bm.failed, 5); /* recorded as the transport errors they count as */
 
-  static const op_step any[] = {OK_STEP};
+  static const step any[] = {OK_STEP};
   fix f;
-  fix_init(&f, any, 1);
-  f.op.fill_nothing = true;
-  assert_int_equal(fix_run(&f, NULL), LK_ENOTRETRYABLE);
+  cfix_init(&f, any, 1);
+  f.sc.fill_nothing = true;
+  assert_int_equal(fix_run_cancel(&f, NULL), LK_ENOTRETRYABLE);
   assert_int_equal(f.res.failure, LK_F_TRANSPORT_ERROR);
   assert_true(f.tl[0].sent);
   lk_call_metrics_free(cm);
@@ -441,23 +338,23 @@ static void test_terminal_kinds_from_operation(void **state) {
   static const lk_failure kinds[] = {LK_F_CANCELLED, LK_F_BREAKER_OPEN, LK_F_BUDGET_EXHAUSTED,
                                      LK_F_RATE_LIMITED, LK_F_BULKHEAD_FULL};
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-    op_step steps[] = {{kinds[i], false, -1, LK_MS(1)}, OK_STEP};
+    step steps[] = {{kinds[i], false, -1, LK_MS(1)}, OK_STEP};
     fix f;
-    fix_init(&f, steps, 2);
+    cfix_init(&f, steps, 2);
     f.pol.idempotent = true;
     f.pol.breaker = br;
-    assert_int_equal(fix_run(&f, NULL), LK_ENOTRETRYABLE);
-    assert_int_equal(f.op.calls, 1);
+    assert_int_equal(fix_run_cancel(&f, NULL), LK_ENOTRETRYABLE);
+    assert_int_equal(f.sc.calls, 1);
     assert_int_equal(f.res.failure, kinds[i]);
   }
   lk_breaker_metrics bm;
   assert_int_equal(lk_breaker_metrics_get(br, T0, &bm), LK_OK);
   assert_int_equal(bm.failed, 0); /* ignored kinds */
-  op_step dl[] = {{LK_F_DEADLINE_EXCEEDED, false, -1, LK_MS(1)}, OK_STEP};
+  step dl[] = {{LK_F_DEADLINE_EXCEEDED, false, -1, LK_MS(1)}, OK_STEP};
   fix f;
-  fix_init(&f, dl, 2);
-  assert_int_equal(fix_run(&f, NULL), LK_EDEADLINE);
-  assert_int_equal(f.op.calls, 1);
+  cfix_init(&f, dl, 2);
+  assert_int_equal(fix_run_cancel(&f, NULL), LK_EDEADLINE);
+  assert_int_equal(f.sc.calls, 1);
   lk_breaker_free(br);
 }
 
@@ -465,11 +362,11 @@ static void test_terminal_kinds_from_operation(void **state) {
  * does not fit ends the call at once (no wait), as LK_EDEADLINE. */
 static void test_retry_after_capped(void **state) {
   (void)state;
-  static const op_step long_ra[] = {{LK_F_TOO_MANY_REQUESTS, true, LK_SEC(5), LK_MS(10)}, OK_STEP};
+  static const step long_ra[] = {{LK_F_TOO_MANY_REQUESTS, true, LK_SEC(5), LK_MS(10)}, OK_STEP};
   fix f;
-  fix_init(&f, long_ra, 2);
-  assert_int_equal(fix_run(&f, NULL), LK_EDEADLINE); /* 5 s hint, 3 s deadline */
-  assert_int_equal(f.op.calls, 1);
+  cfix_init(&f, long_ra, 2);
+  assert_int_equal(fix_run_cancel(&f, NULL), LK_EDEADLINE); /* 5 s hint, 3 s deadline */
+  assert_int_equal(f.sc.calls, 1);
   assert_int_equal(f.sl.calls, 0); /* did not sleep toward it */
   assert_int_equal(f.res.elapsed, LK_MS(10));
   assert_int_equal(f.tl[0].decision.reason, LK_REASON_DELAY_TOO_LONG);
@@ -477,35 +374,35 @@ static void test_retry_after_capped(void **state) {
   assert_string_equal(f.res.stop, "Retry-After 5000ms >= remaining 2990ms");
 
   /* INT64_MAX hint with an uncapped policy and no deadline: capped by nothing but time itself */
-  static const op_step max_ra[] = {{LK_F_TOO_MANY_REQUESTS, true, INT64_MAX, LK_MS(10)}, OK_STEP};
-  fix_init(&f, max_ra, 2);
+  static const step max_ra[] = {{LK_F_TOO_MANY_REQUESTS, true, INT64_MAX, LK_MS(10)}, OK_STEP};
+  cfix_init(&f, max_ra, 2);
   lk_retry_config rc = f.pol.retry.cfg;
   rc.retry_after_cap = INT64_MAX;
   assert_int_equal(lk_retry_policy_init(&f.pol.retry, &rc, NULL), LK_OK);
   f.pol.deadline = INT64_MAX;
-  assert_int_equal(fix_run(&f, NULL), LK_EDEADLINE);
+  assert_int_equal(fix_run_cancel(&f, NULL), LK_EDEADLINE);
   assert_int_equal(f.sl.calls, 0);
 
   /* a hint past the cap is cut to it */
-  fix_init(&f, max_ra, 2);
+  cfix_init(&f, max_ra, 2);
   rc = f.pol.retry.cfg;
   rc.retry_after_cap = LK_SEC(1);
   assert_int_equal(lk_retry_policy_init(&f.pol.retry, &rc, NULL), LK_OK);
-  assert_int_equal(fix_run(&f, NULL), LK_OK);
+  assert_int_equal(fix_run_cancel(&f, NULL), LK_OK);
   assert_int_equal(f.tl[0].decision.delay, LK_SEC(1));
   assert_true(f.tl[0].decision.from_retry_after);
   assert_int_equal(f.tl[1].start, LK_MS(10) + LK_SEC(1));
 
   /* a hint that fits is waited for, exactly; one that is not honoured is not */
-  static const op_step fits[] = {{LK_F_TOO_MANY_REQUESTS, true, LK_MS(1500), LK_MS(10)}, OK_STEP};
-  fix_init(&f, fits, 2);
-  assert_int_equal(fix_run(&f, NULL), LK_OK);
+  static const step fits[] = {{LK_F_TOO_MANY_REQUESTS, true, LK_MS(1500), LK_MS(10)}, OK_STEP};
+  cfix_init(&f, fits, 2);
+  assert_int_equal(fix_run_cancel(&f, NULL), LK_OK);
   assert_int_equal(f.tl[1].start, LK_MS(1510));
-  fix_init(&f, fits, 2);
+  cfix_init(&f, fits, 2);
   rc = f.pol.retry.cfg;
   rc.honor_retry_after = false;
   assert_int_equal(lk_retry_policy_init(&f.pol.retry, &rc, NULL), LK_OK);
-  assert_int_equal(fix_run(&f, NULL), LK_OK);
+  assert_int_equal(fix_run_cancel(&f, NULL), LK_OK);
   assert_int_equal(f.tl[1].start, LK_MS(210));
 }
 
@@ -554,7 +451,7 @@ static void test_deadline_property(void **state) {
   int by_err[32] = {0};
   for (int iter = 0; iter < 3000; iter++) {
     fix f;
-    fix_init(&f, NULL, 0);
+    cfix_init(&f, NULL, 0);
     lk_retry_config rc;
     lk_retry_config_init_default(&rc);
     rc.max_attempts = draw(g, 8) == 0 ? INT_MAX : 1 + (int)draw(g, 12);
@@ -618,30 +515,30 @@ static void test_deadline_property(void **state) {
  * deadline by that attempt's overrun and nothing else. */
 static void test_overrun_attempt(void **state) {
   (void)state;
-  static const op_step slow_fail[] = {{LK_F_CONNECT_TIMEOUT, false, -1, LK_SEC(2)}, OK_STEP};
+  static const step slow_fail[] = {{LK_F_CONNECT_TIMEOUT, false, -1, LK_SEC(2)}, OK_STEP};
   fix f;
-  fix_init(&f, slow_fail, 2);
+  cfix_init(&f, slow_fail, 2);
   f.pol.deadline = LK_SEC(1);
-  assert_int_equal(fix_run(&f, NULL), LK_EDEADLINE);
-  assert_int_equal(f.op.calls, 1);
-  assert_int_equal(f.op.last.timeout, LK_MS(800));
+  assert_int_equal(fix_run_cancel(&f, NULL), LK_EDEADLINE);
+  assert_int_equal(f.sc.calls, 1);
+  assert_int_equal(f.sc.last.timeout, LK_MS(800));
   assert_int_equal(f.res.elapsed, LK_SEC(2));
   assert_int_equal(f.tl[0].duration, LK_SEC(2)); /* recorded as it was */
   assert_int_equal(f.tl[0].decision.reason, LK_REASON_DEADLINE);
   assert_int_equal(f.sl.calls, 0);
   /* a success that comes late is still a success */
-  static const op_step slow_ok[] = {{LK_F_NONE, true, -1, LK_SEC(2)}};
-  fix_init(&f, slow_ok, 1);
+  static const step slow_ok[] = {{LK_F_NONE, true, -1, LK_SEC(2)}};
+  cfix_init(&f, slow_ok, 1);
   f.pol.deadline = LK_SEC(1);
-  assert_int_equal(fix_run(&f, NULL), LK_OK);
+  assert_int_equal(fix_run_cancel(&f, NULL), LK_OK);
   assert_int_equal(f.res.elapsed, LK_SEC(2));
   /* an overrun that leaves time: the next attempt gets what is left, the total stays bounded */
-  static const op_step over[] = {{LK_F_CONNECT_TIMEOUT, false, -1, LK_MS(1500)},
-                                 {LK_F_CONNECT_TIMEOUT, false, -1, LK_MS(1300)}};
-  fix_init(&f, over, 2);
-  assert_int_equal(fix_run(&f, NULL), LK_EDEADLINE);
-  assert_int_equal(f.op.calls, 2);
-  assert_int_equal(f.op.last.timeout, LK_MS(800));
+  static const step over[] = {{LK_F_CONNECT_TIMEOUT, false, -1, LK_MS(1500)},
+                              {LK_F_CONNECT_TIMEOUT, false, -1, LK_MS(1300)}};
+  cfix_init(&f, over, 2);
+  assert_int_equal(fix_run_cancel(&f, NULL), LK_EDEADLINE);
+  assert_int_equal(f.sc.calls, 2);
+  assert_int_equal(f.sc.last.timeout, LK_MS(800));
   assert_int_equal(f.res.elapsed, LK_MS(1500 + 200 + 1300)); /* = the deadline */
 }
 
@@ -663,7 +560,7 @@ static int record_fallback(void *ctx, const lk_exec_result *r) {
 
 static void test_cancel_points(void **state) {
   (void)state;
-  static const op_step steps[] = {REFUSED, REFUSED, OK_STEP};
+  static const step steps[] = {REFUSED, REFUSED, OK_STEP};
   fix f;
   fb_rec fb = {0, 0, 0, LK_ENOTFOUND, LK_F_NONE};
 
@@ -673,11 +570,11 @@ static void test_cancel_points(void **state) {
   lk_cancel_fire(c);
   lk_cancel_fire(c); /* twice: idempotent */
   assert_true(lk_cancel_fired(c));
-  fix_init(&f, steps, 3);
+  cfix_init(&f, steps, 3);
   f.pol.fallback = record_fallback;
   f.pol.fallback_ctx = &fb;
-  assert_int_equal(fix_run(&f, c), LK_ECANCELED);
-  assert_int_equal(f.op.calls, 0);
+  assert_int_equal(fix_run_cancel(&f, c), LK_ECANCELED);
+  assert_int_equal(f.sc.calls, 0);
   assert_int_equal(f.res.attempts, 0);
   assert_int_equal(f.res.failure, LK_F_CANCELLED);
   assert_string_equal(f.res.stop, "cancelled");
@@ -688,8 +585,8 @@ static void test_cancel_points(void **state) {
   assert_int_equal(f.log.ev[1].type, LK_EV_CALL_END);
   assert_int_equal(f.log.n, 2);
   /* the same fired token again: the same answer (a token does not reset) */
-  fix_init(&f, steps, 3);
-  assert_int_equal(fix_run(&f, c), LK_ECANCELED);
+  cfix_init(&f, steps, 3);
+  assert_int_equal(fix_run_cancel(&f, c), LK_ECANCELED);
   lk_cancel_free(c);
 
   /* during an attempt that then fails: the call ends after it, with every protection given back
@@ -708,14 +605,14 @@ static void test_cancel_points(void **state) {
   lk_budget_stats bs0, bs1;
   assert_int_equal(lk_budget_stats_get(bu, T0, &bs0), LK_OK);
   c = lk_cancel_new();
-  fix_init(&f, steps, 3);
+  cfix_init(&f, steps, 3);
   f.pol.breaker = br;
   f.pol.budget = bu;
   f.pol.bulkhead = bh;
-  f.op.fire = c;
-  f.op.fire_at = 1;
-  assert_int_equal(fix_run(&f, c), LK_ECANCELED);
-  assert_int_equal(f.op.calls, 1);
+  f.sc.fire_on_call = c;
+  f.sc.cancel_at = 1;
+  assert_int_equal(fix_run_cancel(&f, c), LK_ECANCELED);
+  assert_int_equal(f.sc.calls, 1);
   assert_int_equal(f.res.attempts, 1);
   assert_string_equal(f.tl[0].reason, "cancelled");
   assert_int_equal(count_ev(&f.log, LK_EV_RETRY_SCHEDULED), 0);
@@ -728,24 +625,24 @@ static void test_cancel_points(void **state) {
   lk_cancel_free(c);
 
   /* during an attempt that then succeeds: the success is kept (the work was done) */
-  static const op_step ok[] = {OK_STEP};
+  static const step ok[] = {OK_STEP};
   c = lk_cancel_new();
-  fix_init(&f, ok, 1);
-  f.op.fire = c;
-  f.op.fire_at = 1;
+  cfix_init(&f, ok, 1);
+  f.sc.fire_on_call = c;
+  f.sc.cancel_at = 1;
   f.pol.breaker = br;
-  assert_int_equal(fix_run(&f, c), LK_OK);
+  assert_int_equal(fix_run_cancel(&f, c), LK_OK);
   assert_int_equal(f.res.failure, LK_F_NONE);
   lk_cancel_free(c);
 
   /* during the backoff: woken early, the next attempt never starts */
   c = lk_cancel_new();
-  fix_init(&f, steps, 3);
+  cfix_init(&f, steps, 3);
   f.sl.fire = c;
   f.sl.fire_on = 1;
   f.pol.bulkhead = bh;
-  assert_int_equal(fix_run(&f, c), LK_ECANCELED);
-  assert_int_equal(f.op.calls, 1);
+  assert_int_equal(fix_run_cancel(&f, c), LK_ECANCELED);
+  assert_int_equal(f.sc.calls, 1);
   assert_int_equal(f.res.elapsed, LK_MS(1)); /* not the 200 ms delay */
   assert_int_equal(f.res.attempts, 1);
   assert_string_equal(f.tl[0].reason, "retry CONNECT_REFUSED"); /* what was decided */
@@ -755,12 +652,12 @@ static void test_cancel_points(void **state) {
   /* while queued for a bulkhead slot: the place in the queue is given up */
   assert_int_equal(lk_bulkhead_try_acquire(bh), LK_OK);
   c = lk_cancel_new();
-  fix_init(&f, steps, 3);
+  cfix_init(&f, steps, 3);
   f.sl.fire = c;
   f.sl.fire_on = 1;
   f.pol.bulkhead = bh;
-  assert_int_equal(fix_run(&f, c), LK_ECANCELED);
-  assert_int_equal(f.op.calls, 0);
+  assert_int_equal(fix_run_cancel(&f, c), LK_ECANCELED);
+  assert_int_equal(f.sc.calls, 0);
   assert_int_equal(lk_bulkhead_queue_depth(bh), 0);
   assert_int_equal(lk_bulkhead_in_use(bh), 1); /* ours */
   lk_bulkhead_release(bh);
@@ -772,12 +669,12 @@ static void test_cancel_points(void **state) {
   assert_int_equal(lk_limiter_new(&lc, &lim, NULL), LK_OK);
   assert_int_equal(lk_limiter_try_acquire(lim, T0), LK_OK);
   c = lk_cancel_new();
-  fix_init(&f, steps, 3);
+  cfix_init(&f, steps, 3);
   f.sl.fire = c;
   f.sl.fire_on = 1;
   f.pol.limiter = lim;
-  assert_int_equal(fix_run(&f, c), LK_ECANCELED);
-  assert_int_equal(f.op.calls, 0);
+  assert_int_equal(fix_run_cancel(&f, c), LK_ECANCELED);
+  assert_int_equal(f.sc.calls, 0);
   lk_cancel_free(c);
   lk_limiter_free(lim);
 
@@ -790,12 +687,12 @@ static void test_cancel_points(void **state) {
   lk_breaker_record(br, T0, 0, LK_F_CONNECT_REFUSED);
   assert_int_equal(lk_breaker_get_state(br), LK_BREAKER_OPEN);
   c = lk_cancel_new();
-  fix_init(&f, steps, 3);
+  cfix_init(&f, steps, 3);
   f.sl.fire = c;
   f.sl.fire_on = 1;
   f.pol.breaker = br;
-  assert_int_equal(fix_run(&f, c), LK_ECANCELED);
-  assert_int_equal(f.op.calls, 0);
+  assert_int_equal(fix_run_cancel(&f, c), LK_ECANCELED);
+  assert_int_equal(f.sc.calls, 0);
   assert_int_equal(lk_breaker_get_state(br), LK_BREAKER_OPEN);
   /* its probe is still there for the next caller */
   assert_int_equal(lk_breaker_acquire(br, T0 + LK_MS(500)), LK_OK);
@@ -813,12 +710,12 @@ static void test_cancel_points(void **state) {
 static void test_fallback_contract(void **state) {
   (void)state;
   /* once, with the final error and kind, for each way of failing for good */
-  static const op_step refused[] = {REFUSED, REFUSED, REFUSED, REFUSED, REFUSED};
-  static const op_step perm[] = {{LK_F_CLIENT_4XX, true, -1, LK_MS(1)}};
-  static const op_step slow[] = {
+  static const step refused[] = {REFUSED, REFUSED, REFUSED, REFUSED, REFUSED};
+  static const step perm[] = {{LK_F_CLIENT_4XX, true, -1, LK_MS(1)}};
+  static const step slow[] = {
       {LK_F_CONNECT_TIMEOUT, false, -1, LK_MS(800)}, REFUSED, REFUSED, REFUSED};
   struct {
-    const op_step *steps;
+    const step *steps;
     int n;
     int64_t deadline;
     int err, attempts;
@@ -832,11 +729,11 @@ static void test_fallback_contract(void **state) {
     for (int answer = 0; answer < 2; answer++) {
       fb_rec fb = {0, 0, 0, answer ? LK_ENOTFOUND : LK_OK, LK_F_NONE};
       fix f;
-      fix_init(&f, cases[i].steps, cases[i].n);
+      cfix_init(&f, cases[i].steps, cases[i].n);
       f.pol.deadline = cases[i].deadline;
       f.pol.fallback = record_fallback;
       f.pol.fallback_ctx = &fb;
-      int err = fix_run(&f, NULL);
+      int err = fix_run_cancel(&f, NULL);
       assert_int_equal(fb.calls, 1);
       assert_int_equal(fb.err, cases[i].err);
       assert_int_equal(fb.failure, cases[i].failure);
@@ -859,24 +756,24 @@ static void test_fallback_contract(void **state) {
   }
   /* never for a success, an invalid policy or invalid arguments */
   fb_rec fb = {0, 0, 0, LK_OK, LK_F_NONE};
-  static const op_step ok[] = {OK_STEP};
+  static const step ok[] = {OK_STEP};
   fix f;
-  fix_init(&f, ok, 1);
+  cfix_init(&f, ok, 1);
   f.pol.fallback = record_fallback;
   f.pol.fallback_ctx = &fb;
-  assert_int_equal(fix_run(&f, NULL), LK_OK);
+  assert_int_equal(fix_run_cancel(&f, NULL), LK_OK);
   assert_false(f.res.fallback);
   f.pol.attempt_timeout = 0;
-  assert_int_equal(fix_run(&f, NULL), LK_ECONFIG);
+  assert_int_equal(fix_run_cancel(&f, NULL), LK_ECONFIG);
   assert_int_equal(lk_exec_run(&f.pol, NULL, NULL, NULL, &f.res), LK_EINVAL);
   assert_int_equal(fb.calls, 0);
   /* a fallback that substitutes for a cancelled call: LK_OK, the cancel in original_err */
   lk_cancel *c = lk_cancel_new();
   lk_cancel_fire(c);
-  fix_init(&f, ok, 1);
+  cfix_init(&f, ok, 1);
   f.pol.fallback = record_fallback;
   f.pol.fallback_ctx = &fb;
-  assert_int_equal(fix_run(&f, c), LK_OK);
+  assert_int_equal(fix_run_cancel(&f, c), LK_OK);
   assert_int_equal(fb.calls, 1);
   assert_true(f.res.fallback);
   assert_int_equal(f.res.original_err, LK_ECANCELED);
@@ -961,7 +858,7 @@ static void al_done(void *ud, const lk_exec_result *res) {
 
 static void al_event(void *ctx, const lk_event *ev) {
   aloop *l = ctx;
-  log_event(&l->log, ev);
+  on_event(&l->log, ev);
   if (!l->call)
     return; /* CALL_START: lk_exec_start has not returned the call yet */
   if (ev->type == l->abort_on && l->abort_nth-- == 0)
@@ -1263,7 +1160,7 @@ static void nested_attempt(void *ctx, const lk_exec_attempt *a, lk_exec_outcome 
 static void test_sync_nested_call(void **state) {
   (void)state;
   fix f;
-  fix_init(&f, NULL, 0);
+  cfix_init(&f, NULL, 0);
   lk_cancel *c = lk_cancel_new();
   nest n = {&f, 0, 1};
   assert_int_equal(lk_exec_run(&f.pol, nested_attempt, &n, c, &f.res), LK_OK);
@@ -1272,7 +1169,7 @@ static void test_sync_nested_call(void **state) {
   lk_bulkhead_config hc = {1, 4};
   lk_bulkhead *bh = NULL;
   assert_int_equal(lk_bulkhead_new(&hc, &bh, NULL), LK_OK);
-  fix_init(&f, NULL, 0);
+  cfix_init(&f, NULL, 0);
   f.pol.bulkhead = bh;
   f.pol.pool_timeout = LK_MS(50);
   n = (nest){&f, 0, 1};
