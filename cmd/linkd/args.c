@@ -6,6 +6,8 @@
 #include <linkd/http.h>
 #include <linkd/idem.h>
 
+#include <curl/curl.h>
+
 #include <ctype.h>
 #include <errno.h>
 
@@ -34,19 +36,32 @@ enum {
   O_CONFIG,
   O_NO_CONFIG,
   O_MAX_REDIRS,
+  O_FAIL_WITH_BODY,
+  O_DATA_BINARY,
+  O_DATA_RAW,
+  O_DATA_URLENCODE,
   O_POLICY /* O_POLICY + cli_field: a policy setting */
 };
 
 static const struct option long_opts[] = {
     {"header", required_argument, NULL, 'H'},
     {"data", required_argument, NULL, 'd'},
+    {"data-binary", required_argument, NULL, O_DATA_BINARY},
+    {"data-raw", required_argument, NULL, O_DATA_RAW},
+    {"data-urlencode", required_argument, NULL, O_DATA_URLENCODE},
+    {"get", no_argument, NULL, 'G'},
+    {"user", required_argument, NULL, 'u'},
+    {"user-agent", required_argument, NULL, 'A'},
     {"request", required_argument, NULL, 'X'},
     {"head", no_argument, NULL, 'I'},
     {"output", required_argument, NULL, 'o'},
+    {"remote-name", no_argument, NULL, 'O'},
+    {"dump-header", required_argument, NULL, 'D'},
     {"include", no_argument, NULL, 'i'},
     {"silent", no_argument, NULL, 's'},
     {"show-error", no_argument, NULL, 'S'},
     {"fail", no_argument, NULL, 'f'},
+    {"fail-with-body", no_argument, NULL, O_FAIL_WITH_BODY},
     {"write-out", required_argument, NULL, 'w'},
     {"verbose", no_argument, NULL, 'v'},
     {"location", no_argument, NULL, 'L'},
@@ -77,7 +92,7 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
-static const char short_opts[] = ":H:d:X:Io:isSfw:vLkm:h";
+static const char short_opts[] = ":H:d:X:IGu:A:o:OD:isSfw:vLkm:h";
 
 /* The option getopt just complained about, for the message. */
 static const char *bad_option(char **argv, int c) {
@@ -194,6 +209,97 @@ static bool has_scheme(const char *url) {
   return strncmp(url + n, "://", 3) == 0;
 }
 
+/* Whether the layer has a header of that name, a removal ("Name:") included. */
+static bool header_given(const cli_settings *s, const char *name) {
+  for (size_t i = 0; i < s->nheaders; i++)
+    if (strcasecmp(s->headers[i].name, name) == 0)
+      return true;
+  return false;
+}
+
+/* "Basic " and the base64 (RFC 4648, padded) of `user`, malloc'd: -u's Authorization value. */
+static char *basic_auth(const char *user) {
+  static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  size_t n = strlen(user), cap = sizeof "Basic " + (n + 2) / 3 * 4;
+  char *out = malloc(cap), *p;
+  if (!out)
+    return NULL;
+  p = out + snprintf(out, cap, "Basic ");
+  const unsigned char *u = (const unsigned char *)user;
+  for (size_t i = 0; i < n; i += 3) {
+    unsigned v = (unsigned)u[i] << 16 | (i + 1 < n ? (unsigned)u[i + 1] << 8 : 0) |
+                 (i + 2 < n ? u[i + 2] : 0);
+    *p++ = b64[v >> 18 & 63];
+    *p++ = b64[v >> 12 & 63];
+    *p++ = i + 1 < n ? b64[v >> 6 & 63] : '=';
+    *p++ = i + 2 < n ? b64[v & 63] : '=';
+  }
+  *p = '\0';
+  return out;
+}
+
+/* The file a data part reads ("-": stdin), or NULL for text. --data-urlencode's rule is curl's:
+ * the first '=' makes the rest text; without one, an '@' makes the rest a file name. */
+const char *cli_data_file(const cli_data_part *d) {
+  if (d->kind == CLI_DATA)
+    return d->arg[0] == '@' ? d->arg + 1 : NULL;
+  if (d->kind == CLI_DATA_URLENCODE && !strchr(d->arg, '=')) {
+    const char *at = strchr(d->arg, '@');
+    return at ? at + 1 : NULL;
+  }
+  return NULL;
+}
+
+static int add_data(cli_opts *o, cli_data_kind kind, const char *flag, const char *arg, char *err,
+                    size_t cap) {
+  cli_data_part *n = realloc(o->data, (o->ndata + 1) * sizeof *n);
+  if (!n)
+    return CLI_ARGS_NOMEM;
+  o->data = n;
+  cli_data_part *d = &o->data[o->ndata++];
+  d->kind = kind;
+  d->flag = flag;
+  d->arg = arg;
+  const char *file = cli_data_file(d);
+  if (file && !*file) {
+    snprintf(err, cap, "%s %s: a file name must follow '@' (or '@-' for stdin)", flag, arg);
+    return CLI_ARGS_USAGE;
+  }
+  return CLI_ARGS_OK;
+}
+
+int cli_remote_name(const char *url, char *name, size_t cap, char *err, size_t ecap) {
+  CURLU *u = curl_url();
+  char *path = NULL;
+  int ret = -1;
+  if (!u) {
+    snprintf(err, ecap, "out of memory");
+    return -1;
+  }
+  CURLUcode rc = curl_url_set(u, CURLUPART_URL, url, 0);
+  if (rc == CURLUE_OK)
+    rc = curl_url_get(u, CURLUPART_PATH, &path, 0);
+  if (rc != CURLUE_OK) {
+    snprintf(err, ecap, "'%s' is not a valid URL: %s", url, curl_url_strerror(rc));
+  } else {
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+      snprintf(err, ecap,
+               "-O/--remote-name: '%s' has no file name at the end of its path (name one with "
+               "-o FILE)",
+               url);
+    else if (strlen(base) >= cap)
+      snprintf(err, ecap, "-O/--remote-name: the file name in '%s' is too long", url);
+    else {
+      memcpy(name, base, strlen(base) + 1);
+      ret = 0;
+    }
+  }
+  curl_free(path);
+  curl_url_cleanup(u);
+  return ret;
+}
+
 /* -m takes seconds as curl does ("-m 2.5"), or a linkd duration ("-m 250ms"). */
 static int set_max_time(cli_opts *o, const char *v, char *m, size_t cap) {
   char buf[64];
@@ -227,7 +333,7 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
   optind = 0; /* GNU: full re-initialisation, so tests may parse many times */
   opterr = 0;
   bool help = false, head = false;
-  const char *x_method = NULL;
+  const char *x_method = NULL, *user_agent = NULL;
   int c, idx;
   while ((c = getopt_long(sub_argc, sub_argv, short_opts, long_opts, (idx = -1, &idx))) != -1) {
     if (idx >= 0 && abbreviated(sub_argv, idx, err, cap))
@@ -236,6 +342,11 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
     int rc = CLI_SET_OK;
     switch (c) {
     case 'H': {
+      if (optarg[0] == '@') { /* curl 7.55's headers from a file */
+        snprintf(err, cap, "-H %s: headers are not read from a file; give each as -H 'Name: value'",
+                 optarg);
+        return CLI_ARGS_USAGE;
+      }
       rc = cli_settings_set(&o->flags, "header", optarg, cli_origin_flag, false, m, sizeof m);
       if (rc != CLI_SET_OK && rc != CLI_SET_NOMEM) {
         snprintf(err, cap, "-H: %s", m);
@@ -256,17 +367,36 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
       }
       break;
     }
+    /* curl's data options: each one a part of the body (or, with -G, of the query). */
     case 'd':
-      if (o->data) {
-        snprintf(err, cap, "-d/--data given twice (one body per request)");
-        return CLI_ARGS_USAGE;
-      }
-      if (strcmp(optarg, "@") == 0) {
-        snprintf(err, cap, "-d @: a file name must follow '@' (or '@-' for stdin)");
-        return CLI_ARGS_USAGE;
-      }
-      o->data = optarg;
+    case O_DATA_BINARY:
+    case O_DATA_RAW:
+    case O_DATA_URLENCODE: {
+      int ar = c == 'd'             ? add_data(o, CLI_DATA, "-d", optarg, err, cap)
+               : c == O_DATA_BINARY ? add_data(o, CLI_DATA, "--data-binary", optarg, err, cap)
+               : c == O_DATA_RAW
+                   ? add_data(o, CLI_DATA_RAW, "--data-raw", optarg, err, cap)
+                   : add_data(o, CLI_DATA_URLENCODE, "--data-urlencode", optarg, err, cap);
+      if (ar != CLI_ARGS_OK)
+        return ar;
       break;
+    }
+    case 'G': o->get = true; break;
+    case 'u':
+      if (!strchr(optarg, ':')) {
+        snprintf(err, cap,
+                 "-u/--user '%s' has no password: give 'USER:PASSWORD' ('USER:' for an empty "
+                 "one); linkd does not prompt for it",
+                 optarg);
+        return CLI_ARGS_USAGE;
+      }
+      free(o->auth_buf);
+      if (!(o->auth_buf = basic_auth(optarg)))
+        return CLI_ARGS_NOMEM;
+      /* As curl does: the password does not stay in the process's arguments (ps, /proc). */
+      memset(optarg, '*', strlen(optarg));
+      break;
+    case 'A': user_agent = optarg; break;
     case 'X':
       if (!is_token(optarg)) {
         snprintf(err, cap, "-X: '%s' is not an HTTP method (an RFC 9110 token)", optarg);
@@ -276,10 +406,13 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
       break;
     case 'I': head = true; break;
     case 'o': o->output = optarg; break;
+    case 'O': o->remote_name = true; break;
+    case 'D': o->dump_header = optarg; break;
     case 'i': o->include = true; break;
     case 's': o->silent = true; break;
     case 'S': o->show_error = true; break;
     case 'f': o->fail = true; break;
+    case O_FAIL_WITH_BODY: o->fail_with_body = true; break;
     case 'w':
       if (strcmp(optarg, "@") == 0) {
         snprintf(err, cap, "-w @: a file name must follow '@' (or '@-' for stdin)");
@@ -350,8 +483,8 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
       snprintf(err, cap, "-X and -I/--head do not mix: -I sends HEAD");
       return CLI_ARGS_USAGE;
     }
-    /* curl's choice: -X's method, HEAD for -I, POST with a body, GET otherwise. */
-    o->method = x_method ? x_method : head ? "HEAD" : o->data ? "POST" : "GET";
+    /* curl's choice: -X's method, HEAD for -I, POST with a body (not with -G), GET otherwise. */
+    o->method = x_method ? x_method : head ? "HEAD" : o->ndata && !o->get ? "POST" : "GET";
     o->command = "request";
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
       if (strcmp(commands[i].method, o->method) == 0)
@@ -370,7 +503,37 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
     }
     if (head)
       o->include = true;
+    if (o->get && strcmp(o->method, "GET") != 0 && strcmp(o->method, "HEAD") != 0) {
+      snprintf(err, cap, "-G/--get sends GET (HEAD with -I); '%s' sends %s", o->command, o->method);
+      return CLI_ARGS_USAGE;
+    }
   }
+  /* -A and -u are headers, as in curl: an -H of the same name (or its removal) wins. */
+  char m[384];
+  int rc = CLI_SET_OK;
+  if (user_agent && !header_given(&o->flags, "User-Agent")) {
+    size_t n = strlen(user_agent) + sizeof "User-Agent: ";
+    char *h = malloc(n);
+    if (!h)
+      return CLI_ARGS_NOMEM;
+    snprintf(h, n, "User-Agent: %s", user_agent); /* "User-Agent: " removes it: -A '' sends none */
+    rc = cli_settings_set(&o->flags, "header", h, cli_origin_flag, false, m, sizeof m);
+    free(h);
+    if (rc != CLI_SET_OK && rc != CLI_SET_NOMEM) {
+      snprintf(err, cap, "-A/--user-agent: %s", m);
+      return CLI_ARGS_USAGE;
+    }
+  }
+  if (rc == CLI_SET_OK && o->auth_buf && !header_given(&o->flags, "Authorization")) {
+    char h[sizeof "Authorization: " + 8192];
+    if ((size_t)snprintf(h, sizeof h, "Authorization: %s", o->auth_buf) >= sizeof h) {
+      snprintf(err, cap, "-u/--user: the user name and password are too long");
+      return CLI_ARGS_USAGE;
+    }
+    rc = cli_settings_set(&o->flags, "header", h, cli_origin_flag, false, m, sizeof m);
+  }
+  if (rc == CLI_SET_NOMEM)
+    return CLI_ARGS_NOMEM;
   if (help)
     return CLI_ARGS_HELP;
   if (optind >= sub_argc) {
@@ -394,9 +557,23 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
     snprintf(err, cap, "'%s' is not an http:// or https:// URL", o->url);
     return CLI_ARGS_USAGE;
   }
-  if (o->data && (strcmp(o->method, "GET") == 0 || strcmp(o->method, "HEAD") == 0)) {
-    snprintf(err, cap, "%s sends no body: -d/--data is for put, post, patch and delete",
+  if (o->ndata && !o->get && (strcmp(o->method, "GET") == 0 || strcmp(o->method, "HEAD") == 0)) {
+    snprintf(err, cap,
+             "%s sends no body: -d/--data is for put, post, patch and delete (-G/--get puts "
+             "the data in the URL's query)",
              o->implicit ? o->method : o->command);
+    return CLI_ARGS_USAGE;
+  }
+  if (o->fail && o->fail_with_body) {
+    snprintf(err, cap, "-f/--fail and --fail-with-body do not mix: the body is printed or not");
+    return CLI_ARGS_USAGE;
+  }
+  if (o->remote_name && o->output) {
+    snprintf(err, cap, "-o/--output and -O/--remote-name do not mix: one body, one file");
+    return CLI_ARGS_USAGE;
+  }
+  if (o->json && o->dump_header && strcmp(o->dump_header, "-") == 0) {
+    snprintf(err, cap, "--json and -D - do not mix: the JSON result goes to stdout");
     return CLI_ARGS_USAGE;
   }
   if (o->json && o->output && strcmp(o->output, "-") == 0) {
@@ -411,8 +588,21 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
     snprintf(err, cap, "--json and -w/--write-out do not mix: the JSON result goes to stdout");
     return CLI_ARGS_USAGE;
   }
-  if (o->data && o->write_out && strcmp(o->data, "@-") == 0 && strcmp(o->write_out, "@-") == 0) {
-    snprintf(err, cap, "-d @- and -w @- do not mix: stdin is read once");
+  /* stdin is read once: by one data part or by -w @-. */
+  const cli_data_part *std_in = NULL;
+  for (size_t i = 0; i < o->ndata; i++) {
+    const char *f = cli_data_file(&o->data[i]);
+    if (!f || strcmp(f, "-") != 0)
+      continue;
+    if (std_in) {
+      snprintf(err, cap, "%s %s and %s %s do not mix: stdin is read once", std_in->flag,
+               std_in->arg, o->data[i].flag, o->data[i].arg);
+      return CLI_ARGS_USAGE;
+    }
+    std_in = &o->data[i];
+  }
+  if (std_in && o->write_out && strcmp(o->write_out, "@-") == 0) {
+    snprintf(err, cap, "%s %s and -w @- do not mix: stdin is read once", std_in->flag, std_in->arg);
     return CLI_ARGS_USAGE;
   }
   /* The header's key would win and the flag be ignored: one key, given one way. */
@@ -431,6 +621,11 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
 
 void cli_opts_free(cli_opts *o) {
   cli_settings_free(&o->flags);
+  free(o->data);
+  o->data = NULL;
+  o->ndata = 0;
+  free(o->auth_buf);
+  o->auth_buf = NULL;
   free(o->url_buf);
   o->url_buf = NULL;
   free(o->write_out_buf);

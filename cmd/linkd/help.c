@@ -10,31 +10,34 @@
 #include <string.h>
 
 void cli_help_main(FILE *f) {
-  fputs("usage: linkd <command> [options]\n"
-        "\n"
-        "Request commands (one logical call, retried under a deadline):\n"
-        "  get URL        GET    (idempotent: retried on any retryable failure)\n"
-        "  head URL       HEAD   (idempotent; prints no body)\n"
-        "  put URL        PUT    (idempotent)\n"
-        "  post URL       POST   (not idempotent: retried after it may have been processed\n"
-        "                         only with an Idempotency-Key)\n"
-        "  patch URL      PATCH  (not idempotent, like POST)\n"
-        "  delete URL     DELETE (idempotent)\n"
-        "\n"
-        "Other commands:\n"
-        "  demo           run libraryd with faults and compare naive retries with linkd's policy\n"
-        "  outbox         a durable outbox of requests in a file: enqueue, run, list, retry, purge\n"
-        "  serve -c FILE  run the gateway: an HTTP/1.1 reverse proxy with linkd's policies\n"
-        "  sim FILE       simulate a fleet's retry policies on a simulated clock (docs/sim.md)\n"
-        "  seed-example   print the seed document's RetryPolicy example (golden output)\n"
-        "  version        print the library version\n"
-        "  help [COMMAND] this text, or the options of COMMAND\n"
-        "\n"
-        "curl's form works too: 'linkd [options] URL' is a GET (-X METHOD, -I for HEAD, -d for\n"
-        "POST), and a URL without a scheme is http://.\n"
-        "\n"
-        "Run 'linkd COMMAND --help' for a command's options; 'man linkd' for the whole manual.\n",
-        f);
+  fputs(
+      "usage: linkd <command> [options]\n"
+      "\n"
+      "Request commands (one logical call, retried under a deadline):\n"
+      "  get URL        GET    (idempotent: retried on any retryable failure)\n"
+      "  head URL       HEAD   (idempotent; prints no body)\n"
+      "  put URL        PUT    (idempotent)\n"
+      "  post URL       POST   (not idempotent: retried after it may have been processed\n"
+      "                         only with an Idempotency-Key)\n"
+      "  patch URL      PATCH  (not idempotent, like POST)\n"
+      "  delete URL     DELETE (idempotent)\n"
+      "\n"
+      "Other commands:\n"
+      "  demo           run libraryd with faults and compare naive retries with linkd's policy\n"
+      "  outbox         a durable outbox of requests in a file: enqueue, run, list, retry, purge\n"
+      "  serve -c FILE  run the gateway: an HTTP/1.1 reverse proxy with linkd's policies\n"
+      "  sim FILE       simulate a fleet's retry policies on a simulated clock (docs/sim.md)\n"
+      "  seed-example   print the seed document's RetryPolicy example (golden output)\n"
+      "  version        print the library version\n"
+      "  help [COMMAND] this text, or the options of COMMAND\n"
+      "\n"
+      "curl's form works too: 'linkd [options] URL' is a GET (-X METHOD, -I for HEAD, -d for\n"
+      "POST, -G for -d in the query), and a URL without a scheme is http://. curl's -D, -O,\n"
+      "-u, -A, --fail-with-body and data options work as in curl (docs/cli.md: Differences\n"
+      "from curl).\n"
+      "\n"
+      "Run 'linkd COMMAND --help' for a command's options; 'man linkd' for the whole manual.\n",
+      f);
 }
 
 static const char request_options[] =
@@ -44,7 +47,15 @@ static const char request_options[] =
     "                              Content-Type), 'Name;' sends it empty\n"
     "  -d, --data DATA             request body: text, @FILE, or @- for stdin (sent as is,\n"
     "                              at most 64 MiB; Content-Type:\n"
-    "                              application/x-www-form-urlencoded unless -H gives one)\n"
+    "                              application/x-www-form-urlencoded unless -H gives one);\n"
+    "                              repeatable, as the three below: joined with '&'\n"
+    "      --data-binary DATA      the same as -d\n"
+    "      --data-raw DATA         as -d, but a leading '@' is text\n"
+    "      --data-urlencode DATA   as -d, percent-encoded: NAME=TEXT, =TEXT, NAME@FILE,\n"
+    "                              @FILE or TEXT (the name is not encoded)\n"
+    "  -G, --get                   put the data in the URL's query and send GET (HEAD with -I)\n"
+    "  -u, --user USER:PASSWORD    HTTP Basic authentication (no prompt for a password)\n"
+    "  -A, --user-agent NAME       the User-Agent header; '' sends none (linkd/VERSION)\n"
     "  -X, --request METHOD        the method, for 'linkd [options] URL' (GET; POST with -d)\n"
     "  -I, --head                  HEAD, and print the headers (like -i)\n"
     "  -L, --location              follow redirects (301 302 303 307 308) under the same\n"
@@ -56,9 +67,14 @@ static const char request_options[] =
     "Output:\n"
     "  -o, --output FILE           write the response body to FILE instead of stdout; a\n"
     "                              failed write exits 73, as --json and -w then say\n"
+    "  -O, --remote-name           write the body to the file the URL's path ends in, in the\n"
+    "                              working directory\n"
+    "  -D, --dump-header FILE      write the response's status line and headers to FILE (- is\n"
+    "                              stdout); with -L every response's; also on HTTP errors\n"
     "  -i, --include               print the status line and headers before the body; with\n"
     "                              -L, every response's, in order, an empty line after each\n"
     "  -f, --fail                  a final status >= 400 exits 22 and prints no body\n"
+    "      --fail-with-body        a final status >= 400 exits 22; the body is printed\n"
     "  -s, --silent                no failure message on stderr (the exit code still tells)\n"
     "  -S, --show-error            the failure message even with -s\n"
     "  -w, --write-out FORMAT      print FORMAT on stdout after the call: %{http_code}\n"
@@ -108,8 +124,9 @@ static const char request_options[] =
     "not retried; 3 failure the policy does not retry (not in --retry-on, as DNS and TLS\n"
     "failures by default, or may have been processed and not idempotent); 4 retries exhausted;\n"
     "5 deadline exceeded; 6 refused by the retry budget or a protection; 22 status >= 400 with\n"
-    "-f; 64 usage error; 66 -d @FILE or -w @FILE unreadable; 73 -o FILE or stdout not\n"
-    "writable; 78 config error; 130 cancelled (SIGINT/SIGTERM).\n";
+    "-f or --fail-with-body; 64 usage error; 66 -d @FILE (or another data option's) or\n"
+    "-w @FILE unreadable; 73 -o FILE, -D FILE or stdout not writable; 78 config error;\n"
+    "130 cancelled (SIGINT/SIGTERM).\n";
 
 bool cli_help_knows(const char *command) {
   static const char *const others[] = {"outbox", "demo",         "serve",  "sim",

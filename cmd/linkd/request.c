@@ -15,6 +15,7 @@
 #include <linkd/http.h>
 #include <linkd/version.h>
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -115,35 +116,148 @@ static int slurp(FILE *f, size_t max, char **out, size_t *len) {
   return 0;
 }
 
-/* The -d body: literal text, @FILE or @- (stdin). 0 or CLI_EXIT_NOINPUT after a message. */
-static int load_body(const char *data, char **body, size_t *len) {
-  if (data[0] != '@') {
-    *len = strlen(data);
-    *body = malloc(*len + 1);
-    if (!*body)
-      return CLI_EXIT_FAILURE;
-    memcpy(*body, data, *len + 1);
-    return 0;
+/* A growing buffer for the body (or -G's query). */
+typedef struct buf {
+  char *p;
+  size_t len, cap;
+} buf;
+
+static int buf_add(buf *b, const char *p, size_t n) {
+  if (b->cap - b->len <= n) {
+    size_t ncap = b->cap ? b->cap : 256;
+    while (ncap - b->len <= n)
+      ncap *= 2;
+    char *np = realloc(b->p, ncap);
+    if (!np)
+      return -1;
+    b->p = np;
+    b->cap = ncap;
   }
-  const char *path = data + 1;
+  memcpy(b->p + b->len, p, n);
+  b->len += n;
+  b->p[b->len] = '\0';
+  return 0;
+}
+
+/* --data-urlencode's encoding, curl's (as curl 7.88 sends it): RFC 3986's unreserved characters
+ * as they are, a space as '+' (the form encoding), every other byte as %XX. */
+static int buf_add_escaped(buf *b, const char *p, size_t n) {
+  static const char hex[] = "0123456789ABCDEF";
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)p[i];
+    char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+    int rc = c == ' ' ? buf_add(b, "+", 1)
+             : isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~'
+                 ? buf_add(b, (const char *)&c, 1)
+                 : buf_add(b, e, 3);
+    if (rc != 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* The bytes of a part's file ("-": stdin). 0 or CLI_EXIT_NOINPUT after a message. */
+static int read_part(const cli_data_part *d, const char *path, char **out, size_t *len) {
   bool std_in = strcmp(path, "-") == 0;
   FILE *f = std_in ? stdin : fopen(path, "rb");
-  int rc = f ? slurp(f, CLI_BODY_MAX, body, len) : -1;
+  int rc = f ? slurp(f, CLI_BODY_MAX, out, len) : -1;
   if (rc == -2)
-    fprintf(stderr, "linkd: -d @%s: larger than %zu MiB, the body limit\n", path,
+    fprintf(stderr, "linkd: %s %s: larger than %zu MiB, the body limit\n", d->flag, d->arg,
             CLI_BODY_MAX >> 20);
   else if (rc != 0)
-    fprintf(stderr, "linkd: -d @%s: cannot read: %s\n", path, strerror(errno));
+    fprintf(stderr, "linkd: %s %s: cannot read: %s\n", d->flag, d->arg, strerror(errno));
   if (f && !std_in)
     fclose(f);
   return rc == 0 ? 0 : CLI_EXIT_NOINPUT;
+}
+
+/* The body of the data options, as curl makes it: the parts in order, joined with '&'; -d and
+ * --data-binary: the text, or @FILE's bytes as they are; --data-raw: the text; --data-urlencode:
+ * [NAME=]CONTENT with CONTENT (the text after '=', or NAME@FILE's bytes) percent-encoded. At
+ * most CLI_BODY_MAX bytes in all. 0, or an exit code after a message. */
+static int load_body(const cli_opts *o, char **body, size_t *len) {
+  buf b = {NULL, 0, 0};
+  int code = 0;
+  if (buf_add(&b, "", 0) != 0)
+    code = CLI_EXIT_FAILURE;
+  for (size_t i = 0; i < o->ndata && !code; i++) {
+    const cli_data_part *d = &o->data[i];
+    const char *file = cli_data_file(d), *text = d->arg;
+    char *content = NULL;
+    size_t n = 0;
+    if (file && (code = read_part(d, file, &content, &n)) != 0)
+      break;
+    if (i > 0 && buf_add(&b, "&", 1) != 0)
+      code = CLI_EXIT_FAILURE;
+    else if (d->kind != CLI_DATA_URLENCODE)
+      code = buf_add(&b, file ? content : text, file ? n : strlen(text)) ? CLI_EXIT_FAILURE : 0;
+    else {
+      /* curl's forms: NAME=TEXT and =TEXT, NAME@FILE and @FILE, or TEXT. */
+      const char *sep = strchr(text, '=');
+      if (!sep)
+        sep = file ? file - 1 : NULL;
+      size_t nlen = sep ? (size_t)(sep - text) : 0;
+      const char *value = file ? content : sep ? sep + 1 : text;
+      size_t vlen = file ? n : strlen(value);
+      if ((nlen && (buf_add(&b, text, nlen) != 0 || buf_add(&b, "=", 1) != 0)) ||
+          buf_add_escaped(&b, value, vlen) != 0)
+        code = CLI_EXIT_FAILURE;
+    }
+    free(content);
+    if (code == CLI_EXIT_FAILURE)
+      fprintf(stderr, "linkd: out of memory for the request body\n");
+    else if (!code && b.len > CLI_BODY_MAX) {
+      fprintf(stderr, "linkd: the data options make a body larger than %zu MiB, the body limit\n",
+              CLI_BODY_MAX >> 20);
+      code = CLI_EXIT_NOINPUT;
+    }
+  }
+  if (code) {
+    free(b.p);
+    return code;
+  }
+  *body = b.p;
+  *len = b.len;
+  return 0;
+}
+
+/* -G: the URL with the data appended to its query ('?' or '&', as curl does it, through
+ * libcurl's URL API). NULL with a message in err. */
+static char *url_with_query(const char *url, const char *query, char *err, size_t cap) {
+  CURLU *u = curl_url();
+  char *out = NULL, *copy = NULL;
+  if (!u) {
+    snprintf(err, cap, "out of memory");
+    return NULL;
+  }
+  CURLUcode rc = curl_url_set(u, CURLUPART_URL, url, 0);
+  if (rc == CURLUE_OK && *query)
+    rc = curl_url_set(u, CURLUPART_QUERY, query, CURLU_APPENDQUERY);
+  if (rc == CURLUE_OK)
+    rc = curl_url_get(u, CURLUPART_URL, &out, 0);
+  /* A query part is taken as it is: what the URL then is must parse as one (no spaces). */
+  if (rc == CURLUE_OK)
+    rc = curl_url_set(u, CURLUPART_URL, out, 0);
+  if (rc != CURLUE_OK)
+    snprintf(err, cap,
+             "-G/--get: the data '%.200s' makes no valid URL of '%s': %s (--data-urlencode "
+             "encodes it)",
+             query, url, curl_url_strerror(rc));
+  else if (!(copy = strdup(out)))
+    snprintf(err, cap, "out of memory");
+  curl_free(out);
+  curl_url_cleanup(u);
+  return copy;
 }
 
 /* Where the response goes. Opened before the call, so an unwritable -o fails before anything
  * is sent; a file this run created is removed again if no response arrives. */
 typedef struct out_file {
   FILE *f;
+  const char *flag; /* "-o" (the body) or "-D" (the heads), for messages */
   const char *path; /* NULL: stdout */
+  dev_t dev;        /* of a regular file: two flags must not name the same one */
+  ino_t ino;
   bool created;
   bool regular;       /* a regular file: truncated to what was written (not a device or a pipe) */
   int err;            /* errno of the first write to f that failed; 0: none */
@@ -151,8 +265,9 @@ typedef struct out_file {
   char failed[4200];  /* the first write failure, as told: "-o FILE: write failed: REASON"; "" */
 } out_file;
 
-static int out_open(out_file *o, const char *path) {
+static int out_open(out_file *o, const char *flag, const char *path) {
   o->f = stdout;
+  o->flag = flag;
   o->path = NULL;
   o->created = false;
   o->regular = false;
@@ -165,7 +280,7 @@ static int out_open(out_file *o, const char *path) {
   bool existed = stat(path, &st) == 0;
   int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0 || !(o->f = fdopen(fd, "wb"))) {
-    fprintf(stderr, "linkd: -o %s: cannot write: %s\n", path, strerror(errno));
+    fprintf(stderr, "linkd: %s %s: cannot write: %s\n", flag, path, strerror(errno));
     if (fd >= 0)
       close(fd);
     return CLI_EXIT_CANTCREAT;
@@ -175,6 +290,8 @@ static int out_open(out_file *o, const char *path) {
   /* /dev/null, /dev/stdout on a pipe, a FIFO: there is nothing to truncate (ftruncate fails on
    * them), and the bytes written are all there is. */
   o->regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  o->dev = st.st_dev;
+  o->ino = st.st_ino;
   return 0;
 }
 
@@ -191,7 +308,8 @@ static void out_write(out_file *o, const void *p, size_t n) {
 /* A failed write: told (unless `hush`) and kept for --json, -w and the summary (the first). */
 static void out_failed(out_file *o, const char *what, const char *path, int e, bool hush) {
   char m[sizeof o->failed];
-  snprintf(m, sizeof m, "%s%s: write failed: %s", what, path ? path : "", strerror(e ? e : EIO));
+  snprintf(m, sizeof m, "%s%s%s: write failed: %s", what, path ? " " : "", path ? path : "",
+           strerror(e ? e : EIO));
   if (!hush)
     fprintf(stderr, "linkd: %s\n", m);
   if (!o->failed[0])
@@ -236,8 +354,22 @@ static int out_close(out_file *o, bool wrote, bool hush) {
     unlink(o->path);
   if (!e)
     return 0;
-  out_failed(o, "-o ", o->path, e, hush);
+  out_failed(o, o->flag, o->path, e, hush);
   return CLI_EXIT_CANTCREAT;
+}
+
+/* A response's head (-i, -D), keeping the errno of a failed write. */
+static void out_head(out_file *o, const lk_http_response *resp) {
+  cli_print_head(o->f, resp);
+  if (ferror(o->f) && !o->err)
+    o->err = errno ? errno : EIO;
+}
+
+/* Nothing was received: the outputs are closed unwritten (a file this run created is removed). */
+static void outs_drop(out_file *out, out_file *dump, bool hush) {
+  out_close(out, false, hush);
+  if (dump && dump != out)
+    out_close(dump, false, hush);
 }
 
 /* Config + flags -> *eff. Returns 0 or an exit code after printing a message. */
@@ -350,33 +482,58 @@ static void install_signals(void) {
   sigaction(SIGTERM, &sa, NULL);
 }
 
+/* The first write failure of the body's and the heads' outputs, as told; NULL if none. */
+static const char *first_failure(const out_file *out, const out_file *dump) {
+  if (out->failed[0])
+    return out->failed;
+  return dump && dump->failed[0] ? dump->failed : NULL;
+}
+
 /* The exit code of a finished call: the library's, or 22 under -f when the last attempt got a
  * status >= 400 (curl's rule, whatever the retries made of it). */
 static int exit_code_of(const cli_opts *o, const lk_http_result *res) {
   int code = cli_exit_for_error(lk_http_result_err(res));
   size_t n = 0;
   const lk_http_attempt_info *a = lk_http_result_attempts(res, &n);
-  if (o->fail && n > 0 && a[n - 1].status >= 400)
+  if ((o->fail || o->fail_with_body) && n > 0 && a[n - 1].status >= 400)
     code = CLI_EXIT_HTTP_FAIL;
   return code;
 }
 
-/* Writes the response (-i heads, body) and the chosen report; returns the exit code. `hops`:
- * with -L -i, the heads of the redirects followed, printed before the last response's. The -v
- * timeline was printed attempt by attempt, as they happened. */
+/* Writes the response (-D heads, -i heads, body) and the chosen report; returns the exit code.
+ * `hops`: with -L and -i or -D, the heads of the redirects followed, written before the last
+ * response's. `dump`: -D's file, `out` itself when both are stdout, or NULL. The -v timeline was
+ * printed attempt by attempt, as they happened. */
 static int report(const cli_opts *o, cli_call_info *ci, const lk_http_result *res, out_file *out,
-                  int attempts, int64_t started, const char *hops, size_t hops_len) {
+                  out_file *dump, int attempts, int64_t started, const char *hops,
+                  size_t hops_len) {
   /* A redirect not followed ends the command as a failure (curl's 47, linkd's 1), reported as
    * any other: JSON, summary, -w. */
   int code = ci->stop ? CLI_EXIT_FAILURE : exit_code_of(o, res);
   const lk_http_response *resp = lk_http_result_response(res);
   bool wrote = false;
-  if (resp && (!o->json || out->path) && code != CLI_EXIT_HTTP_FAIL) {
+  /* stdout's writes are checked through the out_file that writes to it. */
+  out_file *so = !out->path || !dump || dump->path ? out : dump;
+  /* -D: every head received, whatever the status (-f included) and whether or not the last hop
+   * got a response, before the body as curl writes them. */
+  if (dump && (resp || hops_len)) {
+    out_write(dump, hops, hops_len);
+    if (resp)
+      out_head(dump, resp);
+    if (dump == out)
+      wrote = true;
+    else {
+      int rc = out_close(dump, true, quiet(o));
+      code = rc && code == CLI_EXIT_OK ? rc : code;
+    }
+  } else if (dump && dump != out) {
+    out_close(dump, false, quiet(o));
+  }
+  bool fail_body = code == CLI_EXIT_HTTP_FAIL && o->fail; /* --fail-with-body prints it */
+  if (resp && (!o->json || out->path) && !fail_body) {
     if (o->include) {
       out_write(out, hops, hops_len);
-      cli_print_head(out->f, resp);
-      if (ferror(out->f) && !out->err)
-        out->err = errno ? errno : EIO;
+      out_head(out, resp);
     }
     /* The redirect's body is not the answer; curl skips the body of a redirect it follows. */
     if (strcmp(ci->method, "HEAD") != 0 && !ci->stop)
@@ -388,16 +545,16 @@ static int report(const cli_opts *o, cli_call_info *ci, const lk_http_result *re
    * keeps its own code; a failed write makes a successful one exit 73. */
   int rc = out_close(out, wrote, quiet(o));
   code = rc && code == CLI_EXIT_OK ? rc : code;
-  ci->output_error = out->failed[0] ? out->failed : NULL;
+  ci->output_error = first_failure(out, dump);
   if (o->json) {
     if (cli_print_json(stdout, ci, res, code) != 0) {
       fprintf(stderr, "linkd: out of memory rendering the JSON result\n");
       code = CLI_EXIT_FAILURE;
     }
     /* Not printed, the JSON tells nothing; the summary and the exit code still do. */
-    rc = stdout_check(out, quiet(o));
+    rc = stdout_check(so, quiet(o));
     code = rc && code == CLI_EXIT_OK ? rc : code;
-    ci->output_error = out->failed[0] ? out->failed : NULL;
+    ci->output_error = first_failure(out, dump);
   }
   if (o->verbose || (code != CLI_EXIT_OK && !quiet(o)))
     cli_print_summary(stderr, ci, res, code);
@@ -409,24 +566,25 @@ static int report(const cli_opts *o, cli_call_info *ci, const lk_http_result *re
                         code,
                         code == CLI_EXIT_OK ? "" : lk_strerror(lk_http_result_err(res))};
     if (code == CLI_EXIT_HTTP_FAIL)
-      v.errormsg = "HTTP status >= 400 (--fail)";
+      v.errormsg =
+          o->fail ? "HTTP status >= 400 (--fail)" : "HTTP status >= 400 (--fail-with-body)";
     if (ci->stop)
       v.errormsg = ci->stop;
     if (code == CLI_EXIT_CANTCREAT && ci->output_error)
       v.errormsg = ci->output_error;
     cli_write_out(stdout, o->write_out, &v);
   }
-  rc = stdout_check(out, quiet(o));
+  rc = stdout_check(so, quiet(o));
   return rc && code == CLI_EXIT_OK ? rc : code;
 }
 
-/* Whether a response sends -L on: 301, 302, 303, 307 and 308 with a Location. */
 /* -v: the per-attempt hook prints each attempt as soon as its decision is made. */
 static void verbose_attempt(void *ctx, const lk_http_attempt_info *a) {
   cli_print_attempt(ctx, a);
   fflush(ctx);
 }
 
+/* Whether a response sends -L on: 301, 302, 303, 307 and 308 with a Location. */
 static const char *redirect_target(const lk_http_result *res) {
   const lk_http_response *resp = lk_http_result_response(res);
   if (lk_http_result_err(res) != LK_OK || !resp)
@@ -512,6 +670,17 @@ int cli_cmd_request(int argc, char **argv) {
     return CLI_EXIT_USAGE;
   }
 
+  /* -O: the URL's file name, as curl takes it (not the query's, not a redirect's). */
+  char remote[1024];
+  if (o.remote_name) {
+    if (cli_remote_name(o.url, remote, sizeof remote, err, sizeof err) != 0) {
+      fprintf(stderr, "linkd: %s\nTry 'linkd %s --help'.\n", err, o.implicit ? "get" : o.command);
+      cli_opts_free(&o);
+      return CLI_EXIT_USAGE;
+    }
+    o.output = remote;
+  }
+
   /* -w @FILE and @-, read before anything else is, as -d @FILE is: an unreadable file exits 66
    * (curl's 26, a read error), a text that is no format 64. */
   if (o.write_out && o.write_out[0] == '@') {
@@ -539,7 +708,9 @@ int cli_cmd_request(int argc, char **argv) {
   lk_http_request *req = NULL;
   lk_http_result *res = NULL;
   lk_budget *budget = NULL;
-  out_file out = {.f = NULL};
+  out_file out = {.f = NULL}, dump_file = {.f = NULL};
+  out_file *dump = NULL; /* -D: &dump_file, or &out when both go to stdout */
+  char *get_url = NULL;  /* -G: the URL with the data as its query */
   FILE *hopf = NULL; /* -L -i: the heads of the redirects followed */
   char *hops = NULL;
   size_t hops_len = 0;
@@ -582,17 +753,50 @@ int cli_cmd_request(int argc, char **argv) {
     pol.on_attempt_ctx = stderr;
   }
 
-  if (o.data && (code = load_body(o.data, &body, &body_len)) != 0)
+  if (o.ndata && (code = load_body(&o, &body, &body_len)) != 0)
     goto done;
-  if ((code = out_open(&out, o.output)) != 0)
+  if (o.get && body) {
+    /* -G: the data is the query, not a body. */
+    if (body_len && !(get_url = url_with_query(o.url, body, err, sizeof err))) {
+      fprintf(stderr, "linkd: %s\nTry 'linkd %s --help'.\n", err, o.implicit ? "get" : o.command);
+      code = CLI_EXIT_USAGE;
+      goto done;
+    }
+    if (get_url)
+      ci.url = o.url = get_url;
+    free(body);
+    body = NULL;
+    body_len = 0;
+  }
+  if ((code = out_open(&out, "-o", o.output)) != 0)
     goto done;
+  /* -D: its own file, or stdout, shared with the body when that goes there too. */
+  if (o.dump_header && strcmp(o.dump_header, "-") == 0 && !out.path) {
+    dump = &out;
+  } else if (o.dump_header) {
+    if ((code = out_open(&dump_file, "-D", o.dump_header)) != 0) {
+      out_close(&out, false, quiet(&o));
+      goto done;
+    }
+    dump = &dump_file;
+    if (out.path && dump->path && out.regular && dump->regular && out.dev == dump->dev &&
+        out.ino == dump->ino) {
+      fprintf(stderr,
+              "linkd: -D %s and -o %s are the same file (-i -o FILE writes heads and body "
+              "to one)\nTry 'linkd %s --help'.\n",
+              o.dump_header, out.path, o.implicit ? "get" : o.command);
+      code = CLI_EXIT_USAGE;
+      outs_drop(&out, dump, quiet(&o));
+      goto done;
+    }
+  }
   if (!(req = build_request(ci.method, ci.url, &eff, &o.flags, true, body, body_len, &code))) {
-    out_close(&out, false, quiet(&o));
+    outs_drop(&out, dump, quiet(&o));
     goto done;
   }
   if (!(g_cancel = lk_http_cancel_new())) {
     fprintf(stderr, "linkd: out of memory\n");
-    out_close(&out, false, quiet(&o));
+    outs_drop(&out, dump, quiet(&o));
     code = CLI_EXIT_FAILURE;
     goto done;
   }
@@ -623,8 +827,9 @@ int cli_cmd_request(int argc, char **argv) {
     if (!next)
       break;
     /* -i prints every response's head, as curl does: the redirects', then the last one's. */
-    if (o.include && ((!hopf && !(hopf = open_memstream(&hops, &hops_len))) ||
-                      (cli_print_head(hopf, lk_http_result_response(res)), ferror(hopf)))) {
+    if ((o.include || dump) &&
+        ((!hopf && !(hopf = open_memstream(&hops, &hops_len))) ||
+         (cli_print_head(hopf, lk_http_result_response(res)), ferror(hopf)))) {
       fprintf(stderr, "linkd: out of memory\n");
       code = CLI_EXIT_FAILURE;
       free(next);
@@ -659,24 +864,24 @@ int cli_cmd_request(int argc, char **argv) {
   signal(SIGTERM, SIG_DFL);
   if (!res) {
     fprintf(stderr, "linkd: the call could not be made\n");
-    out_close(&out, false, quiet(&o));
+    outs_drop(&out, dump, quiet(&o));
     code = CLI_EXIT_FAILURE;
     goto done;
   }
   if (code) {
-    out_close(&out, false, quiet(&o));
+    outs_drop(&out, dump, quiet(&o));
     goto done;
   }
   if (hopf && fclose(hopf) != 0) {
     hopf = NULL;
     fprintf(stderr, "linkd: out of memory\n");
-    out_close(&out, false, quiet(&o));
+    outs_drop(&out, dump, quiet(&o));
     code = CLI_EXIT_FAILURE;
     goto done;
   }
   hopf = NULL;
   ci.stop = stop[0] ? stop : NULL;
-  code = report(&o, &ci, res, &out, attempts, started, hops, hops_len);
+  code = report(&o, &ci, res, &out, dump, attempts, started, hops, hops_len);
 
 done:
   if (hopf)
@@ -691,6 +896,7 @@ done:
   }
   free(body);
   free(url_buf);
+  free(get_url);
   cli_settings_free(&eff);
   cli_config_free(&cfg);
   cli_opts_free(&o);

@@ -58,7 +58,10 @@ static void minimal(void **state) {
   assert_string_equal(o.method, "GET");
   assert_string_equal(o.url, "http://127.0.0.1:1/x");
   assert_null(o.data);
+  assert_int_equal(o.ndata, 0);
   assert_null(o.output);
+  assert_null(o.dump_header);
+  assert_false(o.fail || o.fail_with_body || o.remote_name || o.get);
   assert_false(o.include || o.silent || o.json || o.verbose || o.no_config);
   assert_int_equal(o.flags.set, 0);
   cli_opts_free(&o);
@@ -87,7 +90,10 @@ static void every_flag(void **state) {
                  "order-42", "--retry-on", "-408", "--budget", "quota:50", "--cacert", "ca.pem",
                  "http://h/x");
   assert_int_equal(rc, CLI_ARGS_OK);
-  assert_string_equal(o.data, "@body.json");
+  assert_int_equal(o.ndata, 1);
+  assert_int_equal(o.data[0].kind, CLI_DATA);
+  assert_string_equal(o.data[0].arg, "@body.json");
+  assert_string_equal(cli_data_file(&o.data[0]), "body.json");
   assert_string_equal(o.output, "out.bin");
   assert_string_equal(o.config, "my.conf");
   assert_true(o.include && o.silent && o.verbose);
@@ -159,7 +165,7 @@ static void spellings(void **state) {
   cli_opts_free(&o);
   /* -dDATA and -Hvalue glued, as curl allows. */
   assert_int_equal(PARSE(&o, err, "put", "-dhello", "-HX-Y: z", "http://h/"), CLI_ARGS_OK);
-  assert_string_equal(o.data, "hello");
+  assert_string_equal(o.data[0].arg, "hello");
   assert_string_equal(o.flags.headers[0].value, "z");
   cli_opts_free(&o);
   /* Every idempotency word and the jitter/backoff forms. */
@@ -262,8 +268,27 @@ static void usage_errors(void **state) {
   usage_error("get sends no body", rc, &o, err);
   rc = PARSE(&o, err, "head", "-d", "x", "http://h/");
   usage_error("head sends no body", rc, &o, err);
-  rc = PARSE(&o, err, "post", "-d", "a", "-d", "b", "http://h/");
-  usage_error("given twice", rc, &o, err);
+  /* As curl: the data options add up, in order (joined with '&' when the body is made). */
+  rc = PARSE(&o, err, "post", "-d", "a", "--data-binary", "@b", "--data-raw", "@c",
+             "--data-urlencode", "n@f", "--data-urlencode", "m=x@y", "http://h/");
+  assert_int_equal(rc, CLI_ARGS_OK);
+  assert_int_equal(o.ndata, 5);
+  assert_int_equal(o.data[1].kind, CLI_DATA);
+  assert_string_equal(o.data[1].flag, "--data-binary");
+  assert_int_equal(o.data[2].kind, CLI_DATA_RAW);
+  assert_int_equal(o.data[3].kind, CLI_DATA_URLENCODE);
+  assert_null(cli_data_file(&o.data[0]));
+  assert_string_equal(cli_data_file(&o.data[1]), "b");
+  assert_null(cli_data_file(&o.data[2])); /* --data-raw: '@' is text */
+  assert_string_equal(cli_data_file(&o.data[3]), "f");
+  assert_null(cli_data_file(&o.data[4])); /* the first '=' makes the rest text */
+  cli_opts_free(&o);
+  rc = PARSE(&o, err, "post", "--data-urlencode", "name@", "http://h/");
+  usage_error("--data-urlencode name@: a file name must follow '@'", rc, &o, err);
+  rc = PARSE(&o, err, "post", "-d", "@-", "--data-urlencode", "x@-", "http://h/");
+  usage_error("-d @- and --data-urlencode x@- do not mix: stdin is read once", rc, &o, err);
+  rc = PARSE(&o, err, "post", "--data-urlencode", "@-", "-w", "@-", "http://h/");
+  usage_error("--data-urlencode @- and -w @- do not mix", rc, &o, err);
   rc = PARSE(&o, err, "post", "-d", "@", "http://h/");
   usage_error("a file name must follow '@'", rc, &o, err);
   rc = PARSE(&o, err, "get", "--json", "-i", "http://h/");
@@ -459,6 +484,101 @@ static void curl_habits(void **state) {
   usage_error("'git+ssh://h/r' is not an http:// or https:// URL", rc, &o, err);
 }
 
+static const cli_header *flag_header(const cli_opts *o, const char *name) {
+  for (size_t i = 0; i < o->flags.nheaders; i++)
+    if (strcmp(o->flags.headers[i].name, name) == 0)
+      return &o->flags.headers[i];
+  return NULL;
+}
+
+/* curl's -D, --fail-with-body, -O, -G, -u and -A. */
+static void curl_options(void **state) {
+  (void)state;
+  cli_opts o;
+  char err[512];
+  int rc;
+  assert_int_equal(PARSE(&o, err, "get", "-D", "h.txt", "--fail-with-body", "-O", "http://h/f"),
+                   CLI_ARGS_OK);
+  assert_string_equal(o.dump_header, "h.txt");
+  assert_true(o.fail_with_body && o.remote_name && !o.fail);
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "get", "--dump-header=-", "--remote-name", "http://h/f"),
+                   CLI_ARGS_OK);
+  assert_string_equal(o.dump_header, "-");
+  cli_opts_free(&o);
+  /* -G: the data goes to the query; the method stays GET (HEAD with -I). */
+  assert_int_equal(PARSE(&o, err, "-G", "-d", "a=1", "http://h/"), CLI_ARGS_OK);
+  assert_true(o.get);
+  assert_string_equal(o.method, "GET");
+  assert_string_equal(o.command, "get");
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "--get", "-I", "--data-urlencode", "q=a b", "http://h/"),
+                   CLI_ARGS_OK);
+  assert_string_equal(o.method, "HEAD");
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "get", "-G", "-d", "a=1", "http://h/"), CLI_ARGS_OK);
+  cli_opts_free(&o);
+  rc = PARSE(&o, err, "post", "-G", "-d", "a=1", "http://h/");
+  usage_error("-G/--get sends GET (HEAD with -I); 'post' sends POST", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-d", "a=1", "http://h/");
+  usage_error("-G/--get puts the data in the URL's query", rc, &o, err);
+  /* -u: an Authorization header, which an -H of that name replaces; the password leaves argv. */
+  char user[] = "ann:s3cr:et";
+  char *argv[] = {"linkd", "get", "-u", user, "http://h/", NULL};
+  assert_int_equal(cli_args_parse(5, argv, &o, err, sizeof err), CLI_ARGS_OK);
+  assert_string_equal(flag_header(&o, "Authorization")->value, "Basic YW5uOnMzY3I6ZXQ=");
+  assert_string_equal(user, "***********");
+  cli_opts_free(&o);
+  const char *b64[][2] = {{"a:", "Basic YTo="}, {":", "Basic Og=="}, {"ab:c", "Basic YWI6Yw=="}};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(PARSE(&o, err, "get", "--user", b64[i][0], "http://h/"), CLI_ARGS_OK);
+    assert_string_equal(flag_header(&o, "Authorization")->value, b64[i][1]);
+    cli_opts_free(&o);
+  }
+  assert_int_equal(PARSE(&o, err, "get", "-u", "a:b", "-H", "Authorization: Bearer t", "http://h/"),
+                   CLI_ARGS_OK);
+  assert_int_equal(o.flags.nheaders, 1);
+  assert_string_equal(o.flags.headers[0].value, "Bearer t");
+  cli_opts_free(&o);
+  rc = PARSE(&o, err, "get", "-u", "ann", "http://h/");
+  usage_error("-u/--user 'ann' has no password", rc, &o, err);
+  /* -A: a User-Agent header; -A '' removes it, as curl; an -H of that name wins. */
+  assert_int_equal(PARSE(&o, err, "get", "-A", "me/2", "http://h/"), CLI_ARGS_OK);
+  assert_string_equal(flag_header(&o, "User-Agent")->value, "me/2");
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "get", "--user-agent", "", "http://h/"), CLI_ARGS_OK);
+  assert_non_null(flag_header(&o, "User-Agent"));
+  assert_null(flag_header(&o, "User-Agent")->value);
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "get", "-H", "User-Agent: h/1", "-A", "a/1", "http://h/"),
+                   CLI_ARGS_OK);
+  assert_int_equal(o.flags.nheaders, 1);
+  assert_string_equal(o.flags.headers[0].value, "h/1");
+  cli_opts_free(&o);
+  rc = PARSE(&o, err, "get", "-A", "bad\x01agent", "http://h/");
+  usage_error("-A/--user-agent: ", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-f", "--fail-with-body", "http://h/");
+  usage_error("-f/--fail and --fail-with-body do not mix", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-O", "-o", "x", "http://h/f");
+  usage_error("-o/--output and -O/--remote-name do not mix", rc, &o, err);
+  rc = PARSE(&o, err, "get", "--json", "-D", "-", "http://h/");
+  usage_error("--json and -D - do not mix", rc, &o, err);
+  rc = PARSE(&o, err, "get", "-D", "http://h/");
+  usage_error("get needs a URL", rc, &o, err);
+  /* -O's name: the path's last segment, as it is; none is a usage error. */
+  char name[64];
+  assert_int_equal(
+      cli_remote_name("http://h/a/b%20c.txt?x=1#f", name, sizeof name, err, sizeof err), 0);
+  assert_string_equal(name, "b%20c.txt");
+  assert_int_equal(cli_remote_name("http://h/x", name, sizeof name, err, sizeof err), 0);
+  assert_string_equal(name, "x");
+  const char *none[] = {"http://h/", "http://h", "http://h/a/", "http://h/a/..", "http://h/."};
+  for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
+    if (cli_remote_name(none[i], name, sizeof name, err, sizeof err) == 0)
+      fail_msg("-O took '%s' from '%s'", name, none[i]);
+  assert_non_null(strstr(err, "has no file name"));
+}
+
 /* Long options are spelt out: getopt's abbreviations would read --retry as --retry-on. */
 static void exact_long_options(void **state) {
   (void)state;
@@ -484,7 +604,7 @@ static void exact_long_options(void **state) {
   cli_opts_free(&o);
   assert_int_equal(PARSE(&o, err, "post", "--data", "--retry", "--output", "--js", "http://h/"),
                    CLI_ARGS_OK);
-  assert_string_equal(o.data, "--retry");
+  assert_string_equal(o.data[0].arg, "--retry");
   assert_string_equal(o.output, "--js");
   cli_opts_free(&o);
 }
@@ -594,6 +714,7 @@ int main(void) {
       cmocka_unit_test(usage_errors), cmocka_unit_test(header_forms),
       cmocka_unit_test(layers_merge), cmocka_unit_test(budget_specs),
       cmocka_unit_test(curl_habits),  cmocka_unit_test(exact_long_options),
+      cmocka_unit_test(curl_options),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
