@@ -191,29 +191,39 @@ void server_metrics_queue_wait(lk_server *s, int64_t ns) {
     lk_hist_record(s->metrics->queue_wait, ns > 0 ? ns : 0);
 }
 
+/* Raises registry counter c to `now` (never lowers it). Called with mu held: two scrapes at once
+ * would otherwise both add the same difference. */
+static void mirror_to(lk_counter *c, uint64_t now) {
+  uint64_t had = lk_counter_value(c);
+  if (now > had)
+    lk_counter_add(c, now - had);
+}
+
 bool server_metrics_render(lk_server *s, lk_resp *out) {
   struct lk_server_metrics *m = s->metrics;
   if (!m)
     return false;
-  pthread_mutex_lock(&m->mu);
-  for (size_t i = 0; i < sizeof m->mirrors / sizeof m->mirrors[0]; i++) {
-    mirror *mi = &m->mirrors[i];
-    if (!mi->c)
-      continue;
-    atomic_uint_fast64_t *src = (atomic_uint_fast64_t *)((char *)&s->stats + mi->offset);
-    uint64_t now = atomic_load(src), had = lk_counter_value(mi->c);
-    if (now > had)
-      lk_counter_add(mi->c, now - had);
+  /* Every source is read before mu is taken, so that mu is held only for the counter updates:
+   * a request registering its first series of a kind (server_metrics_request) never waits for
+   * what a scrape reads. A scrape that read older values than another's only finds its
+   * counters already as high and adds nothing. */
+  enum { N_MIRRORS = sizeof m->mirrors / sizeof m->mirrors[0] };
+  uint64_t now[N_MIRRORS];
+  for (size_t i = 0; i < N_MIRRORS; i++) {
+    const atomic_uint_fast64_t *src =
+        (const atomic_uint_fast64_t *)((const char *)&s->stats + m->mirrors[i].offset);
+    now[i] = m->mirrors[i].c ? atomic_load(src) : 0;
   }
-  uint64_t busy = atomic_load(&s->stats.busy_ns), had = lk_counter_value(m->busy);
-  if (busy > had)
-    lk_counter_add(m->busy, busy - had);
+  uint64_t busy = atomic_load(&s->stats.busy_ns);
   lk_store_commit_stats cs;
-  lk_store_commit_stats_get(s->store, &cs);
-  if ((uint64_t)cs.commits > lk_counter_value(m->commits))
-    lk_counter_add(m->commits, (uint64_t)cs.commits - lk_counter_value(m->commits));
-  if ((uint64_t)cs.writes > lk_counter_value(m->writes))
-    lk_counter_add(m->writes, (uint64_t)cs.writes - lk_counter_value(m->writes));
+  lk_store_commit_stats_get(s->store, &cs); /* never waits for the writer (store.h) */
+  pthread_mutex_lock(&m->mu);
+  for (size_t i = 0; i < N_MIRRORS; i++)
+    if (m->mirrors[i].c)
+      mirror_to(m->mirrors[i].c, now[i]);
+  mirror_to(m->busy, busy);
+  mirror_to(m->commits, cs.commits > 0 ? (uint64_t)cs.commits : 0);
+  mirror_to(m->writes, cs.writes > 0 ? (uint64_t)cs.writes : 0);
   pthread_mutex_unlock(&m->mu);
   size_t depth, depth_max;
   pool_depth(s, &depth, &depth_max);

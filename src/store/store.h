@@ -180,7 +180,10 @@ bool lk_store_write_join(lk_store *s, lk_deadline dl, lk_store_tx_fn fn, void *a
 
 /* Write transactions so far: commits = COMMITs attempted (each one fsync with sync=full), writes
  * = lk_store_write calls that reached the writer, largest = most writes in one commit. SQLite
- * only (zeros for PostgreSQL, which commits each write in its own transaction). */
+ * only (zeros for PostgreSQL, which commits each write in its own transaction). Never waits for
+ * the writer (atomics it updates once a write or group is over, not its lock), so a scrape does
+ * not queue behind a COMMIT's fsync; the three may be from moments a group apart, but writes is
+ * never below commits. */
 typedef struct lk_store_commit_stats {
   int64_t commits, writes, largest;
 } lk_store_commit_stats;

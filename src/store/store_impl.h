@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 
 /* Prepared statements, compiled once per connection on first use. */
 typedef enum st_id {
@@ -71,8 +72,12 @@ struct sq_store {
   store_conn *idle;    /* reader connections not in use */
   pthread_mutex_t gmu; /* guards the group-commit queue below */
   gc_member *gq_head, *gq_tail;
-  bool leading;                           /* a thread is running a group */
-  int64_t n_commits, n_writes, n_largest; /* under wmu */
+  bool leading; /* a thread is running a group */
+  /* Commit statistics: written by the writer under wmu, read without it (sq_commit_stats_get),
+   * so that a /metrics scrape never waits behind a COMMIT's fsync. The writer publishes a
+   * write's or a group's counts once it is over, writes before commits, so a reader that loads
+   * commits first never sees more commits than writes. */
+  _Atomic int64_t n_commits, n_writes, n_largest;
 };
 
 /* Opens one connection with the store's pragmas. NULL on failure (message in errbuf). */

@@ -22,10 +22,26 @@ static int run_stmt(store_conn *c, st_id id) {
   return r == SQLITE_DONE ? LK_OK : (store_err(r) == LK_OK ? LK_EIO : store_err(r));
 }
 
+/* Adds a finished write's or group's counts to the commit statistics. Called with wmu held, so
+ * by one thread at a time: the loads and stores need no read-modify-write. writes and largest go
+ * first and commits last (release), so that sq_commit_stats_get, which loads commits first
+ * (acquire), sees at least as many writes as commits. */
+static void stats_publish(sq_store *s, int64_t writes, int64_t commits) {
+  atomic_store_explicit(&s->n_writes,
+                        atomic_load_explicit(&s->n_writes, memory_order_relaxed) + writes,
+                        memory_order_relaxed);
+  if (writes > atomic_load_explicit(&s->n_largest, memory_order_relaxed))
+    atomic_store_explicit(&s->n_largest, writes, memory_order_relaxed);
+  atomic_store_explicit(&s->n_commits,
+                        atomic_load_explicit(&s->n_commits, memory_order_relaxed) + commits,
+                        memory_order_release);
+}
+
 /* One write in its own transaction: the path without group commit. Called with wmu held. */
 static int write_alone(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg) {
   const lk_clock *clk = s->cfg.clock;
   store_conn *c = s->writer;
+  int64_t commits = 0;
   c->deadline = dl.at;
   int rc = exec_simple(c, "BEGIN IMMEDIATE");
   if (rc == LK_OK) {
@@ -39,7 +55,7 @@ static int write_alone(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg
       /* COMMIT must not be interrupted half-way through by the progress handler. */
       c->deadline = LK_DEADLINE_NONE;
       rc = exec_simple(c, "COMMIT");
-      s->n_commits++;
+      commits = 1;
     }
     if (rc != LK_OK && !sqlite3_get_autocommit(c->db)) {
       c->deadline = LK_DEADLINE_NONE;
@@ -47,9 +63,7 @@ static int write_alone(sq_store *s, lk_deadline dl, lk_store_tx_fn fn, void *arg
     }
   }
   c->deadline = LK_DEADLINE_NONE;
-  s->n_writes++;
-  if (s->n_largest < 1)
-    s->n_largest = 1;
+  stats_publish(s, 1, commits);
   return rc;
 }
 
@@ -64,7 +78,7 @@ static void write_group(sq_store *s, gc_member *first) {
    * long; its deadline is checked before and after it instead. */
   c->deadline = LK_DEADLINE_NONE;
   gc_member *m = first;
-  int64_t members = 0;
+  int64_t members = 0, commits = 0;
   while (m) {
     gc_member *tx_first = m; /* members [tx_first, m) are in the open transaction */
     int64_t applied = 0;
@@ -113,7 +127,7 @@ static void write_group(sq_store *s, gc_member *first) {
     int crc = LK_OK;
     if (applied > 0) {
       crc = run_stmt(c, ST_COMMIT);
-      s->n_commits++;
+      commits++;
     } else {
       run_stmt(c, ST_ROLLBACK); /* nothing to make durable */
     }
@@ -125,9 +139,7 @@ static void write_group(sq_store *s, gc_member *first) {
           g->rc = crc;
     }
   }
-  s->n_writes += members;
-  if (members > s->n_largest)
-    s->n_largest = members;
+  stats_publish(s, members, commits);
 }
 
 #define GC_GROUP_MAX 256 /* members per transaction: bounds the time a group holds the writer */
@@ -283,12 +295,12 @@ size_t sq_queued(sq_store *s) {
   return n;
 }
 
+/* Never takes wmu: a caller (GET /metrics, /admin/stats) must not wait for a COMMIT's fsync or
+ * a long group. commits first: see stats_publish. */
 void sq_commit_stats_get(sq_store *s, lk_store_commit_stats *out) {
-  pthread_mutex_lock(&s->wmu);
-  out->commits = s->n_commits;
-  out->writes = s->n_writes;
-  out->largest = s->n_largest;
-  pthread_mutex_unlock(&s->wmu);
+  out->commits = atomic_load_explicit(&s->n_commits, memory_order_acquire);
+  out->writes = atomic_load_explicit(&s->n_writes, memory_order_relaxed);
+  out->largest = atomic_load_explicit(&s->n_largest, memory_order_relaxed);
 }
 
 int sq_tx_book_get(sq_tx *tx, int64_t id, lk_book *out) {

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -419,14 +420,101 @@ static void test_join_only_a_running_group(void **state) {
   lk_store_close(s);
 }
 
+/* --- statistics while the writer is busy ------------------------------------------------------ */
+
+typedef struct stats_read {
+  lk_store *s;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool done;
+  lk_store_commit_stats cs;
+} stats_read;
+
+static void *stats_main(void *arg) {
+  stats_read *sr = arg;
+  lk_store_commit_stats cs;
+  lk_store_commit_stats_get(sr->s, &cs);
+  pthread_mutex_lock(&sr->mu);
+  sr->cs = cs;
+  sr->done = true;
+  pthread_cond_broadcast(&sr->cv);
+  pthread_mutex_unlock(&sr->mu);
+  return NULL;
+}
+
+/* The commit statistics are read without the writer's lock: a /metrics scrape reads them, and it
+ * used to wait for the writer (a COMMIT's fsync, a whole group) while it held the metrics lock
+ * that requests registering a new series need. Here a write holds the writer (the gate) while
+ * another thread reads them: the read returns at once, with the counts from before the gate's
+ * write, and the gate's write is counted once it is over. */
+static void stats_while_writer_held(const fixture *f, bool group) {
+  lk_store *s = open_store(f, group);
+  new_book(s, 10);
+  lk_store_commit_stats before;
+  lk_store_commit_stats_get(s, &before);
+  assert_int_equal(before.writes, 1);
+  assert_int_equal(before.commits, 1);
+  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+  gate_arg ga = {s, &g, -1};
+  pthread_t gt;
+  assert_int_equal(pthread_create(&gt, NULL, gate_main, &ga), 0);
+  pthread_mutex_lock(&g.mu);
+  while (!g.entered)
+    pthread_cond_wait(&g.cv, &g.mu);
+  pthread_mutex_unlock(&g.mu);
+
+  stats_read sr = {s, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0, 0, 0}};
+  pthread_t rt;
+  assert_int_equal(pthread_create(&rt, NULL, stats_main, &sr), 0);
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 5; /* the read takes microseconds; the gate stays shut until it is checked */
+  pthread_mutex_lock(&sr.mu);
+  while (!sr.done && pthread_cond_timedwait(&sr.cv, &sr.mu, &until) == 0)
+    ;
+  bool done = sr.done;
+  lk_store_commit_stats during = sr.cs;
+  pthread_mutex_unlock(&sr.mu);
+
+  pthread_mutex_lock(&g.mu); /* open the gate whatever happened, so the threads end */
+  g.open = true;
+  pthread_cond_broadcast(&g.cv);
+  pthread_mutex_unlock(&g.mu);
+  pthread_join(gt, NULL);
+  pthread_join(rt, NULL);
+  if (!done)
+    fail_msg("lk_store_commit_stats_get waited for the writer (%s)",
+             group ? "group commit" : "no grouping");
+  assert_int_equal(during.writes, before.writes);
+  assert_int_equal(during.commits, before.commits);
+  assert_int_equal(ga.rc, LK_OK);
+  lk_store_commit_stats after;
+  lk_store_commit_stats_get(s, &after);
+  assert_int_equal(after.writes, before.writes + 1);
+  assert_int_equal(after.commits, before.commits + 1);
+  assert_int_equal(after.largest, 1);
+  lk_store_close(s);
+}
+
+static void test_stats_do_not_wait_for_the_writer(void **state) {
+  stats_while_writer_held(*state, true);
+  stats_while_writer_held(*state, false);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_concurrent_keyed_loans_grouped, dbdir_setup, dbdir_teardown),
-      cmocka_unit_test_setup_teardown(test_concurrent_keyed_loans_ungrouped, dbdir_setup, dbdir_teardown),
-      cmocka_unit_test_setup_teardown(test_failing_write_spares_its_group, dbdir_setup, dbdir_teardown),
+      cmocka_unit_test_setup_teardown(test_concurrent_keyed_loans_grouped, dbdir_setup,
+                                      dbdir_teardown),
+      cmocka_unit_test_setup_teardown(test_concurrent_keyed_loans_ungrouped, dbdir_setup,
+                                      dbdir_teardown),
+      cmocka_unit_test_setup_teardown(test_failing_write_spares_its_group, dbdir_setup,
+                                      dbdir_teardown),
       cmocka_unit_test_setup_teardown(test_async_write_alone, dbdir_setup, dbdir_teardown),
-      cmocka_unit_test_setup_teardown(test_async_writes_join_the_next_group, dbdir_setup, dbdir_teardown),
+      cmocka_unit_test_setup_teardown(test_async_writes_join_the_next_group, dbdir_setup,
+                                      dbdir_teardown),
       cmocka_unit_test_setup_teardown(test_join_only_a_running_group, dbdir_setup, dbdir_teardown),
+      cmocka_unit_test_setup_teardown(test_stats_do_not_wait_for_the_writer, dbdir_setup,
+                                      dbdir_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
