@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* libFuzzer: the small value parsers behind libraryd's flags and config file (--work specs,
- * sizes, integers, route patterns, queue disciplines). The first byte picks the parser; the rest
- * is the text. Accepted values are in range and agree with a second reading; refused ones carry
- * a message where the parser writes one. */
+ * sizes, integers, route patterns, queue disciplines) and its query parameters (integers in
+ * their canonical form). The first byte picks the parser; the rest is the text. Accepted values
+ * are in range and agree with a second reading; refused ones carry a message where the parser
+ * writes one. */
 #include "admq.h"
 #include "util.h"
 #include "work.h"
@@ -95,6 +96,18 @@ static void integer(const char *s, size_t len) {
     if (k < 0 || strcmp(buf, back) != 0)
       abort();
   }
+  /* The canonical reading (query parameters) accepts exactly the texts a non-negative value
+   * prints as: the same value, and nothing lk_parse_i64 refuses. */
+  int64_t v, c;
+  char back[32];
+  int rc = lk_parse_i64(s, len, false, &v);
+  bool prints_back = rc == LK_OK && snprintf(back, sizeof back, "%" PRId64, v) == (int)len &&
+                     memcmp(back, s, len) == 0;
+  int crc = lk_parse_canonical(s, len, &c);
+  if ((crc == LK_OK) != prints_back || (crc == LK_OK && c != v))
+    abort();
+  if (crc != LK_OK && crc != LK_EPARSE && crc != LK_ERANGE)
+    abort();
 }
 
 static void route(const char *s) {

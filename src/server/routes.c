@@ -140,6 +140,8 @@ int query_lookup(struct MHD_Connection *c, const char *name, const char **value)
   return q.count;
 }
 
+/* A numeric query parameter: once, in its canonical spelling (as ids are: "limit=05" or
+ * "after=+3" would be a second name for the same page, another cache key), within [lo, hi]. */
 static bool query_int(req *r, const char *name, int64_t lo, int64_t hi, int64_t *v, lk_resp *out) {
   const char *s;
   int n = query_lookup(r->conn, name, &s);
@@ -149,9 +151,23 @@ static bool query_int(req *r, const char *name, int64_t lo, int64_t hi, int64_t 
     resp_error(out, 400, "bad_query", "%s is given %d times; give it once", name, n);
     return false;
   }
-  if (!s || lk_parse_i64(s, strlen(s), false, v) != LK_OK || *v < lo || *v > hi) {
-    resp_error(out, 400, "bad_query", "%s must be an integer in [%lld, %lld]", name, (long long)lo,
-               (long long)hi);
+  if (!s) {
+    resp_error(out, 400, "bad_query", "%s is given without a value (%s=N)", name, name);
+    return false;
+  }
+  size_t len = strlen(s);
+  if (lk_parse_canonical(s, len, v) != LK_OK || *v < lo || *v > hi) {
+    /* The value as given, decoded, with anything but printable ASCII as '?' (the message is
+     * JSON text, which must be UTF-8), cut at 32 bytes. */
+    char shown[40];
+    size_t k = 0;
+    for (; k < len && k < 32; k++)
+      shown[k] = s[k] >= 0x20 && s[k] < 0x7f ? s[k] : '?';
+    shown[k] = '\0';
+    resp_error(out, 400, "bad_query",
+               "%s must be an integer in [%lld, %lld] in decimal digits, without sign or leading "
+               "zero; got '%s'%s",
+               name, (long long)lo, (long long)hi, shown, len > 32 ? "..." : "");
     return false;
   }
   return true;

@@ -41,6 +41,12 @@ int lk_parse_id(const char *s, size_t len, int64_t *out) {
   return lk_parse_i64(s, len, false, out);
 }
 
+int lk_parse_canonical(const char *s, size_t len, int64_t *out) {
+  if (s && len > 1 && s[0] == '0') /* "00", "05": 0 and 5 under another spelling */
+    return LK_EPARSE;
+  return lk_parse_i64(s, len, false, out);
+}
+
 unsigned lk_whole_seconds_up(int64_t ns, unsigned max) {
   if (ns <= 0)
     return 0;

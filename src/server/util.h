@@ -21,6 +21,10 @@ int lk_parse_i64(const char *s, size_t len, bool allow_negative, int64_t *out);
  * sign, no leading zero, no whitespace ("1", not "01", "+1" or " 1"). 0 or LK_EPARSE /
  * LK_ERANGE. */
 int lk_parse_id(const char *s, size_t len, int64_t *out);
+/* A number in its one canonical form, as a query parameter takes it: a non-negative decimal
+ * int64 of the whole string, no sign, no whitespace, no leading zero but in "0" itself ("5" and
+ * "0", not "05", "+5", "00" or " 5"). 0 or LK_EPARSE / LK_ERANGE. */
+int lk_parse_canonical(const char *s, size_t len, int64_t *out);
 
 /* A route pattern is "METHOD PATH" or "PATH" or "*": METHOD "*" or absent matches any method;
  * in PATH a segment "*" matches exactly one non-empty segment and a final "**" matches the rest

@@ -168,6 +168,66 @@ static void test_duplicate_query_parameters(void **state) {
   http_res_free(&r);
 }
 
+/* Numeric query parameters take one spelling per value, as ids do: a leading zero, a sign or
+ * whitespace is 400 bad_query naming the parameter (limit=05 was limit=5 under another name,
+ * another cache key), not the page it spelled. */
+static void test_query_numbers_canonical(void **state) {
+  (void)state;
+  static const struct {
+    const char *path, *name, *shown;
+  } cases[] = {
+      {"/books?limit=05", "limit", "'05'"},
+      {"/books?limit=007", "limit", "'007'"},
+      {"/books?limit=+5", "limit", NULL}, /* MHD may decode '+' as a space: either is refused */
+      {"/books?limit=%2B5", "limit", "'+5'"},
+      {"/books?limit=%205", "limit", "' 5'"},
+      {"/books?limit=5%20", "limit", "'5 '"},
+      {"/books?limit=5.0", "limit", "'5.0'"},
+      {"/books?limit=", "limit", "''"},
+      {"/books?limit=00", "limit", "'00'"},
+      {"/books?after=007", "after", "'007'"},
+      {"/books?after=00", "after", "'00'"},
+      {"/books?after=-0", "after", "'-0'"},
+      {"/books?after=%2B1&limit=2", "after", "'+1'"},
+      {"/books?limit=2&after=01", "after", "'01'"},
+      {"/books?after=%FF1", "after", "'?1'"}, /* not UTF-8: shown as '?', the body stays JSON */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    http_res r;
+    http_get(P.port, cases[i].path, &r);
+    if (r.status != 400)
+      fprintf(stderr, "%s: %ld %s\n", cases[i].path, r.status, r.body);
+    expect_error(&r, 400, "bad_query");
+    json_t *j = http_json(&r);
+    const char *msg = json_string_value(json_object_get(j, "message"));
+    if (strncmp(msg, cases[i].name, strlen(cases[i].name)) != 0 ||
+        !strstr(msg, "without sign or leading zero") ||
+        (cases[i].shown && !strstr(msg, cases[i].shown)))
+      fail_msg("%s: message '%s'", cases[i].path, msg);
+    json_decref(j);
+    http_res_free(&r);
+  }
+  /* The canonical spellings still work, 0 included where it is in range. */
+  static const char *const good[] = {"/books?limit=5", "/books?after=0&limit=1",
+                                     "/books?limit=100&after=1",
+                                     "/books?after=9223372036854775807"};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    http_res r;
+    http_get(P.port, good[i], &r);
+    if (r.status != 200)
+      fail_msg("%s: %ld %s", good[i], r.status, r.body);
+    http_res_free(&r);
+  }
+  /* A bare name says so. */
+  http_res r;
+  http_get(P.port, "/books?after", &r);
+  expect_error(&r, 400, "bad_query");
+  json_t *j = http_json(&r);
+  assert_non_null(strstr(json_string_value(json_object_get(j, "message")), "without a value"));
+  json_decref(j);
+  http_res_free(&r);
+}
+
 /* Fault rule ids on the admin listener are canonical too. */
 static void test_admin_ids_canonical(void **state) {
   (void)state;
@@ -696,6 +756,7 @@ int main(void) {
       cmocka_unit_test(test_get_book),
       cmocka_unit_test(test_list_books_pages),
       cmocka_unit_test(test_duplicate_query_parameters),
+      cmocka_unit_test(test_query_numbers_canonical),
       cmocka_unit_test(test_admin_ids_canonical),
       cmocka_unit_test(test_last_page_has_no_next),
       cmocka_unit_test(test_create_update_delete),

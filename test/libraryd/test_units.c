@@ -147,6 +147,35 @@ static void test_parsers(void **state) {
   assert_int_equal(v, INT64_MIN);
   assert_int_equal(lk_parse_i64("-5", 2, false, &v), LK_EPARSE);
   assert_int_equal(lk_parse_i64("", 0, false, &v), LK_EPARSE);
+  /* Query numbers: one spelling per value, as ids ("05" was 5 under a second name). */
+  static const struct {
+    const char *s;
+    int rc;
+    int64_t v;
+  } canon[] = {{"0", LK_OK, 0},
+               {"5", LK_OK, 5},
+               {"100", LK_OK, 100},
+               {"05", LK_EPARSE, 0},
+               {"007", LK_EPARSE, 0},
+               {"00", LK_EPARSE, 0},
+               {"+5", LK_EPARSE, 0},
+               {"-5", LK_EPARSE, 0},
+               {"-0", LK_EPARSE, 0},
+               {" 5", LK_EPARSE, 0},
+               {"5 ", LK_EPARSE, 0},
+               {"5.0", LK_EPARSE, 0},
+               {"1e2", LK_EPARSE, 0},
+               {"0x5", LK_EPARSE, 0},
+               {"", LK_EPARSE, 0},
+               {"9223372036854775807", LK_OK, INT64_MAX},
+               {"9223372036854775808", LK_ERANGE, 0}};
+  for (size_t i = 0; i < sizeof canon / sizeof canon[0]; i++) {
+    v = -1;
+    int rc = lk_parse_canonical(canon[i].s, strlen(canon[i].s), &v);
+    if (rc != canon[i].rc || (rc == LK_OK && v != canon[i].v))
+      fail_msg("lk_parse_canonical('%s'): %d, %lld", canon[i].s, rc, (long long)v);
+  }
+  assert_int_equal(lk_parse_canonical(NULL, 0, &v), LK_EPARSE);
   char date[40];
   lk_http_date(LK_SEC(784111777), date, sizeof date);
   assert_string_equal(date, "Sun, 06 Nov 1994 08:49:37 GMT");
