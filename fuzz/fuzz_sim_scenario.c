@@ -3,7 +3,8 @@
  * signed overflow), never reads past the input (ASan: the copy below has no NUL after it),
  * names a line in every error (but "no tier: ..." and "no client: ...", which the file
  * lacks as a whole), and what it accepts is a scenario the engine can run: every
- * reference resolved, tiers calling only later tiers, windows and sizes within their bounds. */
+ * reference resolved, tiers calling only later tiers, windows and sizes within their bounds,
+ * and no drop_expired that no caller could give a deadline to act on. */
 #include "sim/sim.h"
 
 #include <linkd/error.h>
@@ -42,6 +43,22 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
       abort();
     if (tier->calls >= 0 && (tier->calls <= t || tier->calls >= s.n_tiers || tier->policy < 0 ||
                              tier->policy >= s.n_policies))
+      abort();
+  }
+  bool any_propagates = false;
+  for (int i = 0; i < s.n_policies; i++)
+    any_propagates |= s.policies[i].propagate;
+  for (int t = 0; t < s.n_tiers; t++) {
+    if (!s.tiers[t].drop_expired)
+      continue;
+    bool called = false, acts = false;
+    for (int g = 0; g < s.n_groups; g++)
+      if (s.groups[g].target == t)
+        called = true, acts |= any_propagates; /* --compare may put it on any policy */
+    for (int u = 0; u < t; u++)
+      if (s.tiers[u].calls == t)
+        called = true, acts |= s.policies[s.tiers[u].policy].propagate;
+    if (called && !acts)
       abort();
   }
   for (int g = 0; g < s.n_groups; g++) {

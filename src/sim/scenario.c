@@ -360,6 +360,7 @@ typedef struct refs {
   char trig_tier[SIM_MAX_TRIGGERS][SIM_NAME_MAX];
   char trig_group[SIM_MAX_TRIGGERS][SIM_NAME_MAX];
   int trig_line[SIM_MAX_TRIGGERS];
+  bool trig_workers[SIM_MAX_TRIGGERS]; /* workers= was given */
 } refs;
 
 static int copy_ref(pctx *p, char *dst, const char *k, const char *v) {
@@ -471,6 +472,7 @@ static int trigger_kv(pctx *p, sim_trigger *t, refs *rf, int ix, const char *k, 
     if (integer(p, k, v, 0, 100000000, &n))
       return LK_EPARSE;
     t->workers = (int)n;
+    rf->trig_workers[ix] = true;
   } else if (!strcmp(k, "fail")) {
     if (!strcmp(v, "503"))
       t->fail = LK_F_HTTP_503;
@@ -605,6 +607,53 @@ static int trigger_applies(pctx *p, const sim_trigger *t, char **keys, int nk) {
   return LK_OK;
 }
 
+/* drop_expired (yes or short) acts only on attempts that carry their caller's deadline, that
+ * is, whose caller's policy has propagate=yes (engine.c: a job's deadline is none otherwise). A
+ * tier's callers are the client groups that target it, which may run any policy of the file
+ * (--compare puts every group on each policy in turn), and the tiers that call it, each with its
+ * own calls= policy, which --compare leaves alone. A tier none of whose possible callers
+ * propagates would drop nothing in any run: the key is refused, like every key without effect.
+ * A tier that nothing calls is not the key's fault and is left alone, and so is a file that
+ * has a propagating policy only its --compare runs use (the examples' storm and metastable). */
+static int drop_expired_acts(pctx *p, const refs *rf) {
+  const sim_scenario *s = p->s;
+  bool any_propagates = false;
+  for (int i = 0; i < s->n_policies; i++)
+    any_propagates |= s->policies[i].propagate;
+  for (int i = 0; i < s->n_tiers; i++) {
+    const sim_tier *t = &s->tiers[i];
+    if (!t->drop_expired)
+      continue;
+    bool targeted = false;
+    int caller = -1, callers = 0; /* the first tier calling this one, for the message */
+    for (int g = 0; g < s->n_groups; g++)
+      targeted |= s->groups[g].target == i;
+    bool acts = targeted && any_propagates;
+    for (int j = 0; j < i; j++) /* tiers call only tiers defined after them */
+      if (s->tiers[j].calls == i) {
+        acts |= s->policies[s->tiers[j].policy].propagate;
+        caller = caller < 0 ? j : caller;
+        callers++;
+      }
+    if (acts || (!targeted && callers == 0))
+      continue;
+    p->line = rf->tier_line[i];
+    const char *what = t->drop_short ? "drop_expired=short" : "drop_expired=yes";
+    if (!any_propagates)
+      return fail(p,
+                  "tier %s: %s acts only on attempts whose caller's policy has propagate=yes, "
+                  "and no policy has it",
+                  t->name, what);
+    /* Some policy propagates, so no client group targets this tier: only tiers call it. */
+    return fail(p,
+                "tier %s: %s acts only on attempts whose caller's policy has propagate=yes, and "
+                "tier %s calls it with policy %s, which has not%s",
+                t->name, what, s->tiers[caller].name, s->policies[s->tiers[caller].policy].name,
+                callers > 1 ? " (nor have the other callers' policies)" : "");
+  }
+  return LK_OK;
+}
+
 static int resolve(pctx *p, refs *rf) {
   sim_scenario *s = p->s;
   for (int i = 0; i < s->n_tiers; i++) {
@@ -665,7 +714,14 @@ static int resolve(pctx *p, refs *rf) {
     }
     if ((t->kind == SIM_TRIG_SLOWDOWN || t->kind == SIM_TRIG_BURST) && t->factor <= 0)
       return fail(p, "trigger: needs factor=X");
+    /* No default: a capacity trigger without a number of workers would be 0 workers (nothing
+     * starts while it lasts), which nobody writes by leaving the key out. */
+    if (t->kind == SIM_TRIG_CAPACITY && !rf->trig_workers[i])
+      return fail(p, "trigger capacity: needs workers=N (workers per server while it lasts; 0: "
+                     "no attempt starts)");
   }
+  if (drop_expired_acts(p, rf) != LK_OK)
+    return LK_EPARSE;
   p->line = 0; /* what the file lacks: no line to name */
   if (s->n_tiers == 0)
     return fail(p, "no tier: a scenario needs at least one `tier` line");

@@ -132,7 +132,8 @@ static char *sim_file(const char *dir, const char *name, const char *text, int w
 }
 
 /* What the file lacks is named without a line; a key that does not apply is refused with its
- * file, line and why; a byte order mark does not break line 1. */
+ * file, line and why (a capacity trigger without workers=, drop_expired where no caller could
+ * propagate a deadline); a byte order mark does not break line 1. */
 static void test_scenario_messages(void **state) {
   (void)state;
   char dir[] = "/tmp/linkd-sim-test-XXXXXX";
@@ -148,6 +149,16 @@ static void test_scenario_messages(void **state) {
        "seed 1\npolicy p attempts=3 breaker.window=50\ntier t service=1ms\n"
        "client c rate=10/s target=t policy=p\n",
        "line 2: policy p: breaker.window applies only with breaker=yes\n"},
+      {"capacity.scn",
+       "policy p\ntier t service=1ms\nclient c rate=10/s target=t policy=p\n"
+       "trigger capacity tier=t from=1s to=2s\n",
+       "line 4: trigger capacity: needs workers=N (workers per server while it lasts; 0: no "
+       "attempt starts)\n"},
+      {"drop.scn",
+       "policy p attempts=3\ntier t service=1ms drop_expired=yes\n"
+       "client c rate=10/s target=t policy=p\n",
+       "line 2: tier t: drop_expired=yes acts only on attempts whose caller's policy has "
+       "propagate=yes, and no policy has it\n"},
   };
   char path[256], want[512], cmd[1024], *out;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -51,7 +51,7 @@ static void test_everything(void **state) {
       "deadline=1s propagate=yes budget=token budget.tokens=20 budget.token_ratio=0.5 "
       "breaker=yes breaker.window=40 breaker.min=10 breaker.rate=25 breaker.open=50ms "
       "breaker.open_max=400ms breaker.probes=3 breaker.wait=yes limiter=500:20 retry_on=all\n"
-      "policy down attempts=2 backoff=none budget=quota budget.capacity=100\n"
+      "policy down attempts=2 backoff=none propagate=yes budget=quota budget.capacity=100\n"
       "tier front servers=3 workers=8 service=choice:1ms/3,2ms/1 queue=50 discipline=lifo "
       "drop_expired=yes calls=back policy=down\n"
       "tier back workers=4 service=uniform:1ms:3ms drop_expired=short\n"
@@ -347,6 +347,94 @@ static void test_nul_and_long_lines(void **state) {
   assert_int_equal(sim_scenario_parse(base, strlen(base) - 20, &s, err, sizeof err), LK_EPARSE);
 }
 
+/* A capacity trigger names its number of workers: left out, it was 0 (nothing starts while it
+ * lasts) without a word. 0 written out is still 0. */
+static void test_capacity_needs_workers(void **state) {
+  (void)state;
+  static const bad cases[] = {
+      {"policy p\ntier a service=1ms\nclient c rate=1 target=a policy=p\n"
+       "trigger capacity tier=a from=1s to=2s\n",
+       "line 4: trigger capacity: needs workers=N (workers per server while it lasts; 0: no "
+       "attempt starts)"},
+      {"policy p\ntier a service=1ms\nclient c rate=1 target=a policy=p\n"
+       "trigger slowdown tier=a from=1s to=2s factor=2\n\n"
+       "trigger capacity from=1s to=2s tier=a\n",
+       "line 6: trigger capacity: needs workers=N"},
+  };
+  expect_errors(cases, sizeof cases / sizeof cases[0]);
+  sim_scenario s;
+  char err[256] = "";
+  assert_int_equal(parse("policy p\ntier a service=1ms workers=4\nclient c rate=1 target=a "
+                         "policy=p\ntrigger capacity tier=a from=1s to=2s workers=0\n",
+                         &s, err, sizeof err),
+                   LK_OK);
+  assert_int_equal(s.triggers[0].workers, 0);
+  assert_int_equal(parse("policy p\ntier a service=1ms\nclient c rate=1 target=a policy=p\n"
+                         "trigger capacity workers=8 tier=a from=1s to=2s\n",
+                         &s, err, sizeof err),
+                   LK_OK);
+  assert_int_equal(s.triggers[0].workers, 8);
+}
+
+/* drop_expired acts only on attempts whose caller's policy propagates its deadline. Where no run
+ * of the file could have one (no policy propagates, or the tier is called only by tiers whose
+ * policies do not), the key is refused at the tier's line; where a --compare run could (a client
+ * group targets the tier and some policy propagates), it is accepted. */
+static void test_drop_expired_needs_propagation(void **state) {
+  (void)state;
+  static const bad cases[] = {
+      {"policy p attempts=3\ntier t service=1ms drop_expired=yes\n"
+       "client c rate=10/s target=t policy=p\n",
+       "line 2: tier t: drop_expired=yes acts only on attempts whose caller's policy has "
+       "propagate=yes, and no policy has it"},
+      {"policy p propagate=no\ntier t service=1ms drop_expired=short queue=0\n"
+       "client c rate=10/s target=t policy=p\n",
+       "line 2: tier t: drop_expired=short acts only on attempts whose caller's policy has "
+       "propagate=yes, and no policy has it"},
+      /* a tier below, called with a policy that does not propagate */
+      {"policy up propagate=yes\npolicy down\n"
+       "tier a service=1ms calls=b policy=down\ntier b service=1ms drop_expired=yes\n"
+       "client c rate=10/s target=a policy=up\n",
+       "line 4: tier b: drop_expired=yes acts only on attempts whose caller's policy has "
+       "propagate=yes, and tier a calls it with policy down, which has not"},
+      {"policy up propagate=yes\npolicy down\npolicy side\n"
+       "tier a service=1ms calls=c policy=down\ntier b service=1ms calls=c policy=side\n"
+       "tier c service=1ms drop_expired=short\n"
+       "client x rate=10/s target=a policy=up\nclient y rate=10/s target=b policy=up\n",
+       "line 6: tier c: drop_expired=short acts only on attempts whose caller's policy has "
+       "propagate=yes, and tier a calls it with policy down, which has not (nor have the other "
+       "callers' policies)"},
+  };
+  expect_errors(cases, sizeof cases / sizeof cases[0]);
+  static const char *const good[] = {
+      /* the client's own policy propagates */
+      "policy p propagate=yes\ntier t service=1ms drop_expired=yes\n"
+      "client c rate=10/s target=t policy=p\n",
+      /* another policy does, which --compare puts the client on (examples/sim/storm.scn) */
+      "policy naive\npolicy linkd propagate=yes\ntier t service=1ms drop_expired=short\n"
+      "client c rate=10/s target=t policy=naive\n",
+      /* one of the calling tiers' policies does */
+      "policy up\npolicy down propagate=yes\npolicy side\n"
+      "tier a service=1ms calls=c policy=side\ntier b service=1ms calls=c policy=down\n"
+      "tier c service=1ms drop_expired=yes\nclient x rate=10/s target=a policy=up\n"
+      "client y rate=10/s target=b policy=up\n",
+      /* called with a policy that does not, but also targeted by clients, and one policy does */
+      "policy up propagate=yes\npolicy down\n"
+      "tier a service=1ms calls=b policy=down\ntier b service=1ms drop_expired=yes\n"
+      "client c rate=10/s target=a policy=up\nclient d rate=10/s target=b policy=down\n",
+      /* a tier nothing calls: its keys do nothing, drop_expired no more than the others */
+      "policy p\ntier t service=1ms\ntier idle service=1ms drop_expired=yes\n"
+      "client c rate=10/s target=t policy=p\n",
+      "policy p\ntier t service=1ms drop_expired=no\nclient c rate=10/s target=t policy=p\n",
+  };
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    sim_scenario s;
+    char err[256] = "";
+    if (parse(good[i], &s, err, sizeof err) != LK_OK)
+      fail_msg("good %zu: '%s'", i, err);
+  }
+}
+
 static void test_examples_parse(void **state) {
   (void)state;
   static const char *const files[] = {"storm.scn", "brooker.scn", "metastable.scn", "tiers.scn",
@@ -374,6 +462,8 @@ int main(void) {
       cmocka_unit_test(test_keys_that_do_not_apply),
       cmocka_unit_test(test_byte_order_mark),
       cmocka_unit_test(test_nul_and_long_lines),
+      cmocka_unit_test(test_capacity_needs_workers),
+      cmocka_unit_test(test_drop_expired_needs_propagation),
       cmocka_unit_test(test_examples_parse),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
