@@ -347,8 +347,9 @@ lk_metrics *lk_gw_runtime_metrics(lk_gw_runtime *rt);
 
 /* Updates the gauges that are read rather than counted, as of `now`: ejected and healthy for
  * every endpoint in use, and retry ratio, budget consumption, breaker state and rollout share for
- * the routes of `current` (the configuration serving new requests; NULL: endpoints only). Call
- * before rendering /metrics. */
+ * the routes of `current` (the configuration serving new requests; NULL: endpoints only); and
+ * adds to linkd_gw_shared_local_decisions_total what the fleet-wide objects of those routes
+ * decided locally since the last call. Call before rendering /metrics. */
 void lk_gw_runtime_refresh(lk_gw_runtime *rt, const lk_gw_config *current, int64_t now);
 
 /* Counts a reload attempt (linkd_gw_config_reloads_total{result="ok"|"error"}) and sets
@@ -463,12 +464,37 @@ const char *lk_gw_route_rollout_state(const lk_gw_route *r);
  * Request metrics (per route and policy version; endpoint series come from cluster_report)
  * ========================================================================================== */
 
+/* Why the gateway itself ended a request's call, refusing an attempt the call would otherwise
+ * have made (linkd_gw_refused_total{reason}). */
+typedef enum lk_gw_refusal {
+  LK_GW_REFUSED_NONE,     /* not refused here: an answer, or a stop the policy made (attempts
+                             exhausted, not retryable, upstream already retried, ...) */
+  LK_GW_REFUSED_BREAKER,  /* "breaker": the breaker refused an attempt (LK_EBREAKER_OPEN) */
+  LK_GW_REFUSED_BUDGET,   /* "budget": the retry budget refused a retry (LK_EBUDGET) */
+  LK_GW_REFUSED_LIMITER,  /* "limiter": no limiter token in time (LK_ERATE_LIMITED) */
+  LK_GW_REFUSED_BULKHEAD, /* "bulkhead": no bulkhead slot, queue full (LK_EBULKHEAD_FULL) */
+  LK_GW_REFUSED_DEADLINE  /* "deadline": the deadline left no time for an attempt: expired on
+                             arrival, ran out before an attempt could start (waiting for a
+                             bulkhead slot), or too short for a retry's delay (LK_EDEADLINE
+                             without an attempt cut short by it) */
+} lk_gw_refusal;
+#define LK_GW_REFUSALS 6
+
+/* The refusal of a call that ended with `err` (lk_http_result_err) after the timeline `att`
+ * (`n` entries, lk_http_result_attempts). */
+lk_gw_refusal lk_gw_refusal_of(int err, const lk_http_attempt_info *att, size_t n);
+
+/* The `reason` label of a refusal: "breaker", "budget", "limiter", "bulkhead", "deadline"
+ * ("none" for LK_GW_REFUSED_NONE or an unknown value). */
+const char *lk_gw_refusal_name(lk_gw_refusal r);
+
 /* What the proxy observed of one downstream request. */
 typedef struct lk_gw_request_obs {
   int status;               /* sent to the caller; 0 if the connection closed before an answer */
   lk_failure failure;       /* the logical call's final kind (LK_F_NONE on success) */
-  int attempts;             /* upstream attempts (0: answered without one, e.g. an expired
-                               deadline's 504) */
+  int attempts;             /* upstream attempts made (0: answered without one, e.g. an expired
+                               deadline's 504; an attempt a protection refused is not one) */
+  lk_gw_refusal refused;    /* the gateway refused an attempt and that ended the call */
   int64_t duration;         /* ns, request head read -> response head written */
   int64_t queue_wait;       /* ns spent waiting for a bulkhead slot or limiter token; -1: none */
   bool deadline_exceeded;   /* answered 504 for the deadline (on arrival or later) */
@@ -480,8 +506,8 @@ typedef struct lk_gw_request_obs {
 /* Counts a request in its route's series (labels route, policy = version label):
  * linkd_gw_requests_total{code="2xx"...}, linkd_gw_attempts_total, linkd_gw_retries_total,
  * linkd_gw_request_duration_seconds, linkd_gw_queue_wait_seconds, linkd_gw_deadline_exceeded_total,
- * linkd_gw_streamed_total, linkd_gw_streamed_not_retried_total, linkd_gw_keys_injected_total.
- * Lock-free. */
+ * linkd_gw_streamed_total, linkd_gw_streamed_not_retried_total, linkd_gw_keys_injected_total,
+ * linkd_gw_refused_total{reason}. Lock-free. */
 void lk_gw_route_observe(const lk_gw_route *r, int version, const lk_gw_request_obs *obs);
 
 /* A request that matched no route (404) or was refused before routing (4xx for a bad request):

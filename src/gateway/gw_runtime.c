@@ -40,7 +40,7 @@ typedef enum sh_kind {
 /* The gauges of a (route, policy version): state of something that exists only while a
  * configuration in use has it, so they leave /metrics with the last such configuration (their
  * counters and histograms stay, cumulative). */
-#define SERIES_GAUGES 9
+#define SERIES_GAUGES 7
 
 /* Endpoint state, guarded by its cluster entry's mutex. */
 typedef struct ep_state {
@@ -85,7 +85,16 @@ typedef struct shared {
     rollout_state rollout;
     pthread_mutex_t cluster_mu;
     ep_state ep;
-    lk_gauge *gauges[SERIES_GAUGES]; /* SH_SERIES; unused ones NULL */
+    struct {                           /* SH_SERIES */
+      lk_gauge *gauges[SERIES_GAUGES]; /* unused ones NULL */
+      /* shared = : linkd_gw_shared_local_decisions_total of [0] the limiter, [1] the budget (NULL
+       * without), the fleet-wide objects whose lk_shared_stats.fallback they count, and how much
+       * of that count is counted already (see sync_local) */
+      lk_counter *local[2];
+      const lk_limiter *limiter;
+      const lk_budget *budget;
+      _Atomic uint64_t seen[2];
+    } series;
   } u;
   struct shared *cluster; /* SH_ENDPOINT: its cluster entry (referenced) */
 } shared;
@@ -94,9 +103,12 @@ typedef struct shared {
 typedef struct route_series {
   lk_counter *requests[6]; /* code class: 0 = none, 1..5 = 1xx..5xx */
   lk_counter *attempts, *retries, *deadline, *streamed, *streamed_nr, *injected;
+  lk_counter *refused[LK_GW_REFUSALS]; /* by lk_gw_refusal; [LK_GW_REFUSED_NONE] NULL */
   lk_hist *duration, *queue_wait;
   lk_gauge *retry_ratio, *budget_consumption, *breaker_state, *rollout_share, *rolled_back;
-  lk_gauge *shared_local[2], *shared_redis[2]; /* shared = : [0] limiter, [1] budget; else NULL */
+  /* shared = : [0] limiter, [1] budget; else NULL */
+  lk_counter *shared_local[2];
+  lk_gauge *shared_redis[2];
 } route_series;
 
 struct lk_gw_policy_rt {
@@ -150,15 +162,50 @@ static shared *find(lk_gw_runtime *rt, sh_kind kind, const char *key) {
   return NULL;
 }
 
+/* The fallback count of a fleet-wide object ([0] limiter, [1] budget); false without one. */
+static bool local_decisions(const shared *s, int i, uint64_t *n) {
+  lk_shared_stats ss;
+  int rc = i == 0 ? (s->u.series.limiter ? lk_shared_limiter_stats(s->u.series.limiter, &ss) : -1)
+                  : (s->u.series.budget ? lk_shared_budget_stats(s->u.series.budget, &ss) : -1);
+  if (rc != LK_OK)
+    return false;
+  *n = ss.fallback;
+  return true;
+}
+
+/* Adds to a (route, version)'s linkd_gw_shared_local_decisions_total what its fleet-wide objects
+ * decided locally since the last look. An object counts from 0 when it is made, and a reload
+ * that drops a version and brings it back makes it anew, so the counter is a counter of its own
+ * (cumulative over the process's life), fed the object's increase; `seen` starts at the
+ * object's count when the series entry is made (what it decided before, under another version
+ * of the route, is that version's). Any thread: `seen` only moves up, by compare-and-swap. */
+static void sync_local(shared *s) {
+  if (!s || s->kind != SH_SERIES)
+    return;
+  for (int i = 0; i < 2; i++) {
+    uint64_t now_n;
+    if (!s->u.series.local[i] || !local_decisions(s, i, &now_n))
+      continue;
+    uint64_t prev = atomic_load(&s->u.series.seen[i]);
+    while (now_n > prev) {
+      if (atomic_compare_exchange_weak(&s->u.series.seen[i], &prev, now_n)) {
+        lk_counter_add(s->u.series.local[i], now_n - prev);
+        break;
+      }
+    }
+  }
+}
+
 /* Takes a gone subject's gauges out of /metrics (they come back if it is attached again). */
 static void hide_gauges(lk_gw_runtime *rt, shared *s) {
   if (s->kind == SH_ENDPOINT) {
     lk_metrics_hide(rt->metrics, s->u.ep.ejected_g);
     lk_metrics_hide(rt->metrics, s->u.ep.healthy_g);
   } else if (s->kind == SH_SERIES) {
+    sync_local(s); /* the last decisions before the version went (its objects are still there) */
     for (int i = 0; i < SERIES_GAUGES; i++)
-      if (s->u.gauges[i])
-        lk_metrics_hide(rt->metrics, s->u.gauges[i]);
+      if (s->u.series.gauges[i])
+        lk_metrics_hide(rt->metrics, s->u.series.gauges[i]);
   }
 }
 
@@ -291,6 +338,13 @@ static void series_for_route(lk_metrics *m, const char *route, const char *versi
       "Streamed requests that would have been retried had their body been buffered", l);
   s->injected = lk_metrics_counter(m, "linkd_gw_keys_injected_total",
                                    "Requests given an Idempotency-Key by the gateway", l);
+  for (int i = LK_GW_REFUSED_NONE + 1; i < LK_GW_REFUSALS; i++)
+    s->refused[i] = lk_metrics_counter(
+        m, "linkd_gw_refused_total",
+        "Requests whose call the gateway ended by refusing an attempt itself, by reason: breaker "
+        "open, retry budget exhausted, no limiter token, bulkhead full, deadline too short",
+        (const char *const[]){"route", route, "policy", version, "reason",
+                              lk_gw_refusal_name((lk_gw_refusal)i), NULL});
   s->duration = lk_metrics_histogram(m, "linkd_gw_request_duration_seconds",
                                      "Request head read to response head written", l);
   s->queue_wait = lk_metrics_histogram(m, "linkd_gw_queue_wait_seconds",
@@ -311,11 +365,9 @@ static void series_for_route(lk_metrics *m, const char *route, const char *versi
   static const char *const objects[2] = {"limiter", "budget"};
   for (int i = 0; fleet && i < 2; i++) {
     const char *const lo[] = {"route", route, "policy", version, "object", objects[i], NULL};
-    s->shared_local[i] = lk_metrics_gauge(
-        m, "linkd_gw_shared_local_decisions",
-        "Decisions of the route's fleet-wide object taken here, Redis being slow or away, since "
-        "the object was made",
-        lo);
+    s->shared_local[i] = lk_metrics_counter(
+        m, "linkd_gw_shared_local_decisions_total",
+        "Decisions of the route's fleet-wide object taken here, Redis being slow or away", lo);
     s->shared_redis[i] = lk_metrics_gauge(
         m, "linkd_gw_shared_using_redis", "1 while the fleet-wide object decides on Redis", lo);
   }
@@ -433,10 +485,20 @@ static int series_attach(lk_gw_runtime *rt, const char *route, lk_gw_policy *p) 
     if (!(s = entry_new(SH_SERIES, key)))
       return -1;
     const route_series *m = &p->rt->m;
-    lk_gauge *g[SERIES_GAUGES] = {m->retry_ratio,     m->budget_consumption, m->breaker_state,
-                                  m->rollout_share,   m->rolled_back,        m->shared_local[0],
-                                  m->shared_local[1], m->shared_redis[0],    m->shared_redis[1]};
-    memcpy(s->u.gauges, g, sizeof g);
+    lk_gauge *g[SERIES_GAUGES] = {m->retry_ratio,    m->budget_consumption, m->breaker_state,
+                                  m->rollout_share,  m->rolled_back,        m->shared_redis[0],
+                                  m->shared_redis[1]};
+    memcpy(s->u.series.gauges, g, sizeof g);
+    /* a version's objects are the same for as long as its entry lives: the version is a hash
+     * of the policy, the objects are keyed by the route and their spec */
+    s->u.series.local[0] = m->shared_local[0];
+    s->u.series.local[1] = m->shared_local[1];
+    s->u.series.limiter = p->http.limiter;
+    s->u.series.budget = p->http.budget;
+    for (int i = 0; i < 2; i++) {
+      uint64_t n = 0;
+      atomic_init(&s->u.series.seen[i], local_decisions(s, i, &n) ? n : 0);
+    }
     entry_add(rt, s);
   }
   p->rt->series = s;
@@ -446,11 +508,11 @@ static int series_attach(lk_gw_runtime *rt, const char *route, lk_gw_policy *p) 
 static void policy_rt_release(lk_gw_runtime *rt, lk_gw_policy *p) {
   if (!p || !p->rt)
     return;
+  release(rt, p->rt->series); /* first: its last count reads the objects released below */
   release(rt, p->rt->budget);
   release(rt, p->rt->breaker);
   release(rt, p->rt->limiter);
   release(rt, p->rt->bulkhead);
-  release(rt, p->rt->series);
   free(p->rt);
   p->rt = NULL;
   p->http.budget = NULL;
@@ -966,6 +1028,43 @@ const char *lk_gw_route_rollout_state(const lk_gw_route *r) {
  * Metrics
  * ========================================================================================== */
 
+const char *lk_gw_refusal_name(lk_gw_refusal r) {
+  switch (r) {
+  case LK_GW_REFUSED_BREAKER: return "breaker";
+  case LK_GW_REFUSED_BUDGET: return "budget";
+  case LK_GW_REFUSED_LIMITER: return "limiter";
+  case LK_GW_REFUSED_BULKHEAD: return "bulkhead";
+  case LK_GW_REFUSED_DEADLINE: return "deadline";
+  case LK_GW_REFUSED_NONE: break;
+  }
+  return "none";
+}
+
+lk_gw_refusal lk_gw_refusal_of(int err, const lk_http_attempt_info *att, size_t n) {
+  switch (err) {
+  case LK_EBREAKER_OPEN: return LK_GW_REFUSED_BREAKER;
+  case LK_EBUDGET: return LK_GW_REFUSED_BUDGET;
+  case LK_ERATE_LIMITED: return LK_GW_REFUSED_LIMITER;
+  case LK_EBULKHEAD_FULL: return LK_GW_REFUSED_BULKHEAD;
+  case LK_EDEADLINE: break;
+  default: return LK_GW_REFUSED_NONE;
+  }
+  /* The deadline ended the call. The attempt that decided it is the last one not cancelled (a
+   * hedge that lost is cancelled after it): none, or one still queued (waiting for a bulkhead
+   * slot), means no attempt could start in time; one that ran and left no time (LK_REASON_DEADLINE)
+   * was cut short by the deadline, an upstream's slowness, not a refusal; any other decision
+   * (delay >= remaining, delay + min attempt > remaining) is a retry refused for lack of time. */
+  const lk_http_attempt_info *last = NULL;
+  for (size_t i = n; att && i-- > 0;)
+    if (att[i].failure != LK_F_CANCELLED) {
+      last = &att[i];
+      break;
+    }
+  if (!last || last->phase == LK_PHASE_QUEUED)
+    return LK_GW_REFUSED_DEADLINE;
+  return last->decision.reason == LK_REASON_DEADLINE ? LK_GW_REFUSED_NONE : LK_GW_REFUSED_DEADLINE;
+}
+
 void lk_gw_route_observe(const lk_gw_route *r, int version, const lk_gw_request_obs *obs) {
   const lk_gw_policy *p = lk_gw_route_policy(r, version);
   if (!p || !p->rt || !obs)
@@ -988,6 +1087,8 @@ void lk_gw_route_observe(const lk_gw_route *r, int version, const lk_gw_request_
     lk_counter_add(m->streamed_nr, 1);
   if (obs->key_injected)
     lk_counter_add(m->injected, 1);
+  if (obs->refused > LK_GW_REFUSED_NONE && obs->refused < LK_GW_REFUSALS)
+    lk_counter_add(m->refused[obs->refused], 1);
 }
 
 static void refresh_policy(const lk_gw_route *r, const lk_gw_policy *p, int version,
@@ -1010,14 +1111,11 @@ static void refresh_policy(const lk_gw_route *r, const lk_gw_policy *p, int vers
   lk_gauge_set(m->rollout_share, (int64_t)(share * 100.0 + 0.5));
   lk_gauge_set(m->rolled_back, version == 1 && rolled);
   lk_shared_stats ss;
-  if (m->shared_local[0] && p->http.limiter && lk_shared_limiter_stats(p->http.limiter, &ss) == 0) {
-    lk_gauge_set(m->shared_local[0], (int64_t)ss.fallback);
+  if (m->shared_redis[0] && p->http.limiter && lk_shared_limiter_stats(p->http.limiter, &ss) == 0)
     lk_gauge_set(m->shared_redis[0], ss.using_redis);
-  }
-  if (m->shared_local[1] && p->http.budget && lk_shared_budget_stats(p->http.budget, &ss) == 0) {
-    lk_gauge_set(m->shared_local[1], (int64_t)ss.fallback);
+  if (m->shared_redis[1] && p->http.budget && lk_shared_budget_stats(p->http.budget, &ss) == 0)
     lk_gauge_set(m->shared_redis[1], ss.using_redis);
-  }
+  sync_local(p->rt->series);
 }
 
 void lk_gw_runtime_refresh(lk_gw_runtime *rt, const lk_gw_config *current, int64_t now) {

@@ -433,3 +433,68 @@ void gw_fork_server_stop(pid_t pid) {
   kill(pid, SIGKILL);
   waitpid(pid, NULL, 0);
 }
+
+char *gw_scrape(const gw_proc *g) {
+  gw_resp r;
+  gw_request(g->admin_port, "GET", "/metrics", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  char ct[96];
+  assert_non_null(gw_header(&r, "Content-Type", ct, sizeof ct));
+  assert_non_null(strstr(ct, "text/plain; version=0.0.4"));
+  char path[400], cmd[600];
+  snprintf(path, sizeof path, "%s/metrics.txt", g->dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  assert_int_equal(fwrite(r.body, 1, r.body_len, f), r.body_len);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "promtool check metrics < %s", path);
+  int rc = system(cmd);
+  if (rc != 0)
+    fprintf(stderr, "--- exposition promtool refused ---\n%s\n", r.body);
+  assert_int_equal(rc, 0);
+  unlink(path);
+  char *body = strdup(r.body);
+  assert_non_null(body);
+  gw_resp_free(&r);
+  return body;
+}
+
+bool gw_sample(const char *text, const char *series, double *v) {
+  size_t n = strlen(series);
+  for (const char *p = text; (p = strstr(p, series)); p += n)
+    if ((p == text || p[-1] == '\n') && p[n] == ' ') {
+      *v = strtod(p + n + 1, NULL);
+      return true;
+    }
+  return false;
+}
+
+/* The rest of the line "# KIND NAME " + ..., or NULL. */
+static const char *meta_line(const char *text, const char *kind, const char *name, size_t *len) {
+  char head[256];
+  int n = snprintf(head, sizeof head, "# %s %s ", kind, name);
+  assert_true(n > 0 && (size_t)n < sizeof head);
+  for (const char *p = text; (p = strstr(p, head)); p += n)
+    if (p == text || p[-1] == '\n') {
+      const char *v = p + n, *eol = strchr(v, '\n');
+      *len = eol ? (size_t)(eol - v) : strlen(v);
+      return v;
+    }
+  return NULL;
+}
+
+const char *gw_metric_type(const char *text, const char *name) {
+  static char type[32];
+  size_t len;
+  const char *v = meta_line(text, "TYPE", name, &len);
+  if (!v || len >= sizeof type)
+    return NULL;
+  memcpy(type, v, len);
+  type[len] = '\0';
+  return type;
+}
+
+bool gw_metric_help(const char *text, const char *name) {
+  size_t len;
+  return meta_line(text, "HELP", name, &len) && len > 0;
+}

@@ -70,6 +70,17 @@ bool gw_closed(int fd, int timeout_ms);
 void gw_request(int port, const char *method, const char *path, const char *extra,
                 const char *body, gw_resp *r);
 
+/* GET /metrics on g's admin listener: asserts 200, the 0.0.4 text type and that promtool (a test
+ * dependency, scripts/deps.sh: no skip when it is missing) accepts the exposition. Returns the
+ * body (malloc'd; the caller frees it). */
+char *gw_scrape(const gw_proc *g);
+/* The value of the sample line that starts with `series` + ' ' (series: name{labels}, whole). */
+bool gw_sample(const char *text, const char *series, double *v);
+/* The type a family's "# TYPE NAME TYPE" line gives (static buffer), or NULL without one. */
+const char *gw_metric_type(const char *text, const char *name);
+/* Whether the family has a "# HELP NAME text" line with a text. */
+bool gw_metric_help(const char *text, const char *name);
+
 int64_t gw_now_ms(void);
 void gw_sleep_ms(int ms);
 /* Resident set size of `pid` in KiB (VmRSS), or -1. */

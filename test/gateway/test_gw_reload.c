@@ -336,42 +336,12 @@ static void test_rollout_rollback(void **state) {
 
 /* ---- /metrics across reloads ------------------------------------------------------------- */
 
-/* GET /metrics on the admin listener: 200, the 0.0.4 text type, and promtool (a test dependency,
- * scripts/deps.sh: no skip when it is missing) accepts it. Returns the body (caller frees). */
-static char *scrape(void) {
-  gw_resp r;
-  gw_request(G.admin_port, "GET", "/metrics", NULL, NULL, &r);
-  assert_int_equal(r.status, 200);
-  char ct[96];
-  assert_non_null(gw_header(&r, "Content-Type", ct, sizeof ct));
-  assert_non_null(strstr(ct, "text/plain; version=0.0.4"));
-  char path[400], cmd[600];
-  snprintf(path, sizeof path, "%s/metrics.txt", G.dir);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  assert_int_equal(fwrite(r.body, 1, r.body_len, f), r.body_len);
-  fclose(f);
-  snprintf(cmd, sizeof cmd, "promtool check metrics < %s", path);
-  int rc = system(cmd);
-  if (rc != 0)
-    fprintf(stderr, "--- exposition promtool refused ---\n%s\n", r.body);
-  assert_int_equal(rc, 0);
-  unlink(path);
-  char *body = strdup(r.body);
-  assert_non_null(body);
-  gw_resp_free(&r);
-  return body;
-}
+/* GET /metrics of G, checked by promtool (gw_scrape). Returns the body (caller frees). */
+static char *scrape(void) { return gw_scrape(&G); }
 
 /* The value of the sample line that starts with `series` + ' ' (series: name{labels}). */
 static bool sample(const char *text, const char *series, double *v) {
-  size_t n = strlen(series);
-  for (const char *p = text; (p = strstr(p, series)); p += n)
-    if ((p == text || p[-1] == '\n') && p[n] == ' ') {
-      *v = strtod(p + n + 1, NULL);
-      return true;
-    }
-  return false;
+  return gw_sample(text, series, v);
 }
 
 /* Whether a sample line starts with `prefix` (e.g. a name and the first labels). */

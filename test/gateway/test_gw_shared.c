@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* shared = : two `linkd serve` processes whose route limiter is the fleet's, on a real
  * redis-server the test starts, admit together what one limiter would; the same two with their
- * own limiters admit twice as much. Redis killed: each falls back to its share (1/fleet). */
+ * own limiters admit twice as much. Redis killed: each falls back to its share (1/fleet), and
+ * counts the decisions it took alone in a counter that a reload does not take back. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -11,11 +12,15 @@
 #include "gwtest.h"
 #include "tmpsrv.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 static faultd_proc F;
 static gw_proc G[2];
@@ -120,7 +125,7 @@ static void test_fleet_limiter_across_gateways(void **state) {
     size_t len = end ? (size_t)(end - line) : strlen(line);
     char buf[512];
     snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), line);
-    static const char name[] = "linkd_gw_shared_local_decisions{route=\"r\"";
+    static const char name[] = "linkd_gw_shared_local_decisions_total{route=\"r\"";
     if (strncmp(buf, name, sizeof name - 1) == 0 &&
         strstr(buf, "object=\"limiter\"}"))
       n = strtol(strchr(buf, '}') + 1, NULL, 10);
@@ -141,9 +146,92 @@ static void test_fleet_limiter_across_gateways(void **state) {
   assert_in_range(ok, 34, 46);
 }
 
+/* The limiter's local decisions of route r (any policy version), from a scrape. */
+static double local_decisions(const char *m) {
+  static const char name[] = "linkd_gw_shared_local_decisions_total{route=\"r\",policy=\"";
+  double sum = 0;
+  int found = 0;
+  for (const char *p = m; (p = strstr(p, name)); p++) {
+    if (p != m && p[-1] != '\n')
+      continue;
+    const char *q = strstr(p, "\",object=\"limiter\"} ");
+    const char *eol = strchr(p, '\n');
+    if (!q || (eol && q > eol))
+      continue;
+    sum += strtod(q + strlen("\",object=\"limiter\"} "), NULL);
+    found++;
+  }
+  if (!found)
+    fail_msg("no linkd_gw_shared_local_decisions_total of the limiter:\n%s", m);
+  return sum;
+}
+
+/* Redis away from the start (nothing listens on its port): every decision of the fleet-wide
+ * limiter is taken here. They are counted (TYPE counter, promtool), and a reload that drops the
+ * route's shared limiter and one that brings it back (a fresh object, counting from 0) do not
+ * take the count back. */
+static void test_local_decisions_counter(void **state) {
+  (void)state;
+  assert_int_equal(faultd_start(&F, "ok", NULL), 0);
+  /* a port bound but never listened on: connecting to it is refused */
+  int hole = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(hole >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(bind(hole, (struct sockaddr *)&a, sizeof a), 0);
+  socklen_t alen = sizeof a;
+  assert_int_equal(getsockname(hole, (struct sockaddr *)&a, &alen), 0);
+  char shared[128], with[2048], without[2048];
+  snprintf(shared, sizeof shared, "redis://127.0.0.1:%d,fleet=2", ntohs(a.sin_port));
+  static const char fmt[] = "[listen]\naddress = 127.0.0.1:0\n\n[admin]\naddress = 127.0.0.1:0\n\n"
+                            "[cluster c]\nendpoint = 127.0.0.1:%d\n\n"
+                            "[route r]\ncluster = c\nlimiter = 1000/s:burst=100\nmax-attempts = 1\n"
+                            "shared = %s\n";
+  snprintf(with, sizeof with, fmt, faultd_port(&F), shared);
+  snprintf(without, sizeof without, fmt, faultd_port(&F), "none");
+  gw_start(&G[0], with);
+  for (int i = 0; i < 10; i++) {
+    gw_resp r;
+    gw_request(G[0].port, "GET", "/l", NULL, NULL, &r);
+    assert_int_equal(r.status, 200);
+    gw_resp_free(&r);
+  }
+  char *m = gw_scrape(&G[0]);
+  const char *type = gw_metric_type(m, "linkd_gw_shared_local_decisions_total");
+  assert_non_null(type);
+  assert_string_equal(type, "counter");
+  assert_true(gw_metric_help(m, "linkd_gw_shared_local_decisions_total"));
+  assert_null(gw_metric_type(m, "linkd_gw_shared_local_decisions")); /* the gauge is gone */
+  double first = local_decisions(m);
+  printf("# %g local decisions for 10 requests\n", first);
+  assert_true(first >= 10);
+  free(m);
+  /* the route without its shared limiter, then with it again: the same policy version as
+   * before, on a new limiter whose own count starts at 0 */
+  const char *cfgs[] = {without, with};
+  for (int i = 0; i < 2; i++) {
+    gw_resp r;
+    gw_request(G[0].admin_port, "POST", "/config", NULL, cfgs[i], &r);
+    assert_int_equal(r.status, 200);
+    gw_resp_free(&r);
+  }
+  gw_resp r;
+  gw_request(G[0].port, "GET", "/l", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  gw_resp_free(&r);
+  m = gw_scrape(&G[0]);
+  double after = local_decisions(m);
+  printf("# %g local decisions after two reloads and one more request\n", after);
+  if (after < first + 1)
+    fail_msg("the local decisions went from %g to %g across reloads:\n%s", first, after, m);
+  free(m);
+  close(hole);
+  assert_int_equal(gw_stop(&G[0], 3000), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_fleet_limiter_across_gateways, teardown),
+      cmocka_unit_test_teardown(test_local_decisions_counter, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -205,6 +205,51 @@ static void test_outcome_of(void **state) {
   assert_int_equal(lk_gw_outcome_of(LK_F_CANCELLED, 0), LK_GW_OTHER);
 }
 
+/* Which local refusal ended a call, from its error and timeline (lk_http_result_*). */
+static void test_refusal_of(void **state) {
+  (void)state;
+  assert_int_equal(lk_gw_refusal_of(LK_OK, NULL, 0), LK_GW_REFUSED_NONE);
+  assert_int_equal(lk_gw_refusal_of(LK_EATTEMPTS, NULL, 0), LK_GW_REFUSED_NONE);
+  assert_int_equal(lk_gw_refusal_of(LK_ENOTRETRYABLE, NULL, 0), LK_GW_REFUSED_NONE);
+  assert_int_equal(lk_gw_refusal_of(LK_EHTTP, NULL, 0), LK_GW_REFUSED_NONE);
+  assert_int_equal(lk_gw_refusal_of(LK_EBREAKER_OPEN, NULL, 0), LK_GW_REFUSED_BREAKER);
+  assert_int_equal(lk_gw_refusal_of(LK_EBUDGET, NULL, 0), LK_GW_REFUSED_BUDGET);
+  assert_int_equal(lk_gw_refusal_of(LK_ERATE_LIMITED, NULL, 0), LK_GW_REFUSED_LIMITER);
+  assert_int_equal(lk_gw_refusal_of(LK_EBULKHEAD_FULL, NULL, 0), LK_GW_REFUSED_BULKHEAD);
+  /* the deadline: before any attempt, or while one waited to be admitted */
+  assert_int_equal(lk_gw_refusal_of(LK_EDEADLINE, NULL, 0), LK_GW_REFUSED_DEADLINE);
+  lk_http_attempt_info a[3];
+  memset(a, 0, sizeof a);
+  a[0].phase = LK_PHASE_QUEUED;
+  a[0].failure = LK_F_DEADLINE_EXCEEDED;
+  a[0].decision.reason = LK_REASON_NOT_RETRYABLE;
+  assert_int_equal(lk_gw_refusal_of(LK_EDEADLINE, a, 1), LK_GW_REFUSED_DEADLINE);
+  /* an attempt the deadline cut short is the upstream's slowness */
+  a[0].phase = LK_PHASE_WAIT;
+  a[0].failure = LK_F_READ_TIMEOUT;
+  a[0].decision.reason = LK_REASON_DEADLINE;
+  assert_int_equal(lk_gw_refusal_of(LK_EDEADLINE, a, 1), LK_GW_REFUSED_NONE);
+  /* a retry whose delay does not fit is refused; a hedge cancelled after it does not decide */
+  a[0].phase = LK_PHASE_DONE;
+  a[0].failure = LK_F_HTTP_503;
+  a[0].status = 503;
+  a[0].decision.reason = LK_REASON_DELAY_TOO_LONG;
+  a[1].phase = LK_PHASE_WAIT;
+  a[1].failure = LK_F_CANCELLED;
+  a[1].decision.reason = LK_REASON_NOT_RETRYABLE;
+  assert_int_equal(lk_gw_refusal_of(LK_EDEADLINE, a, 2), LK_GW_REFUSED_DEADLINE);
+  a[0].decision.reason = LK_REASON_NO_TIME_FOR_ATTEMPT;
+  assert_int_equal(lk_gw_refusal_of(LK_EDEADLINE, a, 2), LK_GW_REFUSED_DEADLINE);
+  a[0].decision.reason = LK_REASON_DEADLINE;
+  assert_int_equal(lk_gw_refusal_of(LK_EDEADLINE, a, 2), LK_GW_REFUSED_NONE);
+  assert_string_equal(lk_gw_refusal_name(LK_GW_REFUSED_BREAKER), "breaker");
+  assert_string_equal(lk_gw_refusal_name(LK_GW_REFUSED_BUDGET), "budget");
+  assert_string_equal(lk_gw_refusal_name(LK_GW_REFUSED_LIMITER), "limiter");
+  assert_string_equal(lk_gw_refusal_name(LK_GW_REFUSED_BULKHEAD), "bulkhead");
+  assert_string_equal(lk_gw_refusal_name(LK_GW_REFUSED_DEADLINE), "deadline");
+  assert_string_equal(lk_gw_refusal_name(LK_GW_REFUSED_NONE), "none");
+}
+
 static void test_state_survives_reload(void **state) {
   (void)state;
   lk_gw_runtime *rt = new_runtime();
@@ -418,9 +463,14 @@ static void test_metrics(void **state) {
   o.attempts = 3;
   o.streamed = true;
   o.streamed_not_retried = true;
+  o.refused = LK_GW_REFUSED_BREAKER; /* the breaker refused a 4th attempt */
   lk_gw_route_observe(r, 0, &o);
-  o = (lk_gw_request_obs){.status = 504, .deadline_exceeded = true, .key_injected = true,
-                          .duration = 5, .queue_wait = 7};
+  o = (lk_gw_request_obs){.status = 504,
+                          .deadline_exceeded = true,
+                          .key_injected = true,
+                          .duration = 5,
+                          .queue_wait = 7,
+                          .refused = LK_GW_REFUSED_DEADLINE};
   lk_gw_route_observe(r, 1, &o);
   lk_gw_cluster_report(&c->clusters[0], 0, 0, 2000, LK_GW_5XX);
   lk_gw_runtime_observe_unrouted(rt, 404);
@@ -441,6 +491,20 @@ static void test_metrics(void **state) {
   assert_true(has_line(text, line));
   snprintf(line, sizeof line, "linkd_gw_attempts_total{route=\"r\",policy=\"%s\"} 4", v0);
   assert_true(has_line(text, line));
+  /* refusals by reason, every reason there from the start */
+  snprintf(line, sizeof line,
+           "linkd_gw_refused_total{route=\"r\",policy=\"%s\",reason=\"breaker\"} 1", v0);
+  assert_true(has_line(text, line));
+  snprintf(line, sizeof line,
+           "linkd_gw_refused_total{route=\"r\",policy=\"%s\",reason=\"deadline\"} 0", v0);
+  assert_true(has_line(text, line));
+  snprintf(line, sizeof line,
+           "linkd_gw_refused_total{route=\"r\",policy=\"%s\",reason=\"deadline\"} 1", v1);
+  assert_true(has_line(text, line));
+  snprintf(line, sizeof line,
+           "linkd_gw_refused_total{route=\"r\",policy=\"%s\",reason=\"bulkhead\"} 0", v1);
+  assert_true(has_line(text, line));
+  assert_non_null(strstr(text, "# TYPE linkd_gw_refused_total counter\n"));
   snprintf(line, sizeof line, "linkd_gw_retries_total{route=\"r\",policy=\"%s\"} 2", v0);
   assert_true(has_line(text, line));
   snprintf(line, sizeof line, "linkd_gw_retry_ratio{route=\"r\",policy=\"%s\"} 1", v0);
@@ -474,6 +538,7 @@ int main(void) {
       cmocka_unit_test(test_ejection_grows_caps_and_expires),
       cmocka_unit_test(test_max_percent_and_panic),
       cmocka_unit_test(test_outcome_of),
+      cmocka_unit_test(test_refusal_of),
       cmocka_unit_test(test_state_survives_reload),
       cmocka_unit_test(test_health_transitions),
       cmocka_unit_test(test_rollout_choose),

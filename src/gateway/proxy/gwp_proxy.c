@@ -292,14 +292,24 @@ static void finish(gwp_req *r, lk_http_result *res) {
     return;
   }
 
+  /* an attempt a protection refused (breaker, limiter, bulkhead) is in the timeline, still
+   * queued: it never went upstream */
+  int made = 0;
+  for (size_t i = 0; i < natt; i++)
+    made += att[i].phase != LK_PHASE_QUEUED;
   lk_gw_request_obs obs = {
-      .status = status,
+      /* a client gone before the answer gets none (status class "none") */
+      .status = r->conn ? status : 0,
       .failure = r->final,
-      .attempts = (int)natt,
+      .attempts = made,
+      .refused = lk_gw_refusal_of(err, att, natt),
       .duration = lk_sat_sub(now, r->t_start),
       /* the first attempt starts once the bulkhead slot and the limiter token are there */
       .queue_wait = (r->pol->bulkhead_on || r->pol->limiter_on) && natt > 0 ? att[0].start : -1,
-      .deadline_exceeded = err == LK_EDEADLINE || (!resp && status == 504),
+      /* answered 504 for it: the deadline stopped the call with a 504 to send, or ran out with
+       * no response at all (a POST cut short is "not retryable"); the last response of a call
+       * the deadline ended (a 503 with no time left for its retry) is sent as it came */
+      .deadline_exceeded = status == 504 && (err == LK_EDEADLINE || !resp),
       .streamed = r->streamed,
       .streamed_not_retried = r->retry_wanted,
       .key_injected = r->key_injected && key,
@@ -336,8 +346,10 @@ static void answer_local(gwp_req *r, int status, const char *extra, const char *
   r->final = status == 504 ? LK_F_DEADLINE_EXCEEDED : LK_F_NONE;
   r->stop = why;
   if (r->route) {
+    /* a 504 here is a deadline gone on arrival: refused before any attempt */
     lk_gw_request_obs obs = {.status = status,
                              .failure = r->final,
+                             .refused = status == 504 ? LK_GW_REFUSED_DEADLINE : LK_GW_REFUSED_NONE,
                              .duration = lk_sat_sub(gwp_now(), r->t_start),
                              .queue_wait = -1,
                              .deadline_exceeded = status == 504};
