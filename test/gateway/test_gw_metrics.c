@@ -95,12 +95,21 @@ static void expect_counter(const char *m, const char *name, const char *route, d
   EXPECT(v == want, "%s{route=\"%s\"} is %g, not %g", name, route, v, want);
 }
 
-static void get(const char *path, const char *extra, int want) {
+/* GET path: the status must be `want`, and Linkd-Retried `retried` (NULL: not checked). */
+static void get_retried(const char *path, const char *extra, int want, const char *retried) {
   gw_resp r;
   gw_request(G.port, "GET", path, extra, NULL, &r);
   if (r.status != want)
     fail_msg("GET %s: %d, not %d: %s", path, r.status, want, r.body ? r.body : "");
+  char v[32];
+  const char *got = gw_header(&r, "Linkd-Retried", v, sizeof v);
+  if (retried && (!got || strcmp(got, retried) != 0))
+    fail_msg("GET %s: Linkd-Retried %s, not %s", path, got ? got : "(none)", retried);
   gw_resp_free(&r);
+}
+
+static void get(const char *path, const char *extra, int want) {
+  get_retried(path, extra, want, NULL);
 }
 
 /* Cluster `bad` answers 503, cluster `slow` 200 after 400 ms. One route per refusal, each over
@@ -157,9 +166,10 @@ static void test_refused_by_reason(void **state) {
   get("/brk", NULL, 503);
   get("/brk", NULL, 503);
   assert_int_equal(faultd_wait_requests(&F1, 2, 2000), 2);
-  get("/brk", NULL, 503);
+  /* Linkd-Retried counts what went upstream: none here, one for the budget's call */
+  get_retried("/brk", NULL, 503, "0");
   /* budget: the first attempt's 503 is sent back, its retry refused */
-  get("/bud", NULL, 503);
+  get_retried("/bud", NULL, 503, "1");
   /* deadline: no time for the retry's delay (the 503 is sent as it came), then a deadline gone
    * on arrival */
   get("/dl", NULL, 503);

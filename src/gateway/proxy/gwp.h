@@ -197,6 +197,9 @@ int64_t gwp_now(void);
 
 /* gwp_proxy.c */
 void gwp_proxy_dispatch(gwp_req *r);
+/* The attempts of a call that went upstream: an attempt a protection refused (breaker, limiter,
+ * bulkhead) is in the timeline, still queued, and is not one. */
+int gwp_attempts_made(const lk_http_result *res);
 
 /* gwp_admin.c */
 void gwp_admin_dispatch(gwp_req *r);

@@ -70,7 +70,7 @@ void gwp_access_log(gwp_server *s, const gwp_req *r, const lk_http_result *res) 
   fprintf(f, ",\"status\":%d", r->status);
   size_t natt = 0;
   const lk_http_attempt_info *att = res ? lk_http_result_attempts(res, &natt) : NULL;
-  fprintf(f, ",\"attempts\":%zu,\"endpoints\":[", natt);
+  fprintf(f, ",\"attempts\":%d,\"endpoints\":[", gwp_attempts_made(res));
   int shown = 0;
   for (size_t i = 0; i < natt && i < GWP_MAX_TRACKED; i++) {
     if (att[i].phase == LK_PHASE_QUEUED || (int)i >= r->nattempts)

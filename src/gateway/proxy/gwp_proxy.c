@@ -233,6 +233,15 @@ static void sb_hdr(sbuf *b, const char *name, const char *value) {
   sb_put(b, "\r\n", 2);
 }
 
+int gwp_attempts_made(const lk_http_result *res) {
+  size_t natt = 0;
+  const lk_http_attempt_info *att = res ? lk_http_result_attempts(res, &natt) : NULL;
+  int made = 0;
+  for (size_t i = 0; i < natt; i++)
+    made += att[i].phase != LK_PHASE_QUEUED;
+  return made;
+}
+
 static void finish(gwp_req *r, lk_http_result *res) {
   gwp_server *s = r->srv;
   int err = lk_http_result_err(res);
@@ -272,8 +281,9 @@ static void finish(gwp_req *r, lk_http_result *res) {
   }
   char num[32];
   if (err != LK_OK) {
-    /* this tier is done retrying: a caller that honours it does not retry again */
-    snprintf(num, sizeof num, "%zu", natt);
+    /* this tier is done retrying: a caller that honours it does not retry again; N is what
+     * went upstream */
+    snprintf(num, sizeof num, "%d", gwp_attempts_made(res));
     sb_hdr(&h, LK_HTTP_RETRIED_HEADER, num);
   }
   const char *key = lk_http_result_idempotency_key(res);
@@ -292,11 +302,7 @@ static void finish(gwp_req *r, lk_http_result *res) {
     return;
   }
 
-  /* an attempt a protection refused (breaker, limiter, bulkhead) is in the timeline, still
-   * queued: it never went upstream */
-  int made = 0;
-  for (size_t i = 0; i < natt; i++)
-    made += att[i].phase != LK_PHASE_QUEUED;
+  int made = gwp_attempts_made(res);
   lk_gw_request_obs obs = {
       /* a client gone before the answer gets none (status class "none") */
       .status = r->conn ? status : 0,
