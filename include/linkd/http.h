@@ -42,8 +42,10 @@
  *
  * Other kinds come from evidence as well: DNS_FAILED, CONNECT_REFUSED, TLS_FAILED,
  * RESET_BEFORE_SEND (reset/error while the request was not fully written), RESET_AFTER_SEND,
- * EMPTY_RESPONSE (closed after the request, no reply byte), JUNK_RESPONSE (also a Content-Length
- * that does not parse, overflows or conflicts with another, and a head too large for libcurl),
+ * EMPTY_RESPONSE (closed after the request, no reply byte but interim 1xx heads), JUNK_RESPONSE
+ * (also a status line that is not HTTP/1.0 or 1.1 on plain http, a Content-Length that does not
+ * parse, overflows or conflicts with another or with Transfer-Encoding, an unrequested 101, and
+ * a head beyond LK_HTTP_HEAD_MAX; the framing faults are found when the head ends),
  * PARTIAL_BODY (reply started, connection lost before its end, or a body shorter than its
  * Content-Length even when libcurl calls the transfer complete), the status kinds of
  * lk_failure_from_status(), and CANCELLED / DEADLINE_EXCEEDED / BREAKER_OPEN / RATE_LIMITED /
@@ -182,6 +184,14 @@ typedef struct lk_http_response {
 
 /* Room for a reason phrase, its NUL included (RFC 9112 sets no limit; real ones are short). */
 #define LK_HTTP_REASON_MAX 64
+
+/* The longest response head read, in bytes: status line, header lines and the blank line, CRLFs
+ * included, counted per head (each interim 1xx head on its own; trailers of a chunked body
+ * likewise). The same on both transports: libhttp-parser's default limit, which the native
+ * transport uses, and counted by the driver on libcurl's (whose own limits are 100 KiB per line
+ * and, in Debian's 7.88, 300 KiB in all). A longer head fails the attempt as
+ * LK_F_JUNK_RESPONSE, not retried (LK_ETOOBIG). */
+#define LK_HTTP_HEAD_MAX (80 * 1024)
 
 /* The first header named `name` (ASCII case-insensitive) or NULL. */
 LK_EXPORT const char *lk_http_response_header(const lk_http_response *resp, const char *name);
@@ -392,7 +402,8 @@ typedef struct lk_http_policy {
   bool send_attempt;        /* send "Linkd-Attempt: <n>"; default true */
 
   /* --- limits and plumbing ----------------------------------------------------------------- */
-  size_t max_response_body; /* a bigger body ends the call with LK_ETOOBIG; default 64 MiB */
+  size_t max_response_body; /* a bigger body ends the call with LK_ETOOBIG (a Content-Length
+                               above it as soon as the head is in); default 64 MiB */
   const lk_clock *clock;    /* NULL = lk_clock_system(); default NULL */
   lk_rand *rng;             /* jitter; NULL = the client's own generator, seeded from getrandom
                                when the client is created */
@@ -474,7 +485,8 @@ struct lk_http_attempt_info {
   int resends;             /* libcurl silent re-sends detected within this attempt */
   int64_t timeout;         /* the attempt timeout used: min(cap, remaining) */
   int64_t connect_timeout; /* the connect timeout used (<= timeout) */
-  int64_t retry_after;     /* ns from the reply's Retry-After, -1 if none/unparseable */
+  int64_t retry_after;     /* ns from the reply's Retry-After, -1 if none, unparseable, or
+                              given more than once with different values */
   lk_decision decision;    /* what happened next: retry + delay, or why the call stopped */
   char reason[80];         /* lk_decision_format() text (or "success", "cancelled", ...) */
 };
@@ -492,8 +504,9 @@ struct lk_http_attempt_info {
  *   LK_EBUDGET       the retry budget refused a retry
  *   LK_EBREAKER_OPEN, LK_ERATE_LIMITED, LK_EBULKHEAD_FULL  the protection refused an attempt
  *   LK_ECANCELED     cancelled
- *   LK_ETOOBIG       the response body exceeded max_response_body, or its head exceeded
- *                    libcurl's limit (CURL_MAX_HTTP_HEADER per line); not retried
+ *   LK_ETOOBIG       the response body exceeded max_response_body (a declared Content-Length
+ *                    above it fails when the head ends), or its head exceeded
+ *                    LK_HTTP_HEAD_MAX; not retried
  *   LK_ENOMEM        no memory for the response (also when the classification hook's view of
  *                    it could not be built: the attempt fails rather than skip the hook)
  *   LK_EINVAL / LK_ECONFIG / LK_ENOMEM / LK_ESYS  the call could not be started */

@@ -3,9 +3,13 @@
  * headers (Idempotency-Key, Linkd-Deadline, grpc-timeout, Linkd-Attempt). */
 #include "call_internal.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static int64_t now_of(const lk_try *t) { return t->k->clock->now(t->k->clock); }
@@ -28,12 +32,14 @@ static void fmt_header(char *buf, const char *prefix, uint64_t v) {
 
 /* A socket is created once the name is resolved: DNS is over, TCP connect starts. */
 static int on_sockopt(void *ud, curl_socket_t fd, curlsocktype purpose) {
-  (void)fd;
   lk_try *t = ((lk_easy *)ud)->t;
-  if (purpose == CURLSOCKTYPE_IPCXN && !t->att.sock_seen) {
-    t->att.sock_seen = true;
-    t->att.t_sock = now_of(t);
+  lk_att *a = &t->att;
+  if (purpose == CURLSOCKTYPE_IPCXN && !a->sock_seen) {
+    a->sock_seen = true;
+    a->t_sock = now_of(t);
   }
+  if (purpose == CURLSOCKTYPE_IPCXN) /* one of them becomes the connection (conn_tag_set) */
+    a->fds[a->nfds++ % 4] = (int)fd;
   return CURL_SOCKOPT_OK;
 }
 
@@ -50,16 +56,79 @@ static CURLcode on_ssl_ctx(CURL *e, void *sslctx, void *ud) {
   return CURLE_OK;
 }
 
+/* --- libcurl's sockets by connection ------------------------------------------------------- */
+/* libcurl 7.88 takes a pooled connection with unread bytes for alive (cf_socket_conn_is_alive
+ * peeks for a FIN only) and does not say, while a transfer runs, which socket it reuses
+ * (CURLINFO_ACTIVESOCKET is the handle's last connection). The pre-request callback gets the
+ * connection's addresses: a new connection's socket is filed under them, and a reused one is
+ * looked up by them. */
+
+static uint64_t conn_key(const char *ip, int port, const char *local_ip, int local_port) {
+  uint64_t h = 1469598103934665603u; /* FNV-1a */
+  for (const char *s = ip; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211u;
+  h = (h ^ (uint64_t)port) * 1099511628211u;
+  for (const char *s = local_ip; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211u;
+  h = (h ^ (uint64_t)local_port) * 1099511628211u;
+  return h ? h : 1;
+}
+
+/* Files the new connection's socket: the one of the attempt's whose local port is the
+ * connection's (happy eyeballs may have opened two). */
+static void conn_tag_set(lk_try *t, uint64_t key, int local_port) {
+  lk_http_client *c = t->k->cl;
+  lk_att *a = &t->att;
+  if (!c->conn_tags && !(c->conn_tags = calloc(LK_CONN_TAGS, sizeof *c->conn_tags)))
+    return;
+  for (int i = 0; i < 4 && i < a->nfds; i++) {
+    int fd = a->fds[(a->nfds - 1 - i) % 4];
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
+      continue;
+    const struct sockaddr_in *s4 = (const struct sockaddr_in *)&ss;
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)&ss;
+    int port = ss.ss_family == AF_INET ? ntohs(s4->sin_port) : ntohs(s6->sin6_port);
+    if (port == local_port) {
+      c->conn_tags[key % LK_CONN_TAGS] = (lk_conn_tag){key, fd};
+      return;
+    }
+  }
+  if (c->conn_tags[key % LK_CONN_TAGS].key == key) /* an older connection's: not this one's */
+    c->conn_tags[key % LK_CONN_TAGS].key = 0;
+}
+
+/* Whether bytes wait unread on the reused connection filed under `key`. */
+static bool stray_bytes(const lk_try *t, uint64_t key) {
+  const lk_conn_tag *g = t->k->cl->conn_tags ? &t->k->cl->conn_tags[key % LK_CONN_TAGS] : NULL;
+  if (!g || g->key != key)
+    return false; /* not filed (or its slot was taken): unchecked */
+  char b;
+  return recv(g->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
 /* Runs just before libcurl writes the request. A second run within one attempt is libcurl
  * re-sending the request on a fresh connection after a reused one died. */
 static int on_prereq(void *ud, char *ip, char *local_ip, int port, int local_port) {
-  (void)ip, (void)local_ip, (void)port, (void)local_port;
   lk_try *t = ((lk_easy *)ud)->t;
   lk_call *k = t->k;
   lk_att *a = &t->att;
   int64_t now = now_of(t);
+  /* plain http only: over TLS, records may come unasked (session tickets) */
+  bool plain = strncasecmp(t->url, "http:", 5) == 0 && ip && local_ip;
+  uint64_t key = plain ? conn_key(ip, port, local_ip, local_port) : 0;
   if (++a->prereq_calls == 1) {
     a->reused = !a->sock_seen;
+    /* Bytes already waiting on a pooled connection came before the request, so they answer
+     * nothing it asks (a body longer than its Content-Length, a 408 to an idle connection, a
+     * forged response), yet libcurl 7.88 would read them as this request's answer. The request
+     * is not written (an attempt not sent: retried for any method) and libcurl closes the
+     * connection, as after any aborted transfer. */
+    if (plain && a->reused && stray_bytes(t, key))
+      return CURL_PREREQFUNC_ABORT;
+    if (plain && !a->reused)
+      conn_tag_set(t, key, local_port);
   } else {
     a->resends++;
     lk_call_metrics_resend_detected(k->pol.metrics);
@@ -68,6 +137,8 @@ static int on_prereq(void *ud, char *ip, char *local_ip, int port, int local_por
       return CURL_PREREQFUNC_ABORT;
     }
     a->sent = false; /* a new write of the whole request starts */
+    if (plain)
+      conn_tag_set(t, key, local_port); /* on a new connection */
   }
   a->t_prereq = now;
   if (k->req->body_len == 0) {
@@ -100,15 +171,62 @@ static void got_bytes(lk_try *t, size_t n) {
   a->rx_bytes += n;
 }
 
+/* The final head is in, before libcurl takes a byte of the body: its status line and framing
+ * are checked as the native transport checks them (refusing the bytes ends the transfer with
+ * CURLE_WRITE_ERROR, and libcurl never pools the connection). */
+static bool final_head_ok(lk_try *t) {
+  lk_resp *r = &t->cur;
+  lk_att *a = &t->att;
+  /* Plain http speaks HTTP/1.0 or 1.1 only; libcurl 7.88 also takes "HTTP/2 200" (and a
+   * version-less "HTTP 200", which leaves no status here) from a server that never spoke
+   * HTTP/2, and would read a body framed by whatever follows */
+  bool version_ok = r->version == 10 || r->version == 11 || strncasecmp(t->url, "http:", 5) != 0;
+  bool too_big = false;
+  if (!r->status_seen || r->status == 0 || !version_ok ||
+      lk__resp_head_check(r, t->k->req->head, t->k->pol.max_response_body, &too_big) != LK_F_NONE) {
+    a->head_junk = true;
+    return false;
+  }
+  if (too_big) {
+    a->too_big = true;
+    return false;
+  }
+  return true;
+}
+
 static size_t on_header(char *buf, size_t size, size_t n, void *ud) {
   lk_try *t = ((lk_easy *)ud)->t;
+  lk_att *a = &t->att;
+  lk_resp *r = &t->cur;
   size_t len = size * n;
   got_bytes(t, len);
-  if (!lk__resp_header_line(&t->cur, buf, len)) {
-    t->att.oom = true;
+  /* LK_HTTP_HEAD_MAX, counted as libhttp-parser counts it on the native transport: every byte
+   * of a head, afresh for each head (an interim one, then the trailers). libcurl's own limits
+   * (100 KiB per line, 300 KiB in all in Debian's 7.88) are higher, and its total is reported
+   * as a receive error, retried as a cut-short body. */
+  a->head_bytes += len;
+  if (a->head_bytes > LK_HTTP_HEAD_MAX) {
+    a->head_too_big = true;
     return 0;
   }
-  return len;
+  size_t l = len;
+  while (l && (buf[l - 1] == '\n' || buf[l - 1] == '\r'))
+    l--;
+  bool blank = l == 0;
+  if (blank)
+    a->head_bytes = 0;
+  bool was_done = r->headers_done;
+  if (!lk__resp_header_line(r, buf, len)) {
+    a->oom = true;
+    return 0;
+  }
+  if (!blank || was_done)
+    return len; /* a line of the head, or a trailer */
+  if (r->status >= 100 && r->status < 200 && r->status != 101) {
+    lk__resp_reset(r); /* an interim head is no response; the final one follows */
+    return len;
+  }
+  return final_head_ok(t) ? len : 0;
 }
 
 static size_t on_body(char *buf, size_t size, size_t n, void *ud) {

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static int64_t now_of(const lk_call *k) { return k->clock->now(k->clock); }
 
@@ -574,6 +575,13 @@ static void attempt_evidence(lk_try *t, int code, lk_timer_kind timer, lk_outcom
   lk_att *a = &t->att;
   lk_evidence *e = &o->ev;
   bool cancelled = o->cancelled;
+  /* A head that never ended is no response: libcurl tells of its status line at once, the
+   * native transport only with the whole head. Forgotten here, so both report alike (status 0,
+   * no response kept), and the peer's close or reset inside it is junk, not a cut-short body
+   * (libcurl 7.88 even calls a head without its blank line a complete transfer). */
+  bool head_cut = t->cur.status_seen && !t->cur.headers_done && !a->head_junk;
+  if (head_cut)
+    lk__resp_reset(&t->cur);
   memset(e, 0, sizeof *e);
   e->curl_code = code;
   e->status = t->cur.status_seen ? t->cur.status : 0;
@@ -588,21 +596,51 @@ static void attempt_evidence(lk_try *t, int code, lk_timer_kind timer, lk_outcom
   e->tls_done = k->https && (a->reused || f->tls_done || a->prereq_calls > 0);
   e->prereq = a->prereq_calls > 0;
   e->fully_sent = a->sent && code != CURLE_SEND_ERROR;
-  e->got_bytes = a->got_bytes;
+  /* libcurl refuses a status line it cannot read before any callback sees a byte of it */
+  e->got_bytes =
+      a->got_bytes ||
+      (a->sent && (code == CURLE_WEIRD_SERVER_REPLY || code == CURLE_UNSUPPORTED_PROTOCOL));
   e->complete = code == CURLE_OK && timer == LK_TIMER_NONE && !cancelled;
   if (e->complete) {
-    e->framing = lk__resp_framing(&t->cur, k->req->head);
+    e->framing = t->cur.headers_done ? lk__resp_framing(&t->cur, k->req->head) : LK_F_JUNK_RESPONSE;
     e->complete = e->framing == LK_F_NONE;
+  } else if (a->head_junk || (head_cut && code == CURLE_PARTIAL_FILE)) {
+    /* the transport refused the head when it ended, or the peer's close cut it short once
+     * libcurl knew a length (a reset is a receive error: junk without a status; libcurl's own
+     * timeout keeps its kind) */
+    e->framing = LK_F_JUNK_RESPONSE;
   }
-  /* libcurl 7.88 reports a head line over CURL_MAX_HTTP_HEADER as CURLE_OUT_OF_MEMORY, 8.6+ as
-   * CURLE_TOO_LARGE (100, not in 7.88's headers); the driver's own allocation failures end the
-   * transfer with CURLE_WRITE_ERROR instead */
-  e->head_too_big =
-      (code == CURLE_OUT_OF_MEMORY || code == 100) && a->got_bytes && !t->cur.headers_done;
+  /* Past LK_HTTP_HEAD_MAX (the transport refused the bytes), or past libcurl's own per-line
+   * limit: libcurl 7.88 reports that as CURLE_OUT_OF_MEMORY, 8.6+ as CURLE_TOO_LARGE (100, not
+   * in 7.88's headers); the driver's own allocation failures end the transfer with
+   * CURLE_WRITE_ERROR instead */
+  e->head_too_big = a->head_too_big || ((code == CURLE_OUT_OF_MEMORY || code == 100) &&
+                                        a->got_bytes && !t->cur.headers_done);
   e->resend_aborted = a->resend_aborted;
   e->too_big = a->too_big;
   e->cancelled = cancelled;
   e->timer = timer;
+}
+
+/* The response's Retry-After in ns, -1 for none. Given more than once, the values must agree:
+ * which of two the server meant is unknown, so disagreeing ones (or one that does not parse
+ * beside one that does) are all ignored rather than the first taken. */
+static int64_t retry_after_of(const lk_resp *r) {
+  int64_t at = -1, wall = 0;
+  const char *p = r->hdr;
+  for (size_t i = 0; i < r->nhdr; i++) {
+    const char *v = p + strlen(p) + 1;
+    if (strcasecmp(p, "Retry-After") == 0) {
+      if (at < 0)
+        wall = lk_wall_ns(); /* one reading for every line */
+      int64_t d;
+      if (lk_http_retry_after_parse(v, strlen(v), wall, &d) != LK_OK || (at >= 0 && d != at))
+        return -1;
+      at = d;
+    }
+    p = v + strlen(v) + 1;
+  }
+  return at;
 }
 
 /* classify: the failure kind from the evidence, then the caller's hook; Retry-After. */
@@ -614,10 +652,8 @@ static void attempt_classify(lk_try *t, lk_outcome *o) {
   o->retry_after = -1;
   if (!t->cur.status_seen)
     return;
-  const char *ra = o->ev.status >= 300 ? lk__resp_find(&t->cur, "Retry-After") : NULL;
-  int64_t v;
-  if (ra && lk_http_retry_after_parse(ra, strlen(ra), lk_wall_ns(), &v) == LK_OK)
-    o->retry_after = v;
+  if (o->ev.status >= 300)
+    o->retry_after = retry_after_of(&t->cur);
   /* A keyed request answered 409 with a Retry-After: the key's first request is still being
    * processed (libraryd, the IETF Idempotency-Key draft). This one was not; asking again later
    * gets the first one's result. Without a key or a Retry-After a 409 is the resource's verdict. */

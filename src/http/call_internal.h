@@ -113,6 +113,11 @@ typedef struct lk_att {
   int prereq_calls;
   int resends;
   bool sock_seen, tls_started, reused, sent, got_bytes, resend_aborted, too_big, oom;
+  bool head_too_big; /* the head passed LK_HTTP_HEAD_MAX (the transport refused it) */
+  bool head_junk;    /* lk__resp_head_check() refused the final head */
+  size_t head_bytes; /* libcurl: bytes of the head being read, for LK_HTTP_HEAD_MAX */
+  int fds[4];        /* libcurl: the last sockets opened for this attempt (nfds of them) */
+  int nfds;
 } lk_att;
 
 /* Header lines the driver may add to a request's own: User-Agent, Expect, Accept, Content-Type,
@@ -242,7 +247,17 @@ struct lk_http_client {
   lk_rand_fast rng;
   _Atomic int ext_wakes; /* lk_http_client_wakeup() calls not yet seen by the loop */
   lk_h1 *h1;             /* the native transport's pools; NULL: every attempt runs on libcurl */
+  /* libcurl's plain-http connections by address (remote and local ip:port), so the pre-request
+   * callback finds the socket of a reused one, which libcurl does not tell (attempt.c). Lossy:
+   * a slot taken by another connection only skips the check; allocated on first use. */
+  struct lk_conn_tag *conn_tags;
 };
+
+#define LK_CONN_TAGS 1024
+typedef struct lk_conn_tag {
+  uint64_t key; /* hash of the four; 0: empty */
+  int fd;
+} lk_conn_tag;
 
 /* call.c */
 /* The call's timer (or the one of an attempt of it) is due at `now`: admission, the end of a

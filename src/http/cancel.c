@@ -30,7 +30,7 @@ void lk_http_cancel_fire(lk_http_cancel *c) {
 }
 
 bool lk_http_cancel_fired(const lk_http_cancel *c) {
-  return c && atomic_load((atomic_bool *)&c->fired);
+  return c && atomic_load(&c->fired); /* a load: through the const pointer */
 }
 
 void lk_http_cancel_free(lk_http_cancel *c) {

@@ -87,9 +87,10 @@ lk_failure lk__classify(const lk_evidence *e) {
     return LK_F_TRANSPORT_ERROR;
   if (e->head_too_big)
     return LK_F_JUNK_RESPONSE;
+  if (e->framing != LK_F_NONE)
+    return e->framing; /* the head's framing was refused (any code), or a completed body's */
   switch (e->curl_code) {
-  case CURLE_OK:
-    return e->framing != LK_F_NONE ? e->framing : lk_failure_from_status(e->status);
+  case CURLE_OK: return lk_failure_from_status(e->status);
   case CURLE_OPERATION_TIMEDOUT:
     return timeout_in(lk__phase_of(e));
   case CURLE_COULDNT_RESOLVE_HOST:

@@ -203,6 +203,7 @@ void lk_http_client_free(lk_http_client *c) {
   free(c->easy_pool);
   free(c->toks);
   free(c->wfds);
+  free(c->conn_tags);
   free(c);
 }
 

@@ -6,12 +6,14 @@
  * One connection per attempt in flight, taken from a keep-alive pool per origin (bounded, idle
  * age from pool_idle_lifetime) or connected afresh (non-blocking connect). The request head and
  * a buffered body go out in one sendmsg; the response is parsed by libhttp-parser (1xx skipped;
- * HEAD, 204 and 304 have no body; Content-Length, chunked or close-delimited bodies). A
- * streamed request body is pulled a chunk at a time as the socket takes it. A pooled
- * connection stays watched for reading, so the loop's own read event tells when the server
- * closed it: no extra poll before reuse. A connection is reused only after a complete response
- * that allows it (HTTP/1.1 without Connection: close, or 1.0 with keep-alive), with no byte
- * beyond it, and never after an error, a timeout or a cancellation.
+ * HEAD, 204 and 304 have no body; Content-Length, chunked or close-delimited bodies), its final
+ * head checked like libcurl's before a body byte is taken (lk__resp_head_check). A streamed request
+ * body is pulled a chunk at a time as the socket takes it. A pooled connection stays watched for
+ * reading, so the loop's own read event tells when the server closed it or sent what nobody asked
+ * for; a non-blocking peek when it is taken from the pool covers an event the loop has not
+ * delivered yet (no poll). A connection is reused only after a complete response that allows it
+ * (HTTP/1.1 without Connection: close, or 1.0 with keep-alive), with no byte beyond it, and never
+ * after an error, a timeout or a cancellation.
  *
  * The attempt's evidence goes where libcurl's callbacks put it (lk_att, t->cur) and its end is
  * told with the CURLcode libcurl gives for the same evidence, so classify.c decides both
@@ -36,6 +38,10 @@
 #define H1_IDLE_TOTAL 1024     /* idle connections kept per client (max_pool when set) */
 #define H1_READ_BUF 16384
 #define H1_STREAM_BUF 16384 /* a streamed body is written in chunks of at most this */
+
+/* The head limit is libhttp-parser's own (HTTP_MAX_HEADER_SIZE, counted per head), which the
+ * libcurl transport counts alike (LK_HTTP_HEAD_MAX, attempt.c) */
+_Static_assert(HTTP_MAX_HEADER_SIZE == LK_HTTP_HEAD_MAX, "one head limit for both transports");
 
 typedef struct h1_origin h1_origin;
 
@@ -78,7 +84,10 @@ typedef struct h1_conn {
   size_t fld_len, fld_cap, name_len;
   bool in_value;
   bool msg_done;
-  bool bad; /* an error of the driver's own (no memory, body too big) stopped the parse */
+  bool in_msg;  /* a head has begun since the last interim one ended */
+  bool interim; /* an interim (1xx) head ended */
+  int proto;    /* bytes of the head's "HTTP/" checked (proto_ok) */
+  bool bad;     /* an error of the driver's own (no memory, body too big) stopped the parse */
 } h1_conn;
 
 struct h1_origin {
@@ -288,13 +297,25 @@ static h1_origin *origin_of(lk_h1 *h, const lk_h1_target *tg) {
   return o;
 }
 
-/* A pooled connection for t, or NULL. Connections idle past the policy's lifetime are closed. */
+/* Whether a pooled connection has something to read: bytes nobody asked for (a body longer than
+ * its Content-Length, a 408 to an idle connection, a forged response) or the server's close.
+ * The loop's read event says so too, but a call may start before the loop has delivered it
+ * (lk_http_client_start_submitted() right after a read, or a timer served first), and those
+ * bytes would then be read as the answer to the next request. */
+static bool conn_stale(const h1_conn *cn) {
+  char b;
+  ssize_t n = recv(cn->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* A pooled connection for t, or NULL. Connections idle past the policy's lifetime, closed by
+ * the server or holding stray bytes are closed. */
 static h1_conn *pool_take(lk_h1 *h, h1_origin *o, int64_t now, int64_t max_idle) {
   while (o && o->idle) {
     h1_conn *cn = o->idle;
     unlink_idle(cn);
     h->nidle--;
-    if (lk_sat_sub(now, cn->idle_since) <= max_idle)
+    if (lk_sat_sub(now, cn->idle_since) <= max_idle && !conn_stale(cn))
       return cn;
     conn_close(h, cn);
   }
@@ -560,15 +581,17 @@ static void do_write(lk_h1 *h, h1_conn *cn, bool early) {
       }
       break;
     }
+    /* An iovec's base is writable by type only: sendmsg reads the caller's const body, so the
+     * qualifier goes through uintptr_t rather than a cast that drops it. */
     struct iovec iov[2];
     int n = 0;
     if (cn->written < cn->head_len) {
       iov[n++] = (struct iovec){cn->head + cn->written, cn->head_len - cn->written};
       if (cn->body_len)
-        iov[n++] = (struct iovec){(void *)cn->body, cn->body_len};
+        iov[n++] = (struct iovec){(void *)(uintptr_t)cn->body, cn->body_len};
     } else {
       size_t off = cn->written - cn->head_len;
-      iov[n++] = (struct iovec){(void *)(cn->body + off), cn->body_len - off};
+      iov[n++] = (struct iovec){(void *)(uintptr_t)(cn->body + off), cn->body_len - off};
     }
     /* sendmsg for MSG_NOSIGNAL: a server's reset must not raise SIGPIPE (libcurl's send()s
      * pass the same flag) */
@@ -652,6 +675,7 @@ static bool fld_flush(h1_conn *cn) {
 
 static int on_msg_begin(http_parser *p) {
   h1_conn *cn = p->data;
+  cn->in_msg = true;
   cn->fld_len = cn->name_len = 0;
   cn->in_value = false;
   lk_resp *r = &cn->t->cur;
@@ -696,9 +720,24 @@ static int on_headers_done(http_parser *p) {
   r->version = p->http_major * 10 + p->http_minor;
   r->status_seen = true;
   r->headers_done = p->status_code >= 200;
-  /* no body: HEAD, 1xx, 204, 304 (1 tells the parser so) */
-  return cn->t->k->req->head || p->status_code < 200 || p->status_code == 204 ||
-         p->status_code == 304;
+  lk_try *t = cn->t;
+  /* libhttp-parser takes any digit for a version ("HTTP/9.9"), which libcurl refuses */
+  bool version_ok = p->http_major == 1 && p->http_minor <= 1;
+  if (version_ok && p->status_code < 200 && p->status_code != 101)
+    return 1; /* an interim head: no body, the final one follows */
+  /* the final head, checked as on libcurl before a body byte is taken */
+  bool too_big = false;
+  if (!version_ok ||
+      lk__resp_head_check(r, t->k->req->head, t->k->pol.max_response_body, &too_big) != LK_F_NONE) {
+    t->att.head_junk = true;
+    return refused(cn, false);
+  }
+  if (too_big) {
+    t->att.too_big = true;
+    return refused(cn, false);
+  }
+  /* no body: HEAD, 204, 304 (1 tells the parser so) */
+  return t->k->req->head || p->status_code == 204 || p->status_code == 304;
 }
 
 static int on_body(http_parser *p, const char *at, size_t n) {
@@ -714,6 +753,9 @@ static int on_msg_done(http_parser *p) {
   h1_conn *cn = p->data;
   if (p->status_code < 200 && p->status_code != 101) {
     lk__resp_reset(&cn->t->cur); /* an interim response: the real one follows */
+    cn->in_msg = false;
+    cn->interim = true;
+    http_parser_pause(p, 1); /* do_read learns where the next head starts (proto_ok) */
     return 0;
   }
   cn->msg_done = true;
@@ -751,6 +793,21 @@ static void resend(lk_h1 *h, h1_conn *cn) {
     lk__call_transfer_done(t, CURLE_COULDNT_CONNECT);
 }
 
+/* libhttp-parser as Debian builds it (HTTP_PARSER_STRICT=0) checks only the 'H' of a status
+ * line's "HTTP/" ("HXXP/1.1 200 OK" would pass), so the protocol name is checked here as its
+ * bytes arrive, for each head: an interim head pauses the parser where it ends, so the next
+ * head's first byte is known. */
+static bool proto_ok(h1_conn *cn, const char *p, size_t n) {
+  static const char proto[] = "HTTP/";
+  for (size_t i = 0; i < n && cn->proto < 5; i++) {
+    if (cn->proto == 0 && (p[i] == '\r' || p[i] == '\n'))
+      continue; /* line ends before a head are skipped, by the parser too */
+    if (p[i] != proto[cn->proto++])
+      return false;
+  }
+  return true;
+}
+
 /* Reads what arrived. true: the connection still runs the attempt (waiting for more); false:
  * the attempt ended (the connection may be gone, and the attempt too). */
 static bool do_read(lk_h1 *h, h1_conn *cn) {
@@ -772,7 +829,8 @@ static bool do_read(lk_h1 *h, h1_conn *cn) {
         conn_fail(h, cn, cn->state == H1_WRITING && nothing ? CURLE_SEND_ERROR : CURLE_RECV_ERROR);
         return false;
       }
-      if (nothing) {
+      /* interim heads alone are no answer: libcurl's "Empty reply" too */
+      if (nothing || (cn->interim && !cn->in_msg && !t->cur.status_seen)) {
         conn_fail(h, cn, CURLE_GOT_NOTHING);
         return false;
       }
@@ -789,7 +847,20 @@ static bool do_read(lk_h1 *h, h1_conn *cn) {
     if (t->k->pol.idle_timeout > 0) /* the idle timer is the only reader of t_last */
       a->t_last = t->k->clock->now(t->k->clock);
     a->rx_bytes += (uint64_t)n;
-    size_t used = http_parser_execute(&cn->parser, &h->settings, h->rbuf, (size_t)n);
+    size_t used = 0;
+    for (;;) {
+      if (!proto_ok(cn, h->rbuf + used, (size_t)n - used)) {
+        conn_fail(h, cn, CURLE_WEIRD_SERVER_REPLY);
+        return false;
+      }
+      used += http_parser_execute(&cn->parser, &h->settings, h->rbuf + used, (size_t)n - used);
+      if (HTTP_PARSER_ERRNO(&cn->parser) != HPE_PAUSED)
+        break;
+      http_parser_pause(&cn->parser, 0); /* an interim head ended: the next starts at `used` */
+      cn->proto = 0;
+      if (used == (size_t)n)
+        break; /* (0 bytes would tell the parser of the close) */
+    }
     if (cn->msg_done) {
       /* a 101's connection is the server's protocol now: never pooled */
       bool reusable = used == (size_t)n && cn->state == H1_READING && t->cur.status >= 200 &&
@@ -800,10 +871,16 @@ static bool do_read(lk_h1 *h, h1_conn *cn) {
     enum http_errno pe = HTTP_PARSER_ERRNO(&cn->parser);
     if (pe != HPE_OK) {
       int code = CURLE_WEIRD_SERVER_REPLY;
-      if (cn->bad)
-        code = CURLE_WRITE_ERROR; /* the driver refused the bytes (too big, no memory) */
-      else if (pe == HPE_HEADER_OVERFLOW)
+      if (cn->bad) {
+        code = CURLE_WRITE_ERROR; /* the driver refused the bytes (too big, no memory, junk) */
+      } else if (pe == HPE_HEADER_OVERFLOW) {
+        a->head_too_big = true;     /* past LK_HTTP_HEAD_MAX: a head, or the trailers */
         code = CURLE_OUT_OF_MEMORY; /* libcurl 7.88's code for a head past its limit */
+      } else if (t->cur.headers_done) {
+        /* the body's framing broke after the head (a chunk size that is junk or overflows):
+         * libcurl reports that as a receive error, a cut-short body */
+        code = CURLE_RECV_ERROR;
+      }
       conn_fail(h, cn, code);
       return false;
     }
@@ -851,7 +928,8 @@ lk_call *lk__h1_call_of(const lk_http_client *c, int fd) {
 
 static void conn_bind(h1_conn *cn, lk_try *t) {
   cn->t = t;
-  cn->msg_done = cn->bad = false;
+  cn->msg_done = cn->bad = cn->in_msg = cn->interim = false;
+  cn->proto = 0;
   cn->os_errno = 0;
   http_parser_init(&cn->parser, HTTP_RESPONSE);
   cn->parser.data = cn;

@@ -87,6 +87,13 @@ const char *lk__resp_find(const lk_resp *r, const char *name);
  * LK_F_PARTIAL_BODY when fewer body bytes arrived than it declares (libcurl 7.88 accepts both
  * when the server closes). `head`: the request was HEAD (a length then describes no body). */
 lk_failure lk__resp_framing(const lk_resp *r, bool head);
+/* Checks the final head of a response as soon as it is in, before any body byte is taken, on
+ * both transports: LK_F_JUNK_RESPONSE for a 1xx that is not interim (an unrequested 101), a
+ * Content-Length that does not parse, overflows or disagrees with another, or one beside a
+ * Transfer-Encoding (a smuggling shape: which framing the sender meant is unknown); otherwise
+ * LK_F_NONE, with *too_big set when a declared Content-Length exceeds `max_body`. `head`: the
+ * request was HEAD (no body follows, whatever the lengths say). */
+lk_failure lk__resp_head_check(const lk_resp *r, bool head, size_t max_body, bool *too_big);
 
 /* --- classification ---------------------------------------------------------------------- */
 /* Which of the driver's own timers ended the attempt. */
@@ -116,8 +123,9 @@ typedef struct lk_evidence {
   bool complete;       /* the response completed (curl_code OK) */
   bool resend_aborted; /* the driver stopped libcurl's silent re-send */
   bool too_big;        /* the body exceeded the limit */
-  bool head_too_big;   /* libcurl refused a response head beyond its size limit */
-  lk_failure framing;  /* lk__resp_framing() of a transfer libcurl completed; NONE otherwise */
+  bool head_too_big;   /* a response head beyond LK_HTTP_HEAD_MAX (or libcurl's own limit) */
+  lk_failure framing;  /* lk__resp_head_check() refused the head, or lk__resp_framing() of a
+                          transfer libcurl completed; NONE otherwise */
   bool cancelled;
   lk_timer_kind timer; /* a driver timer ended it */
 } lk_evidence;

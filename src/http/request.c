@@ -110,7 +110,7 @@ lk_http_request *lk_http_request_new(const char *method, const char *url) {
 void lk__request_ref(lk_http_request *r) { atomic_fetch_add(&r->refs, 1); }
 
 bool lk__request_in_use(const lk_http_request *r) {
-  return atomic_load((_Atomic int *)&r->refs) > 1;
+  return atomic_load(&r->refs) > 1; /* a load: through the const pointer */
 }
 
 static const char *const reserved[] = {"Linkd-Attempt", "Linkd-Deadline", "grpc-timeout",

@@ -269,3 +269,27 @@ lk_failure lk__resp_framing(const lk_resp *r, bool head) {
     return LK_F_PARTIAL_BODY;
   return LK_F_NONE;
 }
+
+lk_failure lk__resp_head_check(const lk_resp *r, bool head, size_t max_body, bool *too_big) {
+  /* Only a 101 gets here among the 1xx (the others are interim): the connection would speak
+   * another protocol from now on, which nobody asked for and the client cannot */
+  if (r->status >= 100 && r->status < 200)
+    return LK_F_JUNK_RESPONSE;
+  if (head || r->status == 204 || r->status == 304)
+    return LK_F_NONE; /* no body follows, whatever the lengths say */
+  int64_t len = -1;
+  const char *p = r->hdr;
+  for (size_t i = 0; i < r->nhdr; i++) {
+    const char *v = p + strlen(p) + 1;
+    if (strcasecmp(p, "Content-Length") == 0 && !length_value(v, &len))
+      return LK_F_JUNK_RESPONSE;
+    p = v + strlen(v) + 1;
+  }
+  /* RFC 9112 6.3: both together "ought to be handled as an error" (request smuggling, response
+   * splitting); libcurl 7.88 lets chunked win, libhttp-parser refuses: refused on both */
+  if (len >= 0 && lk__resp_find(r, "Transfer-Encoding"))
+    return LK_F_JUNK_RESPONSE;
+  if (len >= 0 && (uint64_t)len > (uint64_t)max_body)
+    *too_big = true; /* known now: reading the body first would only waste the time */
+  return LK_F_NONE;
+}
