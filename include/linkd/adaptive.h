@@ -24,7 +24,12 @@
  * limit is not raised (it is not being used, so a good sample says nothing about a higher one).
  * Results are clamped to [min_limit, max_limit]; the integer limit is the floor of the estimate.
  *
- * Time is a parameter (ns on CLOCK_MONOTONIC or a fake time line).
+ * Time is a parameter (ns on CLOCK_MONOTONIC or a fake time line). A sample whose `now` is a
+ * little behind another's is judged as usual (it falls within the cooldown and the current
+ * min_rtt window); one earlier than the start of the cooldown or of the min_rtt window by more
+ * than its length (a clock that stepped back) ends it, so neither stays frozen for as long as
+ * the clock went back. Every function taking an lk_adaptive * needs a valid one, except
+ * lk_adaptive_free and lk_adaptive_attach (NULL: no-op / LK_EINVAL).
  * Thread-safety: an lk_adaptive is safe to use from any number of threads at once (samples are
  * applied under an internal mutex; lk_adaptive_limit() is a lock-free read); only
  * lk_adaptive_free() needs exclusive use.
@@ -46,11 +51,12 @@ typedef enum lk_adaptive_outcome {
   LK_ADAPTIVE_IGNORE   /* says nothing about load (4xx, cancelled): leaves everything as is */
 } lk_adaptive_outcome;
 
-/* The outcome an attempt that ended in `kind` reports: LK_F_NONE -> SUCCESS; timeouts, resets,
- * empty/junk responses, 5xx, 429, refused/timed-out connections, pool timeouts and an exceeded
- * deadline -> DROP; other 4xx (incl. 408, 425, KEY_IN_USE), DNS and TLS failures, cancellation
- * and local rejections (breaker, budget, rate limiter, bulkhead) -> IGNORE, since they say
- * nothing about the backend's load. */
+/* The outcome an attempt that ended in `kind` reports: LK_F_NONE -> SUCCESS; timeouts (TLS,
+ * write, read, first-byte, idle), resets, empty/junk responses, 5xx, 429, refused/timed-out
+ * connections, pool timeouts and an exceeded deadline -> DROP; other 4xx (incl. 408, 425,
+ * KEY_IN_USE), DNS_FAILED and DNS_TIMEOUT (the resolver's health, not the backend's),
+ * TLS_FAILED, cancellation, local rejections (breaker, budget, rate limiter, bulkhead) and kinds
+ * out of range -> IGNORE, since they say nothing about the backend's load. */
 LK_EXPORT lk_adaptive_outcome lk_adaptive_outcome_of(lk_failure kind);
 
 typedef struct lk_adaptive_config {

@@ -26,12 +26,17 @@
  *
  * Outcomes: kind LK_F_NONE is a success. A kind in `ignore` counts as nothing (in HALF_OPEN it
  * gives its permission back, as Resilience4j does); else a kind in `failures` is a failure; any
- * other kind is a success. A call is slow when duration > slow_call_duration (failed calls can be
- * slow too: they count in both rates).
+ * other kind is a success, except a kind out of range (>= LK_F__COUNT), which is a failure. A
+ * call is slow when duration > slow_call_duration (failed calls can be slow too: they count in
+ * both rates).
  *
  * Time is a parameter (`now`, ns, CLOCK_MONOTONIC); randomness (backoff jitter) comes from the
- * lk_rand in the config. Nothing here reads a clock. Every function taking an lk_breaker *
- * requires a valid, non-NULL breaker, except lk_breaker_free, lk_breaker_transition,
+ * lk_rand in the config. Nothing here reads a clock. A `now` a little behind another thread's is
+ * judged as usual (a TIME window counts it in its newest second). A `now` that is before the
+ * start of OPEN's wait, HALF_OPEN's max wait or the TIME window by more than their length (a
+ * clock that stepped back) ends the wait, or starts the window over at `now`: the breaker never
+ * stays shut, or keeps outcomes, for as long as the clock went back. Every function taking an
+ * lk_breaker * requires a valid, non-NULL breaker, except lk_breaker_free, lk_breaker_transition,
  * lk_breaker_reset and lk_breaker_metrics_get (which reject NULL).
  *
  * Concurrency: the breaker may be shared by any number of threads. acquire / record / release

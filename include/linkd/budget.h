@@ -12,15 +12,19 @@
  *     micro-retries: a request deposits percent * 10^4 units, a retry costs 10^6.
  *     record_request deposits; acquire_retry withdraws; successes and failures are not used.
  *   TOKEN (gRPC's retry throttling, gRFC A6): a token count starting at max_tokens; each failure
- *     takes 1, each success gives token_ratio back (capped at max_tokens, floored at 0); retries are
- *     allowed only while tokens > max_tokens / 2. Retries themselves cost nothing (the failure that
- *     caused them paid). Integer milli-tokens: no floating drift.
+ *     takes 1, each success gives token_ratio back (capped at max_tokens, floored at 0);
+ *     retries are allowed only while tokens > max_tokens / 2. Retries themselves cost nothing
+ *     (the failure that caused them paid). Integer milli-tokens: no floating drift.
  *   QUOTA (the AWS SDKs' "standard" retry quota): `capacity` units starting full; a retry costs
  *     retry_cost (5), a retry after a timeout timeout_cost (10); a success refunds what the call's
  *     last retry took (pass the lk_budget_ticket) or no_retry_increment (1) when it took nothing;
  *     capped at capacity. A retry is refused when fewer units than its cost are left.
  *
- * Time is a parameter (`now`, ns, CLOCK_MONOTONIC); only RATIO looks at it. No call allocates.
+ * Time is a parameter (`now`, ns, CLOCK_MONOTONIC); only RATIO looks at it. A `now` a little
+ * behind another thread's counts in the window's newest bucket; one from before the whole window
+ * (a clock that stepped back by more than ttl) starts the window over there, so what was
+ * deposited and withdrawn before the step expires at once instead of staying for as long as the
+ * clock went back. No call allocates.
  * Every function taking an lk_budget * requires a valid, non-NULL budget, except
  * lk_budget_free, lk_budget_stats_get, lk_budget_remaining and lk_budget_consumption.
  *
@@ -129,9 +133,10 @@ typedef struct lk_budget_ticket {
  * micro-retries; TOKEN: 0). On LK_EBUDGET, *t is left unchanged. t must not be NULL. */
 LK_EXPORT int lk_budget_acquire_retry_ticket(lk_budget *b, int64_t now, bool after_timeout,
                                              lk_budget_ticket *t);
-/* lk_budget_record_success for the call holding *t: QUOTA refunds t->cost, or
- * no_retry_increment if it is 0 (the AWS SDKs' rule); other forms behave as
- * lk_budget_record_success. Sets t->cost to 0 so a refund happens once. */
+/* lk_budget_record_success for the call holding *t: QUOTA refunds t->cost (the balance never
+ * exceeds capacity, whatever the ticket says), or no_retry_increment if it is <= 0 (the AWS
+ * SDKs' rule); other forms behave as lk_budget_record_success. Sets t->cost to 0 so a refund
+ * happens once. */
 LK_EXPORT void lk_budget_record_success_ticket(lk_budget *b, int64_t now, lk_budget_ticket *t);
 
 /* --- queries for metrics ---------------------------------------------------------------------- */

@@ -15,6 +15,9 @@
  * A blocking waiter sleeps on its own condition variable (in its stack frame, no allocation)
  * with pthread_cond_timedwait on CLOCK_MONOTONIC.
  *
+ * Every function taking an lk_bulkhead * needs a valid one, except lk_bulkhead_free (NULL: no-op),
+ * lk_bulkhead_enqueue and lk_bulkhead_set_max (LK_EINVAL).
+ *
  * Thread-safety: an lk_bulkhead is safe to use from any number of threads at once; only
  * lk_bulkhead_free() needs exclusive use (no thread may be waiting in it).
  */

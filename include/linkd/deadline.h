@@ -26,7 +26,7 @@ LK_EXPORT lk_deadline lk_deadline_after(int64_t now, int64_t budget);
 LK_EXPORT lk_deadline lk_deadline_none(void);
 /* Time left at `now`; <= 0 once expired; INT64_MAX for no deadline. */
 LK_EXPORT int64_t lk_deadline_remaining(lk_deadline d, int64_t now);
-/* true once now >= at. */
+/* true once now >= at; never for LK_DEADLINE_NONE (whatever `now`, INT64_MAX included). */
 LK_EXPORT bool lk_deadline_expired(lk_deadline d, int64_t now);
 /* The earlier of two deadlines. */
 LK_EXPORT lk_deadline lk_deadline_min(lk_deadline a, lk_deadline b);
@@ -49,9 +49,10 @@ LK_EXPORT int64_t lk_attempt_timeout(int64_t cap, int64_t remaining);
 #define LK_MS_TIMEOUT_MAX 20   /* 19 digits + NUL */
 
 /* Encodes `ns` (clamped to >= 0) in the finest unit whose 8 digits hold it, rounding up as gRPC
- * does, so a positive remainder is never sent as 0 (less than one unit gained: under a millionth
- * of the value). Writes at most `cap` bytes incl. NUL; returns the length or LK_ETOOBIG /
- * LK_EINVAL. */
+ * does, so a positive remainder is never sent as 0 (less than one unit gained: under 1/99999 of
+ * the value, since the finer unit's 8 digits did not hold it). Values beyond 2562047H (about
+ * 292 years, the largest that parses back into int64 ns) are sent as 2562047H. Writes at most
+ * `cap` bytes incl. NUL; returns the length or LK_ETOOBIG / LK_EINVAL (NULL buf). */
 LK_EXPORT int lk_grpc_timeout_format(int64_t ns, char *buf, size_t cap);
 /* Parses a grpc-timeout value into ns. 0 or LK_EPARSE / LK_ERANGE / LK_EINVAL. */
 LK_EXPORT int lk_grpc_timeout_parse(const char *s, size_t len, int64_t *ns);

@@ -24,7 +24,7 @@ LK_EXPORT int lk_duration_parse(const char *s, int64_t *out, char *err, size_t c
 /* Short form for humans in the largest unit that keeps the integer part >= 1, with at most three
  * decimals (truncated, trailing zeros dropped): "3s", "1.5s", "800ms", "12.345ms", "250us",
  * "17ns". Negative values print as "-" + the form of their magnitude. Writes at most cap bytes
- * (NUL included) into buf and returns buf. */
+ * (NUL included) into buf and returns buf (nothing written when cap is 0 or buf is NULL). */
 LK_EXPORT char *lk_duration_format(int64_t ns, char *buf, size_t cap);
 
 LK_END_DECLS

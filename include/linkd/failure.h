@@ -79,6 +79,7 @@ LK_EXPORT const char *lk_failure_name(lk_failure kind);
 LK_EXPORT int lk_failure_from_name(const char *name, lk_failure *out);
 /* The seed kind this kind refines (itself for the seed's eight; LK_F_NONE for NONE). */
 LK_EXPORT lk_failure lk_failure_seed_kind(lk_failure kind);
+/* The class of a kind; LK_FC_TERMINAL (never retried) for a kind out of range. */
 LK_EXPORT lk_failure_class lk_failure_class_of(lk_failure kind);
 /* Kind for an HTTP status: 1xx-3xx -> NONE, 408, 425, 429, 500, 502, 503, 504 -> their own kinds,
  * other 5xx -> SERVER_5XX, other 4xx -> CLIENT_4XX; anything outside 100-599 -> JUNK_RESPONSE. */

@@ -63,7 +63,7 @@ typedef struct lk_hedge_decision {
   bool send;       /* send one hedge now (already paid for) and count it */
   int64_t next_at; /* when the next hedge is due (ask again then); INT64_MAX = no more hedges */
   int reason;      /* LK_OK, or why hedging is over: LK_EATTEMPTS (max_hedges sent) or the
-                      spend hook's refusal (e.g. LK_EBUDGET) */
+                      spend hook's refusal (e.g. LK_EBUDGET; a positive one is LK_EBUDGET) */
 } lk_hedge_decision;
 
 /* Sets every field to its default (one hedge after a fixed 100 ms, no hooks). */
@@ -77,7 +77,8 @@ LK_EXPORT int lk_hedge_policy_validate(const lk_hedge_policy *p, const char **wh
 LK_EXPORT int64_t lk_hedge_delay(const lk_hedge_policy *p);
 
 /* Decides for a call that started at `start`, at `now`, with `sent` hedges already sent
- * (0 for none): hedge number sent+1 is due at start + (sent+1) * delay (saturating; the delay
+ * (0 for none; a negative count is taken as 0): hedge number sent+1 is due at
+ * start + (sent+1) * delay (saturating; a due time of INT64_MAX is never reached; the delay
  * is read anew on each call, see lk_hedge_delay()). When it is due and `spend` (if set) pays
  * for it: send = true, next_at = when hedge sent+2 is due (INT64_MAX if sent+1 reaches
  * max_hedges). Not yet due: send = false, next_at = its due time. No more hedges (sent >=

@@ -16,6 +16,12 @@
  * Time is a parameter: `now` is int64_t ns on CLOCK_MONOTONIC (or any monotonic time line, e.g. a
  * fake clock). Calls with a `now` older than what another thread already used are fine: they are
  * judged against the later state and can only be refused more, never admitted beyond the bound.
+ * So a clock that steps back by d makes the limiter refuse (and lk_limiter_wait_time() report
+ * up to d more) until it is back where it was: spent tokens are instants on the time line, and a
+ * TAT far ahead cannot be told from tokens legitimately reserved that far ahead. Waits are never
+ * negative, and lk_limiter_reserve() never waits past max_wait whatever the clock does.
+ * Every function taking an lk_limiter * needs a valid one, except lk_limiter_free,
+ * lk_limiter_set_config (LK_EINVAL) and lk_limiter_backend_arg.
  *
  * Thread-safety: an lk_limiter is safe to use from any number of threads at once, including
  * lk_limiter_set_config() while others acquire; only lk_limiter_free() needs exclusive use.
@@ -71,8 +77,8 @@ LK_EXPORT int64_t lk_limiter_reserve_until(lk_limiter *l, int64_t now, lk_deadli
  * acquire uses either the old pair or the new one, never a mix). Spent tokens stay spent as
  * time: TAT is kept, so afterwards (now + burst * interval - TAT) / interval tokens are available
  * with the new values. Lowering the burst can leave the bucket empty for a while; raising it
- * makes the extra tokens available at once. LK_OK, LK_ECONFIG (with *why; nothing changed) or
- * LK_EINVAL (l is NULL). */
+ * makes the extra tokens available at once. LK_OK, LK_ECONFIG (with *why; nothing changed; a
+ * NULL c is a bad config) or LK_EINVAL (l is NULL). */
 LK_EXPORT int lk_limiter_set_config(lk_limiter *l, const lk_limiter_config *c, const char **why);
 /* Copies the current config into *out (a consistent pair). */
 LK_EXPORT void lk_limiter_get_config(const lk_limiter *l, lk_limiter_config *out);

@@ -28,10 +28,14 @@
  * and rated over any window: histogram_quantile(0.99, rate(x_bucket[5m])) is a recent p99, while a
  * summary of an ever-growing HdrHistogram could only show the quantile since process start.
  * The default `le` bounds are 100 us .. 60 s in 1-2.5-5 steps (LK_METRICS_DEFAULT_BOUNDS); pass
- * your own with lk_metrics_histogram_ex. The in-process histogram still gives exact-to-1 %
- * percentiles (lk_hist_percentile) for the timeout advisor and hedging. A summary export
- * (quantiles 0.5/0.9/0.99/0.999 over everything recorded since creation or lk_hist_reset) is
- * available with LK_METRIC_SUMMARY for processes that want exact quantiles without PromQL.
+ * your own with lk_metrics_histogram_ex. A value on a bound is counted in that bound's bucket;
+ * so may be one less than 1/128 above it (its lk_hist bucket starts at or below the bound, see
+ * lk_hist_cumulative), never one further above (after clamping into [lowest, highest]: a bound
+ * above highest also counts the values clamped down to highest). The in-process histogram
+ * still gives exact-to-1 % percentiles (lk_hist_percentile) for the timeout advisor and
+ * hedging. A summary export (quantiles 0.5/0.9/0.99/0.999 over everything recorded since
+ * creation or lk_hist_reset) is available with LK_METRIC_SUMMARY for processes that want exact
+ * quantiles without PromQL.
  *
  * Thread-safety: registration and rendering take the registry's mutex and may run from any thread;
  * updates (lk_counter_add, lk_gauge_*, lk_hist_record) are lock-free atomics, never allocate, and

@@ -89,7 +89,8 @@ LK_EXPORT int lk_retry_policy_init(lk_retry_policy *p, const lk_retry_config *c,
  * rng when the jitter is NONE). */
 LK_EXPORT int lk_retry_decide(const lk_retry_policy *p, const lk_attempt *a, int64_t remaining,
                               lk_rand *rng, lk_decision *out);
-/* Whether `a` is retryable at all (step 2 above). */
+/* Whether `a` is retryable at all (step 2 above). false for a NULL p or a, a kind out of range
+ * and a NULL method where the method decides. */
 LK_EXPORT bool lk_retry_is_retryable(const lk_retry_policy *p, const lk_attempt *a);
 /* The seed's reason text, e.g. "retry CONNECT_FAILED", "delay 582ms >= remaining 100ms".
  * Durations print as whole ms when exact, else with three decimals. Returns snprintf's length. */

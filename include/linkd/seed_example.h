@@ -13,7 +13,8 @@
 
 LK_BEGIN_DECLS
 /* Writes the seven lines (each ending in '\n', NUL-terminated) into buf. Returns the length, or
- * LK_ETOOBIG if cap is too small (512 bytes is enough). Thread-safe (no shared state). */
+ * LK_ETOOBIG if cap is too small (512 bytes is enough; buf may be NULL when cap is 0), or
+ * LK_EINVAL for a NULL buf with cap > 0. Thread-safe (no shared state). */
 LK_EXPORT int lk_seed_example(char *buf, size_t cap);
 LK_END_DECLS
 

@@ -125,6 +125,14 @@ void lk_adaptive_free(lk_adaptive *a) {
   free(a);
 }
 
+/* Whether a period of length d that began at `since` is over at `now`. A `now` more than d
+ * before `since` counts as over too: the clock stepped back further than the period, which must
+ * not last (no decrease allowed, an old min RTT kept) for as long as the clock went back. A `now`
+ * only a little behind (a sample of another thread's) is not over. */
+static bool period_over(int64_t now, int64_t since, int64_t d) {
+  return now >= lk_sat_add(since, d) || now < lk_sat_sub(since, d);
+}
+
 /* Tracks the lowest RTT over the current and the previous window. Mutex held. */
 static int64_t update_min_rtt(lk_adaptive *a, int64_t now, int64_t rtt) {
   int64_t w = a->c.min_rtt_window;
@@ -132,7 +140,7 @@ static int64_t update_min_rtt(lk_adaptive *a, int64_t now, int64_t rtt) {
     a->window_started = true;
     a->window_start = now;
     a->cur_min = rtt;
-  } else if (w > 0 && now >= lk_sat_add(a->window_start, w)) {
+  } else if (w > 0 && period_over(now, a->window_start, w)) {
     a->prev_min = a->cur_min;
     a->cur_min = rtt;
     a->window_start = now;
@@ -168,7 +176,7 @@ int64_t lk_adaptive_record_inflight(lk_adaptive *a, int64_t now, int64_t rtt,
   int64_t min_rtt = timed ? update_min_rtt(a, now, rtt) : 0;
   bool drop = outcome == LK_ADAPTIVE_DROP || (c->latency_target > 0 && rtt > c->latency_target);
   if (drop) {
-    if (!a->decreased || now >= lk_sat_add(a->last_decrease, c->decrease_cooldown)) {
+    if (!a->decreased || period_over(now, a->last_decrease, c->decrease_cooldown)) {
       est *= c->backoff_ratio;
       a->decreased = true;
       a->last_decrease = now;

@@ -178,9 +178,24 @@ void lk_breaker_free(lk_breaker *b) {
 
 /* --- helpers ----------------------------------------------------------------------------------- */
 
-/* now - since >= d, without overflow (d > 0). */
+/* now - since >= d, without overflow (d >= 0). A `now` more than d *before* `since` counts as
+ * elapsed too: the clock stepped back further than the wait, and the wait must not last for as
+ * long as the clock went back (a breaker stuck OPEN, or HALF_OPEN with its probes lost, for
+ * hours). A `now` only a little behind `since` (another thread's clock) is not elapsed. */
 static bool elapsed(int64_t now, int64_t since, int64_t d) {
-  return now >= since && (uint64_t)now - (uint64_t)since >= (uint64_t)d;
+  if (now >= since)
+    return (uint64_t)now - (uint64_t)since >= (uint64_t)d;
+  return (uint64_t)since - (uint64_t)now > (uint64_t)d;
+}
+
+/* OPEN: whether the wait has ended at `now` (elapsed() from open_since; a torn read of the two
+ * fields, when another transition races, falls back to now >= open_until). */
+static bool open_wait_over(const lk_breaker *b, int64_t now) {
+  int64_t since = atomic_load_explicit(&b->open_since, RELAXED);
+  int64_t until = atomic_load_explicit(&b->open_until, RELAXED);
+  if (now >= until)
+    return true;
+  return now < since && (uint64_t)since - (uint64_t)now > (uint64_t)until - (uint64_t)since;
 }
 
 static bool rate_ge(int64_t part, int64_t calls, int64_t ppm) {
@@ -288,6 +303,7 @@ static void transition_locked(lk_breaker *b, uint64_t from, lk_breaker_state to,
   case LK_BREAKER_OPEN: {
     openings = openings < INT32_MAX ? openings + 1 : openings;
     int64_t wait = open_wait(b, openings);
+    atomic_store_explicit(&b->open_since, now, RELAXED);
     atomic_store_explicit(&b->open_until, lk_sat_add(now, wait < 0 ? 0 : wait), RELAXED);
     break;
   }
@@ -366,7 +382,7 @@ int lk_breaker_acquire_permit(lk_breaker *b, int64_t now, lk_breaker_permit *p) 
     uint64_t w = atomic_load_explicit(&b->state, memory_order_acquire);
     switch (LK_BK_STATE(w)) {
     case LK_BREAKER_OPEN:
-      if (now < atomic_load_explicit(&b->open_until, RELAXED))
+      if (!open_wait_over(b, now))
         return reject(b);
       try_transition(b, w, LK_BREAKER_HALF_OPEN, now);
       continue;
@@ -532,18 +548,16 @@ int64_t lk_breaker_retry_at(const lk_breaker *cb, int64_t now) {
   const lk_breaker *b = cb;
   uint64_t w = atomic_load_explicit(&b->state, memory_order_acquire);
   switch (LK_BK_STATE(w)) {
-  case LK_BREAKER_OPEN: {
-    int64_t until = atomic_load_explicit(&b->open_until, RELAXED);
-    return until > now ? until : now;
-  }
+  case LK_BREAKER_OPEN:
+    return open_wait_over(b, now) ? now : atomic_load_explicit(&b->open_until, RELAXED);
   case LK_BREAKER_HALF_OPEN: {
     uint64_t v = atomic_load_explicit(&b->permits, RELAXED);
     bool same = v >> LK_BK_LEFT_BITS == (LK_BK_PERIOD(w) & LK_BK_TAG_MASK);
     if (same && (v & LK_BK_LEFT_MASK) == 0) {
       if (b->max_wait_ho <= 0)
         return LK_BREAKER_RETRY_UNKNOWN; /* when a probe's outcome is recorded */
-      int64_t end = lk_sat_add(atomic_load_explicit(&b->ho_since, RELAXED), b->max_wait_ho);
-      return end > now ? end : now;
+      int64_t since = atomic_load_explicit(&b->ho_since, RELAXED);
+      return elapsed(now, since, b->max_wait_ho) ? now : lk_sat_add(since, b->max_wait_ho);
     }
     return now;
   }

@@ -55,6 +55,8 @@ struct lk_breaker {
   /* Read on every call, written only on transitions. */
   _Alignas(LK_BK_LINE) _Atomic uint64_t state;
   _Atomic int64_t open_until; /* OPEN: end of the wait */
+  _Atomic int64_t open_since; /* OPEN: when it was entered (a clock that steps back, see
+                                 breaker.c: elapsed) */
   _Atomic int64_t ho_since;   /* HALF_OPEN: when it was entered */
 
   /* Configuration, immutable after construction. */

@@ -131,13 +131,23 @@ static void bucket_add(lk_bk_tally *t, const lk_bk_bucket *k) {
   t->slow += atomic_load_explicit(&k->slow, RELAXED);
 }
 
-/* Moves the head to second `sec` (at most once a second). */
+/* Whether a record at second `sec` finds its bucket in the window headed by `head`: at the head
+ * or behind it (another thread's clock ran ahead), but not from before the whole window. Such a
+ * `sec` means the clock stepped back by more than the window; counting it in the head would keep
+ * every outcome recorded before the step in the window for as long as the clock went back (a
+ * breaker tripping on hour-old failures), so the window starts over at `sec` instead. Seconds
+ * are ns / 1e9, so head - n cannot overflow. */
+static bool in_window(const lk_breaker *b, int64_t head, int64_t sec) {
+  return head != LK_BK_EMPTY && sec <= head && sec > head - b->n;
+}
+
+/* Moves the head to second `sec` (at most once a second, or restarts the window there). */
 static void time_roll(lk_breaker *b, int64_t sec) {
   pthread_mutex_lock(&b->mu);
   int64_t h = atomic_load_explicit(&b->thead, RELAXED);
-  if (h == LK_BK_EMPTY || sec > h) {
+  if (!in_window(b, h, sec)) {
     /* Seconds are ns / 1e9, so sec - h cannot overflow. */
-    int64_t steps = (h == LK_BK_EMPTY || sec - h >= b->n) ? b->n : sec - h;
+    int64_t steps = (h == LK_BK_EMPTY || sec <= h || sec - h >= b->n) ? b->n : sec - h;
     for (int64_t s = sec - steps + 1; s <= sec; s++)
       bucket_clear(bucket_of(b, s));
     lk_bk_tally agg = {0, 0, 0};
@@ -154,13 +164,13 @@ static bool time_record(lk_breaker *b, int64_t now, unsigned outcome, lk_bk_tall
   int64_t sec = floor_sec(now), head;
   lk_bk_tally agg;
   lk_bk_bucket *k;
-  if (b->st && b->st_head != LK_BK_EMPTY && sec <= b->st_head) {
+  if (b->st && in_window(b, b->st_head, sec)) {
     agg = b->st_agg; /* nobody else moves the head: the snapshot is still the one last read */
     k = b->st_bucket;
   } else {
     for (;;) {
       snapshot_read(b, &head, &agg);
-      if (head != LK_BK_EMPTY && sec <= head)
+      if (in_window(b, head, sec))
         break; /* a record from before the head (another thread's clock ran ahead) counts now */
       time_roll(b, sec);
     }
@@ -218,8 +228,8 @@ void lk__bk_window_tally(const lk_breaker *b, int64_t now, lk_bk_tally *out) {
   int64_t head, sec = floor_sec(now);
   lk_bk_tally agg;
   snapshot_read(b, &head, &agg);
-  if (head == LK_BK_EMPTY)
-    return;
+  if (head == LK_BK_EMPTY || sec <= head - b->n)
+    return; /* before the whole window: empty, as the next record there would find it */
   if (sec <= head) {
     *out = agg;
     bucket_add(out, bucket_of(b, head));

@@ -2,6 +2,7 @@
 /* Retry budgets: configuration, construction, and the interface dispatched over the three forms.
  * The RATIO window lives in budget_ratio.c. */
 #include "budget_internal.h"
+#include "sat.h"
 
 #include <linkd/error.h>
 
@@ -217,7 +218,9 @@ static bool withdraw(lk_budget *b, int64_t cost) {
 static void adjust_clamped(lk_budget *b, int64_t delta) {
   int64_t v = atomic_load_explicit(&b->level, RELAXED), n;
   do {
-    n = v + delta;
+    /* Saturating: delta may be a caller's ticket cost of any size, and a wrapped sum would be
+     * clamped to 0, emptying the budget instead of filling it. */
+    n = lk_sat_add(v, delta);
     n = n < 0 ? 0 : n > b->max ? b->max : n;
     if (n == v)
       return;

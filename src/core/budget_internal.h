@@ -50,7 +50,8 @@ struct lk_budget {
 };
 
 /* RATIO: the bucket events at `now` go to, moving the window first if `now` is past its head
- * (events from before the head are counted in the head bucket). */
+ * (events from before the head are counted in the head bucket, unless they are from before the
+ * whole window: a clock that stepped back that far starts the window over at `now`). */
 lk_ratio_bucket *lk__ratio_bucket(lk_budget *b, int64_t now);
 /* RATIO: sums of the buckets still inside the window at `now` (read-only). */
 void lk__ratio_sums(const lk_budget *b, int64_t now, int64_t *requests, int64_t *retries);

@@ -27,13 +27,21 @@ static void evict(lk_budget *b, lk_ratio_bucket *k, int64_t epoch) {
   atomic_store_explicit(&k->epoch, epoch, memory_order_relaxed);
 }
 
+/* Whether an event at epoch e must move the head: the first event, one past the head, or one
+ * from before the whole window (the clock stepped back by more than the window: counting it in
+ * the head would keep the window, and what it withdrew, from expiring for as long as the clock
+ * went back; the window starts over at e instead). Epochs are ns / width with width >= 1 ms, so
+ * neither e - h nor h - b->n can overflow. */
+static bool must_roll(const lk_budget *b, int64_t h, int64_t e) {
+  return h == LK_RATIO_EMPTY || e > h || e <= h - b->n;
+}
+
 /* Moves the head to epoch e (rare: once per bucket width), under the lock. Returns the head. */
 static int64_t roll(lk_budget *b, int64_t e) {
   pthread_mutex_lock(&b->mu);
   int64_t h = atomic_load_explicit(&b->head, memory_order_relaxed);
-  if (h == LK_RATIO_EMPTY || e > h) {
-    /* Epochs are ns / width with width >= 1 ms, so e - h cannot overflow. */
-    int64_t steps = (h == LK_RATIO_EMPTY || e - h >= b->n) ? b->n : e - h;
+  if (must_roll(b, h, e)) {
+    int64_t steps = (h == LK_RATIO_EMPTY || e <= h || e - h >= b->n) ? b->n : e - h;
     for (int64_t ep = e - steps + 1; ep <= e; ep++)
       evict(b, &b->ring[ring_index(b, ep)], ep);
     atomic_store_explicit(&b->head, e, memory_order_release);
@@ -48,7 +56,7 @@ lk_ratio_bucket *lk__ratio_bucket(lk_budget *b, int64_t now) {
     return b->st_bucket;
   int64_t e = lk__floor_div(now, b->width);
   int64_t h = atomic_load_explicit(&b->head, memory_order_acquire);
-  if (h == LK_RATIO_EMPTY || e > h)
+  if (must_roll(b, h, e))
     h = roll(b, e);
   lk_ratio_bucket *k = &b->ring[ring_index(b, h)];
   int64_t from, to;
@@ -63,7 +71,9 @@ lk_ratio_bucket *lk__ratio_bucket(lk_budget *b, int64_t now) {
 
 void lk__ratio_sums(const lk_budget *b, int64_t now, int64_t *requests, int64_t *retries) {
   int64_t e = lk__floor_div(now, b->width), req = 0, ret = 0;
-  if (atomic_load_explicit(&b->head, memory_order_acquire) != LK_RATIO_EMPTY) {
+  int64_t h = atomic_load_explicit(&b->head, memory_order_acquire);
+  /* A `now` before the whole window sees it as the next event there would leave it: empty. */
+  if (h != LK_RATIO_EMPTY && e > h - b->n) {
     for (int i = 0; i < b->n; i++) {
       lk_ratio_bucket *k = &b->ring[i];
       /* Buckets newer than `now` (a caller's clock behind another's) still count. */

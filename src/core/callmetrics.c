@@ -167,6 +167,12 @@ static lk_counter *lazy_counter(lk_call_metrics *cm, _Atomic(lk_counter *) *slot
   return c;
 }
 
+/* The by_err slot of an error code: -err for a code in the table, N_ERRS (the UNKNOWN series)
+ * for LK_OK and anything else. err > -N_ERRS is tested before negating: -INT_MIN overflows. */
+static int err_slot(int err, const char *name) {
+  return err < 0 && err > -N_ERRS && strcmp(name, "UNKNOWN") != 0 ? -err : N_ERRS;
+}
+
 void lk_call_metrics_call_start(lk_call_metrics *cm) {
   if (!cm)
     return;
@@ -222,8 +228,8 @@ void lk_call_metrics_call_end(lk_call_metrics *cm, bool success, bool first_atte
   } else {
     lk_counter_add(cm->calls_failed, 1);
     const char *name = lk_err_name(err);
-    bool known = err < 0 && -err < N_ERRS && strcmp(name, "UNKNOWN") != 0;
-    int slot = known ? -err : N_ERRS;
+    int slot = err_slot(err, name);
+    bool known = slot != N_ERRS;
     lk_counter_add(lazy_counter(cm, &cm->by_err[slot], "linkd_client_call_errors_total",
                                 "Failed calls, by final error code.", "error",
                                 known ? name : "UNKNOWN"),
@@ -241,8 +247,8 @@ void lk_call_metrics_fallback(lk_call_metrics *cm, int err) {
   if (!cm)
     return;
   const char *name = lk_err_name(err);
-  bool known = err < 0 && -err < N_ERRS && strcmp(name, "UNKNOWN") != 0;
-  int slot = known ? -err : N_ERRS;
+  int slot = err_slot(err, name);
+  bool known = slot != N_ERRS;
   lk_counter_add(lazy_counter(cm, &cm->fallback_by_err[slot], "linkd_client_fallbacks_total",
                               "Calls whose result came from the fallback, by the error it "
                               "replaced.",

@@ -22,7 +22,11 @@ int64_t lk_deadline_remaining(lk_deadline d, int64_t now) {
   return lk_sat_sub(d.at, now);
 }
 
-bool lk_deadline_expired(lk_deadline d, int64_t now) { return now >= d.at; }
+/* LK_DEADLINE_NONE never expires, not even at now == INT64_MAX (where lk_deadline_remaining
+ * still says INT64_MAX): the two never disagree. */
+bool lk_deadline_expired(lk_deadline d, int64_t now) {
+  return d.at != LK_DEADLINE_NONE && now >= d.at;
+}
 
 lk_deadline lk_deadline_min(lk_deadline a, lk_deadline b) { return a.at <= b.at ? a : b; }
 
@@ -61,7 +65,8 @@ int lk_grpc_timeout_format(int64_t ns, char *buf, size_t cap) {
   for (size_t i = 0; i < sizeof grpc_units / sizeof grpc_units[0]; i++) {
     int64_t unit = grpc_units[i].ns;
     /* Round up, as gRPC does: a positive remainder never reaches the receiver as 0 (passed);
-     * it gains less than one unit, under a millionth of the value past the first unit. */
+     * it gains less than one unit, under 1/99999 of the value past the first unit (the finer
+     * unit's 8 digits did not hold it: 100000001 ns is 100001u, 999 ns more). */
     int64_t v = ns / unit + (ns % unit != 0);
     /* Hours stop at the largest value that still parses back into int64 ns. */
     if (grpc_units[i].unit == 'H' && v > INT64_MAX / unit)

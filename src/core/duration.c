@@ -71,14 +71,13 @@ int lk_duration_parse(const char *s, int64_t *out, char *err, size_t cap) {
                s);
       return LK_EPARSE;
     }
-    /* Each fraction digit is worth a tenth of the previous one; units are multiples of 10^k
-     * down to 1 ns, so this is exact until the digits go below a nanosecond (then dropped).
-     * The fraction is below one unit, so it is summed first and the bound checked once. */
-    int64_t fracns = 0, scale = unit;
-    for (size_t i = 0; i < nfrac; i++) {
-      scale /= 10;
-      fracns += (frac[i] - '0') * scale;
-    }
+    /* floor(unit * 0.d1d2...dn) exactly, by dividing from the last digit up (nested floors of
+     * divisions by 10 compose into one). Dividing the unit by 10 per digit instead truncated
+     * each digit on its own: 1 m and 1 h are not 10^k ns, so "0.00000000009m" (5.4 ns) gave 0.
+     * fracns stays below one unit, so the bound is checked once below. */
+    int64_t fracns = 0;
+    for (size_t i = nfrac; i-- > 0;)
+      fracns = ((frac[i] - '0') * unit + fracns) / 10;
     if (too_big || whole > (INT64_MAX - fracns) / unit) {
       snprintf(err, cap, "'%s' is too long a duration", s);
       return LK_ERANGE;
@@ -110,7 +109,7 @@ static void print_scaled(char *buf, size_t cap, uint64_t v, uint64_t div, const 
 }
 
 char *lk_duration_format(int64_t ns, char *buf, size_t cap) {
-  if (cap == 0)
+  if (cap == 0 || !buf)
     return buf;
   size_t off = 0;
   uint64_t v = (uint64_t)ns;

@@ -335,8 +335,10 @@ int lk_hist_merge(lk_hist *dst, const lk_hist *src) {
     uint32_t di = i;
     if (!same) {
       /* The bucket's lowest value: dst then reports at most 1/128 above it and the source values
-       * were at most 1/128 above it, so the 1 % bound survives re-binning. */
-      int64_t v = clamp_counted(dst, (int64_t)lowest_of(src->unit, i), c);
+       * were at most 1/128 above it, so the 1 % bound survives re-binning. Clamped into src's
+       * range first: the first bucket may start below src->lowest, where no recorded value
+       * lies, and such a value is no underflow of a dst whose range holds src->lowest. */
+      int64_t v = clamp_counted(dst, clamp_range(src, (int64_t)lowest_of(src->unit, i)), c);
       di = index_of(dst->unit, (uint64_t)v);
     }
     atomic_fetch_add_explicit(&dst->counts[di], c, RELAXED);

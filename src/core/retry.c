@@ -53,6 +53,8 @@ static bool is_blank(const char *s) {
 }
 
 bool lk_retry_is_retryable(const lk_retry_policy *p, const lk_attempt *a) {
+  if (!p || !a) /* a question about nothing: no, rather than a crash */
+    return false;
   lk_failure k = a->failure;
   if ((unsigned)k >= LK_F__COUNT || !(p->cfg.retry_on & LK_FAILURE_BIT(k)))
     return false;

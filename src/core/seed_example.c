@@ -24,6 +24,8 @@ static int line(char *buf, size_t cap, const lk_retry_policy *p, lk_rand *rng, c
 }
 
 int lk_seed_example(char *buf, size_t cap) {
+  if (!buf && cap > 0)
+    return LK_EINVAL;
   lk_retry_config c;
   lk_retry_config_init_default(&c);
   c.max_attempts = 4;
@@ -54,8 +56,11 @@ int lk_seed_example(char *buf, size_t cap) {
       {"GET 429 #2 remaining 100", 2, "GET", false, true, LK_F_TOO_MANY_REQUESTS, 100},
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-    int n = line(buf + off, cap > off ? cap - off : 0, &p, &rng.base, rows[i].label, rows[i].n,
-                 rows[i].m, rows[i].key, rows[i].sent, rows[i].f, rows[i].rem);
+    /* Once the text no longer fits, keep measuring with (NULL, 0): buf + off past the end of
+     * buf (or off added to a NULL buf) is undefined even when nothing is written there. */
+    int n =
+        line(off < cap ? buf + off : NULL, off < cap ? cap - off : 0, &p, &rng.base, rows[i].label,
+             rows[i].n, rows[i].m, rows[i].key, rows[i].sent, rows[i].f, rows[i].rem);
     if (n < 0)
       return n;
     off += (size_t)n;
@@ -63,9 +68,9 @@ int lk_seed_example(char *buf, size_t cap) {
   static const int64_t timeouts[][2] = {{800, 300}, {800, 2000}};
   for (size_t i = 0; i < 2; i++) {
     int64_t t = lk_attempt_timeout(LK_MS(timeouts[i][0]), LK_MS(timeouts[i][1]));
-    int n = snprintf(buf + off, cap > off ? cap - off : 0, "attemptTimeout(%lld, %lld) = %lld\n",
-                     (long long)timeouts[i][0], (long long)timeouts[i][1],
-                     (long long)(t / LK_NS_PER_MS));
+    int n = snprintf(off < cap ? buf + off : NULL, off < cap ? cap - off : 0,
+                     "attemptTimeout(%lld, %lld) = %lld\n", (long long)timeouts[i][0],
+                     (long long)timeouts[i][1], (long long)(t / LK_NS_PER_MS));
     off += (size_t)n;
   }
   return off < cap ? (int)off : LK_ETOOBIG;
