@@ -76,7 +76,8 @@ static const char usage[] =
     "  --rate N           faults: operations started per second (default 250)\n"
     "  --concurrency N    faults: operations in flight at most (default 64)\n"
     "  --storm-seconds N  seconds of the storm schedule (default 8, at least 5)\n"
-    "  --seed N           seed of the workload, the faults and the jitter (default 1)\n"
+    "  --seed N           seed of the workload, the faults and the jitter (default 1,\n"
+    "                     at most 2^63-1)\n"
     "  --report PATH      where to write the HTML report (default ./linkd-demo-report.html)\n"
     "  --json             print the results as JSON on stdout instead of the tables\n"
     "  --libraryd PATH    the libraryd program (default: $LINKD_LIBRARYD, next to linkd, PATH)\n"
@@ -169,7 +170,9 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
     if (!strcmp(name, "--ops"))
       rc = parse_uint(name, v, 10, 1000000, &o->ops);
     else if (!strcmp(name, "--seed"))
-      rc = parse_uint(name, v, 0, UINT64_MAX, &o->seed);
+      /* Why INT64_MAX: libraryd's --seed (and the JSON's integers) stop there; a larger seed
+       * was accepted here and then failed at the first libraryd start. */
+      rc = parse_uint(name, v, 0, INT64_MAX, &o->seed);
     else if (!strcmp(name, "--concurrency"))
       rc = parse_uint(name, v, 1, 1024, &o->concurrency);
     else if (!strcmp(name, "--rate"))
@@ -193,11 +196,17 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
 static volatile sig_atomic_t g_interrupted;
 static lk_http_cancel *volatile g_cancel;
 static lk_http_client *volatile g_client;
+/* Fired with the run's token: ends the admin calls, the capacity probe and the wait for a
+ * starting libraryd, which run with no client token published. */
+static lk_http_cancel *volatile g_stop;
 
 static void on_signal(int sig) {
   g_interrupted = sig;
   lk_http_cancel *t = g_cancel;
   lk_http_client *c = g_client;
+  lk_http_cancel *stop = g_stop;
+  if (stop)
+    lk_http_cancel_fire(stop);
   if (t)
     lk_http_cancel_fire(t);
   if (c)
@@ -240,7 +249,7 @@ static int server_up(const scenario_env *env, const char *name, uint64_t seed, d
   char file[96];
   snprintf(file, sizeof file, "%s-%s", env->scenario, name);
   if (demo_server_start(srv, env->bin, env->dir, file, seed, env->server_args, env->n_server_args,
-                        err, errcap) != 0)
+                        g_stop, err, errcap) != 0)
     return -1;
   return demo_server_create_books(srv, admin, DEMO_BOOKS, DEMO_STOCK, ids, err, errcap);
 }
@@ -289,6 +298,14 @@ static int run_one(int which, const scenario_env *env, demo_run_cfg *cfg, demo_c
     demo_client_finish(cfg, st);
   } else if (rc == 0) {
     rc = -1;
+  }
+  /* Why: a libraryd that died during the run was reported as whatever admin call failed next
+   * ("POST .../admin/faults: attempts exhausted"); say that it exited, and how. */
+  char why[480];
+  if (rc != 0 && !g_interrupted && demo_server_exited(&srv, why, sizeof why)) {
+    char first[512];
+    snprintf(first, sizeof first, "%s", err);
+    snprintf(err, errcap, "libraryd exited during the run (%s); then: %s", why, first);
   }
   lk_http_client_free(admin);
   demo_server_stop(&srv);
@@ -450,6 +467,32 @@ static void raise_nofile(void) {
   }
 }
 
+/* Prints what was measured: the tables, or one JSON document. `error`: why the run is
+ * incomplete or the report is missing (NULL: neither). 0, or -1 when stdout could not be
+ * written. */
+static int print_results(const demo_opts *o, const demo_summary *const *done, int ndone,
+                         bool complete, const char *report, const char *error, double total_s) {
+  if (o->json) {
+    if (demo_table_json(stdout, done, ndone, report, complete, error) != 0)
+      return -1;
+  } else {
+    for (int i = 0; i < ndone; i++) {
+      printf("\nscenario %s\n", done[i]->name);
+      demo_table_print(stdout, done[i]);
+    }
+    if (complete) {
+      printf("\nAll four clients run on linkd's lk_http layer (no raw libcurl); the naive and\n"
+             "fixed-interval ones with policies configured to behave naively. Took %.1fs.\n",
+             total_s);
+      if (report)
+        printf("Report: %s\n", report);
+      next_steps(stdout);
+    }
+  }
+  /* Why: a full or closed stdout (`linkd demo > /dev/full`) exited 0 with nothing written */
+  return fflush(stdout) != 0 || ferror(stdout) ? -1 : 0;
+}
+
 int linkd_demo_main(int argc, char **argv) {
   demo_opts o;
   int prc = parse_args(argc, argv, &o);
@@ -458,88 +501,124 @@ int linkd_demo_main(int argc, char **argv) {
 
   static demo_summary sums[DEMO_NSCENARIOS];
   memset(sums, 0, sizeof sums);
-  char bin[DEMO_PATH_MAX], err[1024];
-  if (demo_find_libraryd(o.libraryd, bin, sizeof bin, err, sizeof err) != 0) {
+  char bin[DEMO_PATH_MAX], err[1024] = "";
+  const demo_summary *done[DEMO_NSCENARIOS];
+  int ndone = 0;
+  int rc = 0;
+  /* Why checked first: an unusable --report (a directory, a read-only or missing directory,
+   * the default one in a read-only working directory) failed only after the whole run. */
+  if (demo_find_libraryd(o.libraryd, bin, sizeof bin, err, sizeof err) != 0 ||
+      demo_report_check(o.report, err, sizeof err) != 0) {
     fprintf(stderr, "linkd demo: %s\n", err);
-    return CLI_EXIT_FAILURE;
+    rc = -1;
   }
-  raise_nofile();
+  if (rc == 0)
+    raise_nofile();
 
   /* From here on a signal cancels the run, which then cleans up. */
-  struct sigaction sa, old_int, old_term, old_pipe;
+  struct sigaction sa, old_int, old_term, old_hup, old_pipe;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   g_interrupted = 0;
+  lk_http_cancel *stop = rc == 0 ? lk_http_cancel_new() : NULL;
+  if (rc == 0 && !stop) {
+    snprintf(err, sizeof err, "out of memory");
+    fprintf(stderr, "linkd demo: %s\n", err);
+    rc = -1;
+  }
+  g_stop = stop;
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
+  /* Why SIGHUP too: closing the terminal (or an ssh session) killed linkd outright and left the
+   * temporary directory, its databases and logs, behind */
+  sigaction(SIGHUP, &sa, &old_hup);
   sa.sa_handler = SIG_IGN;
   sigaction(SIGPIPE, &sa, &old_pipe);
 
-  int rc = 0;
   char dir[DEMO_PATH_MAX];
-  bool have_dir = demo_tmpdir_create(dir, sizeof dir) == 0;
-  if (!have_dir) {
-    fprintf(stderr, "linkd demo: cannot create a temporary directory: %s\n", strerror(errno));
-    rc = -1;
+  bool have_dir = false;
+  if (rc == 0) {
+    have_dir = demo_tmpdir_create(dir, sizeof dir) == 0;
+    if (!have_dir) {
+      snprintf(err, sizeof err,
+               "cannot create a temporary directory in %s (set TMPDIR to a "
+               "writable directory): %s",
+               demo_tmpdir_base(), strerror(errno));
+      fprintf(stderr, "linkd demo: %s\n", err);
+      rc = -1;
+    }
   }
   demo_progress prog;
   demo_progress_init(&prog, stderr);
   int64_t t0 = lk_now_ns();
-  const demo_summary *done[DEMO_NSCENARIOS];
-  int ndone = 0;
   for (int sc = 0; sc < DEMO_NSCENARIOS && rc == 0 && !g_interrupted; sc++) {
     if (!o.run[sc])
       continue;
-    rc = run_scenario((demo_scenario)sc, &o, bin, dir, &prog, &sums[sc], err, sizeof err);
-    if (rc != 0 && !g_interrupted)
-      fprintf(stderr, "linkd demo: %s scenario: %s\n", sc == DEMO_SC_FAULTS ? "faults" : "storm",
-              err);
-    if (rc == 0)
+    char serr[1024];
+    rc = run_scenario((demo_scenario)sc, &o, bin, dir, &prog, &sums[sc], serr, sizeof serr);
+    if (rc != 0 && !g_interrupted) {
+      snprintf(err, sizeof err, "%s scenario: %.1000s", sc == DEMO_SC_FAULTS ? "faults" : "storm",
+               serr);
+      fprintf(stderr, "linkd demo: %s\n", err);
+    }
+    if (rc == 0 && !g_interrupted)
       done[ndone++] = &sums[sc];
   }
   double total_s = (double)(lk_now_ns() - t0) / 1e9;
 
   if (have_dir)
     demo_tmpdir_remove(dir);
+  g_stop = NULL;
+  lk_http_cancel_free(stop);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
+  sigaction(SIGHUP, &old_hup, NULL);
   sigaction(SIGPIPE, &old_pipe, NULL);
 
   int exit_code = CLI_EXIT_OK;
+  bool complete = false;
   if (g_interrupted) {
     fprintf(stderr, "linkd demo: interrupted; libraryd stopped and temporary files removed\n");
+    snprintf(err, sizeof err, "interrupted");
     exit_code = CLI_EXIT_CANCELLED;
   } else if (rc != 0) {
     exit_code = CLI_EXIT_FAILURE;
   } else {
-    char path[DEMO_PATH_MAX];
-    if (demo_report_write(o.report, done, ndone, err, sizeof err) != 0) {
+    complete = true;
+    err[0] = '\0';
+  }
+  /* The report only for a complete run; what was measured is printed in any case (a failed or
+   * interrupted run: the scenarios that finished; --json: always one valid document). */
+  char path[DEMO_PATH_MAX];
+  const char *shown = NULL;
+  if (complete) {
+    /* Why blocked: a Ctrl-C while the report is written would leave its temporary file beside
+     * it; the signal is delivered (and ends linkd) once the report is in place */
+    sigset_t block, old_mask;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    sigprocmask(SIG_BLOCK, &block, &old_mask);
+    int wrc = demo_report_write(o.report, done, ndone, err, sizeof err);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    if (wrc != 0) {
       fprintf(stderr, "linkd demo: %s\n", err);
       exit_code = CLI_EXIT_FAILURE;
-    }
-    const char *shown = exit_code == 0 && realpath(o.report, path) ? path : o.report;
-    if (o.json) {
-      if (demo_table_json(stdout, done, ndone, exit_code == 0 ? shown : NULL) != 0)
-        exit_code = CLI_EXIT_FAILURE;
-      if (exit_code == 0)
-        fprintf(stderr, "linkd demo: report written to %s\n", shown);
     } else {
-      for (int i = 0; i < ndone; i++) {
-        printf("\nscenario %s\n", done[i]->name);
-        demo_table_print(stdout, done[i]);
-      }
-      printf("\nAll four clients run on linkd's lk_http layer (no raw libcurl); the naive and\n"
-             "fixed-interval ones with policies configured to behave naively. Took %.1fs.\n",
-             total_s);
-      if (exit_code == 0)
-        printf("Report: %s\n", shown);
-      next_steps(stdout);
+      shown = realpath(o.report, path) ? path : o.report;
     }
+  }
+  if (print_results(&o, done, ndone, complete, shown, *err ? err : NULL, total_s) != 0) {
+    fprintf(stderr, "linkd demo: cannot write the results to stdout: %s\n", strerror(errno));
+    if (exit_code == CLI_EXIT_OK)
+      exit_code = CLI_EXIT_FAILURE;
+  } else if (o.json && shown) {
+    fprintf(stderr, "linkd demo: report written to %s\n", shown);
   }
   for (int sc = 0; sc < DEMO_NSCENARIOS; sc++)
     for (int i = 0; i < DEMO_NCLIENTS; i++)
       demo_client_stats_free(&sums[sc].c[i]);
-  fflush(stdout);
   return exit_code;
 }

@@ -44,9 +44,13 @@ static void count_error(demo_client_stats *st, int err) {
   st->errors[slot]++;
 }
 
-static int window_of(const run_state *rs, int64_t t) {
+/* Counts one event at time t in its window of `a`. Why not clamped to the last window: a
+ * schedule longer than the series (DEMO_WINDOWS) piled everything after it into that window, a
+ * spike in the chart; the series covers its first DEMO_WINDOWS windows, the counts all of it. */
+static void tally(uint32_t *a, const run_state *rs, int64_t t) {
   int64_t w = (t - rs->start) / DEMO_WINDOW;
-  return w < 0 ? 0 : w >= DEMO_WINDOWS ? DEMO_WINDOWS - 1 : (int)w;
+  if (w < DEMO_WINDOWS)
+    a[w < 0 ? 0 : w]++;
 }
 
 static void on_done(void *ud, lk_http_result *res) {
@@ -69,7 +73,7 @@ static void on_done(void *ud, lk_http_result *res) {
       st->refused++; /* refused by the breaker: nothing went on the wire */
     } else {
       sent++;
-      se->sent[window_of(rs, slot->t0 + a[i].start)]++;
+      tally(se->sent, rs, slot->t0 + a[i].start);
     }
   }
   st->attempts += sent;
@@ -84,9 +88,9 @@ static void on_done(void *ud, lk_http_result *res) {
   }
   if (ok && !overrun) {
     st->successes_in_time++;
-    se->ok[window_of(rs, now)]++;
+    tally(se->ok, rs, now);
   } else {
-    se->failed[window_of(rs, now)]++;
+    tally(se->failed, rs, now);
   }
   if (op->kind == DEMO_OP_LOAN && status >= 200 && status < 300)
     st->loans_confirmed++;
@@ -140,7 +144,7 @@ static int submit(run_state *rs, lk_http_client *c, const lk_http_policy *pol,
   } else {
     rs->st->done++;
     rs->st->by_attempts[0]++;
-    rs->st->series->failed[window_of(rs, slot->t0)]++;
+    tally(rs->st->series->failed, rs, slot->t0);
     count_error(rs->st, rc);
   }
   return rc;
@@ -290,13 +294,21 @@ void demo_client_finish(const demo_run_cfg *cfg, demo_client_stats *st) {
   int b0 = (int)(LK_SEC(1) / DEMO_WINDOW), b1 = (int)(cfg->trigger_from / DEMO_WINDOW);
   if (b1 - b0 < 3)
     b0 = b1 > 3 ? b1 - 3 : 0;
+  /* Why bounded by the series: a schedule longer than it (--rate 10 --ops 1000) read the
+   * baseline and the recovery far past the arrays' end. */
+  if (b1 > se->n) {
+    st->recovery = DEMO_RECOVERY_TOO_SHORT; /* the trigger is past the series: cannot tell */
+    return;
+  }
   double sum = 0;
   for (int w = b0; w < b1; w++)
     sum += se->ok[w];
   st->baseline = b1 > b0 ? sum / (b1 - b0) : 0;
   /* recovered: the first 500 ms from the trigger's end on whose mean is >= 90 % of it; the
-   * schedule's last windows are not judged (no operations start there) */
-  int end = (int)(due_at(cfg, cfg->n) / DEMO_WINDOW);
+   * schedule's last windows are not judged (no operations start there), nor what lies past the
+   * series */
+  int64_t end64 = due_at(cfg, cfg->n) / DEMO_WINDOW;
+  int end = end64 < se->n ? (int)end64 : se->n;
   int w0 = (int)(cfg->trigger_to / DEMO_WINDOW);
   if (w0 + 5 > end) {
     st->recovery = DEMO_RECOVERY_TOO_SHORT; /* not one 500 ms span to judge: not "never" */
@@ -312,6 +324,8 @@ void demo_client_finish(const demo_run_cfg *cfg, demo_client_stats *st) {
       return;
     }
   }
+  if (end64 > se->n)
+    st->recovery = DEMO_RECOVERY_TOO_SHORT; /* not within the series, but the run went on */
 }
 
 void demo_client_stats_free(demo_client_stats *st) {
@@ -364,11 +378,12 @@ double demo_measure_capacity(const demo_server *srv, const demo_op *ops, size_t 
       ok_at_warm = cs.ok;
       warmed = true;
     }
-    if (now >= end)
+    /* Why the stop token: a Ctrl-C during the probe went unnoticed until its 1.6 s were up */
+    if (now >= end || lk_http_cancel_fired(srv->stop))
       break;
     while (cs.in_flight < concurrency && !err) {
       lk_http_request *req = build(&cfg, srv->url, "capacity", (uint32_t)(i++ % n));
-      err = req ? lk_http_submit(c, req, &pol, NULL, cap_done, &cs) : LK_ENOMEM;
+      err = req ? lk_http_submit(c, req, &pol, srv->stop, cap_done, &cs) : LK_ENOMEM;
       lk_http_request_free(req);
       if (!err)
         cs.in_flight++;

@@ -92,10 +92,13 @@ int demo_find_libraryd(const char *override, char *out, size_t cap, char *err, s
 
 /* --- the temporary directory --------------------------------------------------------------- */
 
-int demo_tmpdir_create(char *out, size_t cap) {
+const char *demo_tmpdir_base(void) {
   const char *base = getenv("TMPDIR");
-  if (!base || !*base)
-    base = "/tmp";
+  return base && *base ? base : "/tmp";
+}
+
+int demo_tmpdir_create(char *out, size_t cap) {
+  const char *base = demo_tmpdir_base();
   if ((size_t)snprintf(out, cap, "%s/linkd-demo-XXXXXX", base) >= cap) {
     errno = ENAMETOOLONG;
     return -1;
@@ -180,8 +183,8 @@ static void child_exec(const char *bin, char *const *args, const char *log_path,
 }
 
 int demo_server_start(demo_server *s, const char *bin, const char *dir, const char *name,
-                      uint64_t seed, const char *const *extra, size_t n_extra, char *err,
-                      size_t errcap) {
+                      uint64_t seed, const char *const *extra, size_t n_extra, lk_http_cancel *stop,
+                      char *err, size_t errcap) {
   memset(s, 0, sizeof *s);
   char port_file[DEMO_PATH_MAX], admin_file[DEMO_PATH_MAX], db[DEMO_PATH_MAX], seed_s[32];
   snprintf(port_file, sizeof port_file, "%s/%s.port", dir, name);
@@ -234,27 +237,36 @@ int demo_server_start(demo_server *s, const char *bin, const char *dir, const ch
   }
   if (pid == 0)
     child_exec(bin, args, s->log_path, parent);
+  /* Why: the child's own setpgid() may not have run yet when demo_server_stop() signals the
+   * group; setting it from both sides closes the race (the second call fails harmlessly). */
+  setpgid(pid, pid);
   s->pid = pid;
+  s->stop = stop;
   for (int waited = 0; waited < 10000; waited += 5) {
     s->port = read_port(port_file);
     s->admin_port = read_port(admin_file);
     if (s->port && s->admin_port)
       break;
-    int status;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      s->pid = 0;
-      char tail[400];
-      log_tail(s->log_path, tail, sizeof tail);
-      snprintf(err, errcap, "libraryd exited at start (%s %d)%s%s",
-               WIFEXITED(status) ? "status" : "signal",
-               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), *tail ? ": " : "", tail);
+    char why[480];
+    if (demo_server_exited(s, why, sizeof why)) {
+      snprintf(err, errcap, "%s exited at start (%s)", bin, why);
+      return -1;
+    }
+    /* Why: a Ctrl-C while a program that never writes its ports was starting waited the full
+     * 10 s (and up to 5 s more to stop it) before the demo noticed. */
+    if (lk_http_cancel_fired(stop)) {
+      demo_server_stop(s);
+      snprintf(err, errcap, "interrupted");
       return -1;
     }
     sleep_ms(5);
   }
   if (!s->port || !s->admin_port) {
     demo_server_stop(s);
-    snprintf(err, errcap, "libraryd did not report its ports within 10 s");
+    snprintf(err, errcap,
+             "%s did not report its ports within 10 s (is it libraryd? it must write "
+             "--port-file and --admin-port-file)",
+             bin);
     return -1;
   }
   snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
@@ -262,21 +274,44 @@ int demo_server_start(demo_server *s, const char *bin, const char *dir, const ch
   return 0;
 }
 
+bool demo_server_exited(demo_server *s, char *why, size_t cap) {
+  int status;
+  if (s->pid <= 0 || waitpid(s->pid, &status, WNOHANG) != s->pid)
+    return false;
+  kill(-s->pid, SIGKILL); /* whatever it started in its group (just reaped: still its number) */
+  s->pid = 0;
+  char tail[400];
+  log_tail(s->log_path, tail, sizeof tail);
+  snprintf(why, cap, "%s %d%s%s", WIFEXITED(status) ? "status" : "signal",
+           WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), *tail ? ": " : "", tail);
+  return true;
+}
+
+/* Why the group: a libraryd that is a wrapper script (or anything that forks) left its children
+ * running after the demo signalled only the process it started. */
+static void signal_group(pid_t pid, int sig, bool leader_alive) {
+  if (kill(-pid, sig) != 0 && leader_alive) /* a reaped pid may be another process's by now */
+    kill(pid, sig);
+}
+
 void demo_server_stop(demo_server *s) {
   if (s->pid <= 0)
     return;
-  kill(s->pid, SIGTERM);
+  pid_t pid = s->pid;
+  signal_group(pid, SIGTERM, true);
   int status;
-  for (int waited = 0; waited < 5000; waited += 5) {
-    pid_t r = waitpid(s->pid, &status, WNOHANG);
-    if (r == s->pid || (r < 0 && errno == ECHILD)) {
-      s->pid = 0;
-      return;
-    }
-    sleep_ms(5);
+  bool reaped = false;
+  for (int waited = 0; waited < 5000 && !reaped; waited += 5) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid || (r < 0 && errno == ECHILD))
+      reaped = true;
+    else
+      sleep_ms(5);
   }
-  kill(s->pid, SIGKILL);
-  waitpid(s->pid, &status, 0);
+  /* the leader gone, what else it started in its group is not waited for: SIGKILL ends it */
+  signal_group(pid, SIGKILL, !reaped);
+  if (!reaped)
+    waitpid(pid, &status, 0);
   s->pid = 0;
 }
 
@@ -284,9 +319,9 @@ void demo_server_stop(demo_server *s) {
 
 /* One call without faults in the way: a generous deadline, no retry of writes. On success (any
  * status) *status is set and, if body_out is non-NULL, *body_out gets a malloc'd copy. */
-static int call(lk_http_client *c, const char *method, const char *url, const char *body,
-                int *status, char **body_out, char *location, size_t loc_cap, char *err,
-                size_t errcap) {
+static int call(lk_http_cancel *stop, lk_http_client *c, const char *method, const char *url,
+                const char *body, int *status, char **body_out, char *location, size_t loc_cap,
+                char *err, size_t errcap) {
   lk_http_request *req = lk_http_request_new(method, url);
   if (!req) {
     snprintf(err, errcap, "%s %s: cannot build the request", method, url);
@@ -308,7 +343,7 @@ static int call(lk_http_client *c, const char *method, const char *url, const ch
   pol.default_protection = false; /* the admin port is not under test */
   lk_http_result *res = NULL;
   if (rc == LK_OK)
-    lk_http_call(c, req, &pol, NULL, &res);
+    lk_http_call(c, req, &pol, stop, &res);
   lk_http_request_free(req);
   const lk_http_response *resp = res ? lk_http_result_response(res) : NULL;
   if (!resp) {
@@ -355,7 +390,7 @@ int demo_server_create_books(const demo_server *s, lk_http_client *c, int n, int
              "\"stock\":%lld}",
              i + 1, (long long)stock);
     int status;
-    if (call(c, "POST", url, body, &status, NULL, loc, sizeof loc, err, errcap) != 0 ||
+    if (call(s->stop, c, "POST", url, body, &status, NULL, loc, sizeof loc, err, errcap) != 0 ||
         expect(status, 201, "POST /books", err, errcap) != 0)
       return -1;
     long long id = 0;
@@ -384,7 +419,7 @@ int demo_server_set_faults(const demo_server *s, lk_http_client *c, uint64_t see
   snprintf(url, sizeof url, "%s/admin/faults", s->admin_url);
   int status;
   char *reply = NULL;
-  int rc = call(c, "PUT", url, body, &status, &reply, NULL, 0, err, errcap);
+  int rc = call(s->stop, c, "PUT", url, body, &status, &reply, NULL, 0, err, errcap);
   free(body);
   if (rc == 0 && status != 200) {
     snprintf(err, errcap, "PUT /admin/faults: %d %s", status, reply ? reply : "");
@@ -407,7 +442,7 @@ int demo_server_add_fault(const demo_server *s, lk_http_client *c, const char *r
   }
   int status;
   char *reply = NULL;
-  int rc = call(c, "POST", url, body, &status, &reply, NULL, 0, err, errcap);
+  int rc = call(s->stop, c, "POST", url, body, &status, &reply, NULL, 0, err, errcap);
   free(body);
   if (rc == 0 && (rc = expect(status, 201, "POST /admin/faults", err, errcap)) == 0) {
     json_t *r = json_loads(reply, 0, NULL);
@@ -429,7 +464,7 @@ int demo_server_remove_fault(const demo_server *s, lk_http_client *c, int id, ch
   char url[128];
   snprintf(url, sizeof url, "%s/admin/faults/%d", s->admin_url, id);
   int status;
-  if (call(c, "DELETE", url, NULL, &status, NULL, NULL, 0, err, errcap) != 0)
+  if (call(s->stop, c, "DELETE", url, NULL, &status, NULL, NULL, 0, err, errcap) != 0)
     return -1;
   return expect(status, 200, "DELETE /admin/faults/ID", err, errcap);
 }
@@ -454,7 +489,7 @@ static int admin_get_json(const demo_server *s, lk_http_client *c, const char *p
   int status;
   char *reply = NULL;
   *root = NULL;
-  if (call(c, "GET", url, NULL, &status, &reply, NULL, 0, err, errcap) != 0)
+  if (call(s->stop, c, "GET", url, NULL, &status, &reply, NULL, 0, err, errcap) != 0)
     return -1;
   char what[64];
   snprintf(what, sizeof what, "GET %s", path);

@@ -20,7 +20,9 @@
 #define DEMO_PATH_MAX 4096
 
 typedef struct demo_server {
-  pid_t pid; /* 0 when not running */
+  pid_t pid; /* 0 when not running; also its process group (libraryd and anything it started) */
+  lk_http_cancel *stop; /* not owned: the demo's "stop everything" token (NULL: none); the admin
+                           calls and the wait for the ports end when it fires */
   int port, admin_port;
   char url[64]; /* "http://127.0.0.1:PORT" */
   char admin_url[64];
@@ -49,20 +51,27 @@ int demo_find_libraryd(const char *override, char *out, size_t cap, char *err, s
 
 /* Creates a private directory ($TMPDIR or /tmp, "linkd-demo-XXXXXX"). 0 or -1 (errno). */
 int demo_tmpdir_create(char *out, size_t cap);
+/* The directory demo_tmpdir_create() creates its directory in ($TMPDIR, else /tmp). */
+const char *demo_tmpdir_base(void);
 /* Removes every file in `dir` (flat) and the directory itself. */
 void demo_tmpdir_remove(const char *dir);
 
 /* Starts `bin` on 127.0.0.1 with free ports (port 0 + port files), an admin listener, a new
  * SQLite file <dir>/<name>.db (synchronous=NORMAL: a throwaway store), no sample data, no
  * access log and the fault generator seeded with `seed`; no fault rule yet; then the n_extra
- * arguments in `extra` (capacity flags). Waits up to 10 s for both port files. The child gets
- * SIGTERM if this process dies. 0, or -1 with a message in err (libraryd's own words included
- * when it exited). */
+ * arguments in `extra` (capacity flags). The child runs in a process group of its own. Waits up
+ * to 10 s for both port files, less if `stop` (kept in s->stop, may be NULL) fires. The child
+ * gets SIGTERM if this process dies. 0, or -1 with a message in err (libraryd's own words
+ * included when it exited). */
 int demo_server_start(demo_server *s, const char *bin, const char *dir, const char *name,
-                      uint64_t seed, const char *const *extra, size_t n_extra, char *err,
-                      size_t errcap);
-/* SIGTERM, then waits up to 5 s for a clean exit (SIGKILL after that). No-op when not running. */
+                      uint64_t seed, const char *const *extra, size_t n_extra, lk_http_cancel *stop,
+                      char *err, size_t errcap);
+/* SIGTERM to its process group, then waits up to 5 s for a clean exit (SIGKILL to the group
+ * after that). No-op when not running. */
 void demo_server_stop(demo_server *s);
+/* Whether a started libraryd has exited; if so it is reaped, s->pid becomes 0 and `why` says how
+ * ("status N" / "signal N", with the last line of its log). */
+bool demo_server_exited(demo_server *s, char *why, size_t cap);
 
 /* Creates `n` books with `stock` copies each (one POST /books each, before any fault rule is
  * set) and stores their ids. 0 or -1 with a message. */

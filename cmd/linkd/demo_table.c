@@ -6,6 +6,7 @@
 #include <linkd/error.h>
 
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 void demo_fmt_duration(int64_t ns, char *buf, size_t cap) {
@@ -160,6 +161,24 @@ void demo_table_print(FILE *f, const demo_summary *s) {
 
 static json_t *ms(int64_t ns) { return json_real((double)ns / 1e6); }
 
+/* A JSON string of `s`, bytes that are not UTF-8 made '?'. Why: a path or message with such a
+ * byte (a --libraryd or --report path, libraryd's log) made jansson refuse the string, and the
+ * whole document was dropped. */
+static json_t *text(const char *s) {
+  json_t *j = json_string(s ? s : "");
+  if (j)
+    return j;
+  char *copy = strdup(s);
+  if (!copy)
+    return NULL;
+  for (unsigned char *p = (unsigned char *)copy; *p; p++)
+    if (*p >= 0x80)
+      *p = '?'; /* ASCII is always valid */
+  j = json_string(copy);
+  free(copy);
+  return j;
+}
+
 static json_t *client_json(const demo_client_stats *c) {
   json_t *errors = json_object();
   for (int e = 0; e < DEMO_ERR_SLOTS; e++)
@@ -239,18 +258,18 @@ static json_t *scenario_json(const demo_summary *s) {
       json_object_set_new(c, "series", series_json(&s->c[i]));
     json_array_append_new(clients, c);
   }
-  return json_pack("{s:s,s:I,s:I,s:i,s:i,s:o,s:o,s:{s:o,s:o,s:s},s:o,s:s,s:f,s:s,s:f,s:o}",
-                   "name", s->name, "ops", (json_int_t)s->ops, "seed",
-                   (json_int_t)(s->seed & INT64_MAX), "concurrency", s->concurrency, "rate",
-                   s->rate, "deadline_ms", ms(s->deadline), "overrun_margin_ms",
-                   ms(s->overrun_margin), "trigger", "from_ms", ms(s->trigger_from), "to_ms",
-                   ms(s->trigger_to), "rule", s->trigger_rule ? s->trigger_rule : "", "faults",
-                   faults, "server_args", s->server_args ? s->server_args : "", "capacity",
-                   s->capacity, "libraryd", s->libraryd ? s->libraryd : "", "total_s",
-                   s->total_s, "clients", clients);
+  return json_pack("{s:s,s:I,s:I,s:i,s:i,s:o,s:o,s:{s:o,s:o,s:s},s:o,s:s,s:f,s:o,s:f,s:o}", "name",
+                   s->name, "ops", (json_int_t)s->ops, "seed", (json_int_t)(s->seed & INT64_MAX),
+                   "concurrency", s->concurrency, "rate", s->rate, "deadline_ms", ms(s->deadline),
+                   "overrun_margin_ms", ms(s->overrun_margin), "trigger", "from_ms",
+                   ms(s->trigger_from), "to_ms", ms(s->trigger_to), "rule",
+                   s->trigger_rule ? s->trigger_rule : "", "faults", faults, "server_args",
+                   s->server_args ? s->server_args : "", "capacity", s->capacity, "libraryd",
+                   text(s->libraryd), "total_s", s->total_s, "clients", clients);
 }
 
-int demo_table_json(FILE *f, const demo_summary *const *s, int n, const char *report_path) {
+int demo_table_json(FILE *f, const demo_summary *const *s, int n, const char *report_path,
+                    bool complete, const char *error) {
   json_t *arr = json_array();
   for (int i = 0; i < n; i++) {
     json_t *o = scenario_json(s[i]);
@@ -264,9 +283,12 @@ int demo_table_json(FILE *f, const demo_summary *const *s, int n, const char *re
                         "lk_http layer with naive policies (no raw libcurl)", "scenarios", arr);
   if (!o)
     return -1;
-  json_object_set_new(o, "report", report_path ? json_string(report_path) : json_null());
+  json_object_set_new(o, "report", report_path ? text(report_path) : json_null());
+  json_object_set_new(o, "complete", json_boolean(complete));
+  json_object_set_new(o, "error", error ? text(error) : json_null());
   int rc = json_dumpf(o, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 ? 0 : -1;
-  fputc('\n', f);
+  if (fputc('\n', f) == EOF)
+    rc = -1;
   json_decref(o);
   return rc;
 }

@@ -23,9 +23,12 @@ typedef struct demo_row {
 int demo_table_rows(const demo_summary *s, demo_row *rows, int max);
 /* The table, aligned, for a terminal. */
 void demo_table_print(FILE *f, const demo_summary *s);
-/* The scenarios as one JSON object {"scenarios":[...],"report":...} (schema in docs/demo.md);
- * report_path may be NULL. 0, or -1 on no memory. */
-int demo_table_json(FILE *f, const demo_summary *const *s, int n, const char *report_path);
+/* The scenarios as one JSON object {"scenarios":[...],"report":...,"complete":...,"error":...}
+ * (schema in docs/demo.md); report_path and error may be NULL. `complete`: every scenario asked
+ * for ran (an interrupted or failed run lists only those that finished). 0, or -1 on no memory
+ * or a write error. */
+int demo_table_json(FILE *f, const demo_summary *const *s, int n, const char *report_path,
+                    bool complete, const char *error);
 /* The schedule's length in seconds (ops / rate). */
 double demo_span_s(const demo_summary *s);
 /* Share of libraryd's work done for callers already gone, or -1 when not reported. */

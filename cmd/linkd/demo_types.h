@@ -32,7 +32,7 @@ typedef enum demo_scenario { DEMO_SC_FAULTS, DEMO_SC_STORM, DEMO_NSCENARIOS } de
 /* The time series: 100 ms windows from the first operation's scheduled start. */
 #define DEMO_WINDOW LK_MS(100)
 #define DEMO_RECOVERY_TOO_SHORT (-2) /* demo_client_stats.recovery: too soon to tell */
-#define DEMO_WINDOWS 600
+#define DEMO_WINDOWS 600             /* the series covers the schedule's first 60 s */
 
 typedef struct demo_series {
   uint32_t ok[DEMO_WINDOWS];     /* operations that succeeded within the deadline, by end time */
@@ -71,8 +71,9 @@ typedef struct demo_client_stats {
   double baseline;     /* storm: successes within deadline per window before the trigger */
   int64_t recovery;    /* ns from the end of the trigger until a 500 ms moving average of
                           successes within deadline is back to 90 % of the baseline; -1 never
-                          (within the run); DEMO_RECOVERY_TOO_SHORT: the run ended less than
-                          500 ms after the trigger, too soon to tell */
+                          (within the run); DEMO_RECOVERY_TOO_SHORT: too soon to tell (the
+                          run, or the series: DEMO_WINDOWS, the first 60 s, ended less than
+                          500 ms after the trigger, or before a recovery) */
   demo_series *series; /* allocated by the runner */
 
   /* server side (libraryd's /admin/stats, this client's own fresh database) */

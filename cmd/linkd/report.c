@@ -7,8 +7,12 @@
 #include <linkd/common.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const colors[DEMO_NCLIENTS] = {"#d62728", "#ff7f0e", "#1f77b4", "#2ca02c"};
 
@@ -19,6 +23,7 @@ void demo_html_escape(FILE *f, const char *s) {
     case '>': fputs("&gt;", f); break;
     case '&': fputs("&amp;", f); break;
     case '"': fputs("&quot;", f); break;
+    case '\'': fputs("&#39;", f); break; /* safe in a single-quoted attribute too */
     default: fputc(*s, f);
     }
   }
@@ -241,9 +246,11 @@ void demo_report_svg_series(FILE *f, const demo_summary *s, int which) {
           "height=\"%d\" role=\"img\" aria-label=\"time series\" font-family=\"sans-serif\" "
           "font-size=\"11\">\n<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n",
           TS_W, TS_H, TS_W, TS_H, TS_W, TS_H);
-  /* the trigger window */
-  double tx0 = TS_L + pw * ((double)s->trigger_from / DEMO_WINDOW) / se->n;
-  double tx1 = TS_L + pw * ((double)s->trigger_to / DEMO_WINDOW) / se->n;
+  /* the trigger window, within the chart (a schedule longer than the series has it later) */
+  double w0 = (double)s->trigger_from / DEMO_WINDOW, w1 = (double)s->trigger_to / DEMO_WINDOW;
+  w0 = w0 < se->n ? w0 : se->n;
+  w1 = w1 < se->n ? w1 : se->n;
+  double tx0 = TS_L + pw * w0 / se->n, tx1 = TS_L + pw * w1 / se->n;
   fprintf(f,
           "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"#f3e3c3\"/>"
           "<text x=\"%.1f\" y=\"%d\" fill=\"#8a6d3b\">%s</text>\n",
@@ -387,10 +394,15 @@ static void settings(FILE *f, const demo_summary *s) {
           "flight), seed %llu, deadline %s. Each client ran against its own fresh libraryd "
           "(new SQLite file, fault generator re-seeded with the same seed).",
           (unsigned long long)s->ops, s->rate, s->concurrency, (unsigned long long)s->seed, d);
-  if (s->scenario == DEMO_SC_STORM)
-    fprintf(f, " libraryd ran with <code>%s</code>; its capacity for this workload, measured "
-               "just before (closed loop, no faults), was %.0f requests/s, so the load was %.0f%% "
-               "of it.", s->server_args, s->capacity, s->capacity > 0 ? 100.0 * s->rate / s->capacity : 0);
+  if (s->scenario == DEMO_SC_STORM) {
+    /* Why escaped: the only string of the report that went out raw */
+    fputs(" libraryd ran with <code>", f);
+    demo_html_escape(f, s->server_args);
+    fprintf(f,
+            "</code>; its capacity for this workload, measured just before (closed loop, no "
+            "faults), was %.0f requests/s, so the load was %.0f%% of it.",
+            s->capacity, s->capacity > 0 ? 100.0 * s->rate / s->capacity : 0);
+  }
   fputs("</p>\n", f);
   if (s->n_fault_rules) {
     fputs("<p>libraryd's fault rules, in order (the first rule that fires decides; latency adds "
@@ -425,7 +437,9 @@ static void clients(FILE *f, const demo_summary *s) {
 }
 
 static void scenario_html(FILE *f, const demo_summary *s) {
-  fprintf(f, "<h2>Scenario: %s</h2>\n", s->name);
+  fputs("<h2>Scenario: ", f);
+  demo_html_escape(f, s->name); /* every interpolated string is escaped, static or not */
+  fputs("</h2>\n", f);
   if (s->scenario == DEMO_SC_STORM)
     fputs("<p>libraryd with a fixed number of workers and a FIFO queue, loaded at 70% of its "
           "capacity; for a few seconds its service time is multiplied by 4 (the seeds' "
@@ -452,13 +466,46 @@ static void scenario_html(FILE *f, const demo_summary *s) {
   settings(f, s);
 }
 
-int demo_report_write(const char *path, const demo_summary *const *s, int n, char *err,
-                      size_t errcap) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    snprintf(err, errcap, "cannot write %s: %s", path, strerror(errno));
+/* The directory part of `path` ("." when it has none). */
+static void dir_of(const char *path, char *out, size_t cap) {
+  const char *slash = strrchr(path, '/');
+  if (!slash)
+    snprintf(out, cap, ".");
+  else if (slash == path)
+    snprintf(out, cap, "/");
+  else
+    snprintf(out, cap, "%.*s", (int)(slash - path), path);
+}
+
+int demo_report_check(const char *path, char *err, size_t errcap) {
+  struct stat st;
+  if (stat(path, &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      snprintf(err, errcap, "--report %s: is a directory", path);
+      return -1;
+    }
+    if (faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) != 0) {
+      snprintf(err, errcap, "--report %s: cannot write it: %s", path, strerror(errno));
+      return -1;
+    }
+    return 0;
+  }
+  if (errno != ENOENT) {
+    snprintf(err, errcap, "--report %s: %s", path, strerror(errno));
     return -1;
   }
+  char dir[4096];
+  dir_of(path, dir, sizeof dir);
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
+      faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) != 0) {
+    snprintf(err, errcap, "--report %s: cannot create a file in %s: %s", path, dir,
+             errno ? strerror(errno) : "not a directory");
+    return -1;
+  }
+  return 0;
+}
+
+static int write_page(FILE *f, const demo_summary *const *s, int n) {
   fprintf(f,
           "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
           "<title>linkd demo: why retry policies matter</title>\n<style>%s</style>\n"
@@ -480,11 +527,62 @@ int demo_report_write(const char *path, const demo_summary *const *s, int n, cha
         "linkd demo --scenario storm --seed 7           # other draws\n"
         "</pre>\n<p>docs/demo.md explains every number.</p>\n</body>\n</html>\n",
         f);
-  bool failed = ferror(f) != 0;
-  if (fclose(f) != 0)
-    failed = true;
-  if (failed) {
+  return ferror(f) ? -1 : 0;
+}
+
+int demo_report_write(const char *path, const demo_summary *const *s, int n, char *err,
+                      size_t errcap) {
+  /* Why a temporary file and rename() for a regular file: a failed write (a full disk) left an
+   * empty or cut report behind, in place of the previous one, and two demos writing the same
+   * report could interleave. A device or pipe (/dev/stdout, /dev/full) is written directly. */
+  char target[4096], tmp[4096 + 16];
+  struct stat st;
+  bool exists = stat(path, &st) == 0;
+  bool atomic = !exists || S_ISREG(st.st_mode);
+  if (atomic && exists && realpath(path, target)) {
+    /* through a symlink: replace the file it points to, not the link */
+  } else if ((size_t)snprintf(target, sizeof target, "%s", path) >= sizeof target) {
+    snprintf(err, errcap, "cannot write %s: %s", path, strerror(ENAMETOOLONG));
+    return -1;
+  }
+  FILE *f = NULL;
+  if (atomic) {
+    snprintf(tmp, sizeof tmp, "%s.XXXXXX", target);
+    int fd = mkstemp(tmp);
+    int mkstemp_errno = errno;
+    mode_t mask = umask(0);
+    umask(mask);
+    if (fd >= 0 && fchmod(fd, exists ? (st.st_mode & 07777) : (0666 & ~mask)) == 0)
+      f = fdopen(fd, "w");
+    if (!f && fd >= 0) {
+      close(fd);
+      unlink(tmp);
+    }
+    if (!f && fd < 0 && mkstemp_errno != EACCES && mkstemp_errno != EPERM) {
+      snprintf(err, errcap, "cannot write %s: %s", path, strerror(mkstemp_errno));
+      return -1;
+    }
+    atomic = f != NULL; /* no file beside it (a writable file in a read-only directory): direct */
+  }
+  if (!f && !(f = fopen(path, "w"))) {
     snprintf(err, errcap, "cannot write %s: %s", path, strerror(errno));
+    return -1;
+  }
+  errno = 0;
+  bool failed = write_page(f, s, n) != 0 || fflush(f) != 0;
+  int e = errno;
+  if (fclose(f) != 0 && !failed) {
+    failed = true;
+    e = errno;
+  }
+  if (!failed && atomic && rename(tmp, target) != 0) {
+    failed = true;
+    e = errno;
+  }
+  if (failed) {
+    if (atomic)
+      unlink(tmp);
+    snprintf(err, errcap, "cannot write %s: %s", path, strerror(e ? e : EIO));
     return -1;
   }
   return 0;

@@ -12,10 +12,16 @@
 
 #include <stdio.h>
 
-/* Writes the report of the n scenarios to `path` (created or truncated). 0, or -1 with a message
- * in err. */
+/* Writes the report of the n scenarios to `path`. A regular file (or a new one) is replaced
+ * whole through a temporary file beside it, so a failed write leaves the previous file (or
+ * none), never a cut one; anything else (/dev/stdout, a pipe) is written directly. 0, or -1 with
+ * a message in err. */
 int demo_report_write(const char *path, const demo_summary *const *s, int n, char *err,
                       size_t errcap);
+/* Whether the report can plausibly be written to `path`, checked before the run: not a
+ * directory; an existing file writable, or else its directory existing and writable. 0, or -1
+ * with a message in err. (A full disk shows only when the report is written.) */
+int demo_report_check(const char *path, char *err, size_t errcap);
 
 /* The parts, for tests and reuse; each writes to `f`. */
 /* Latency CDF: x = latency on a log scale, y = share of operations at or below it. */

@@ -20,10 +20,13 @@
 #include <linkd/budget.h>
 #include <linkd/retry.h>
 
+#include <dirent.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -378,6 +381,47 @@ static void test_recovery(void **state) {
   demo_client_stats_free(&st);
 }
 
+/* A schedule longer than the series (60 s): --rate 10 --ops 1000 is 100 s, the outage from 40 s
+ * to 55 s. Nothing is judged past the series' last window (it read ok[600..], the next arrays,
+ * and "recovered" at 60 s on the failure counts); not recovered within it is "too soon to tell",
+ * not "never", since the run went on; a trigger past the series cannot be judged at all (the
+ * baseline read far past the allocation). */
+static void test_recovery_past_the_series(void **state) {
+  (void)state;
+  demo_client_stats st;
+  memset(&st, 0, sizeof st);
+  st.series = calloc(1, sizeof *st.series);
+  assert_non_null(st.series);
+  for (int w = 0; w < DEMO_WINDOWS; w++) {
+    st.series->ok[w] = w < 400 ? 10 : 0; /* down from the outage to the series' end */
+    st.series->failed[w] = 10;
+  }
+  demo_run_cfg cfg = {.n = 1000,
+                      .rate = 10,
+                      .deadline = LK_SEC(2),
+                      .trigger_from = LK_SEC(40),
+                      .trigger_to = LK_SEC(55)};
+  demo_client_finish(&cfg, &st);
+  assert_int_equal(st.series->n, DEMO_WINDOWS);
+  assert_true(st.baseline == 10.0);
+  assert_int_equal(st.recovery, DEMO_RECOVERY_TOO_SHORT);
+  /* back within the series: judged as usual */
+  for (int w = 570; w < DEMO_WINDOWS; w++)
+    st.series->ok[w] = 10;
+  demo_client_finish(&cfg, &st);
+  assert_int_equal(st.recovery, LK_SEC(2));
+  /* --rate 1 --ops 1000: the outage starts at 400 s, far past the series */
+  memset(st.series, 0, sizeof *st.series);
+  demo_run_cfg slow = {.n = 1000,
+                       .rate = 1,
+                       .deadline = LK_SEC(2),
+                       .trigger_from = LK_SEC(400),
+                       .trigger_to = LK_SEC(550)};
+  demo_client_finish(&slow, &st);
+  assert_int_equal(st.recovery, DEMO_RECOVERY_TOO_SHORT);
+  demo_client_stats_free(&st);
+}
+
 static void test_table_json(void **state) {
   (void)state;
   demo_summary s, t;
@@ -389,12 +433,14 @@ static void test_table_json(void **state) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
-  assert_int_equal(demo_table_json(f, both, 2, "/tmp/r.html"), 0);
+  assert_int_equal(demo_table_json(f, both, 2, "/tmp/r.html", true, NULL), 0);
   fclose(f);
   json_error_t je;
   json_t *root = json_loads(buf, 0, &je);
   assert_non_null(root);
   assert_string_equal(json_string_value(json_object_get(root, "report")), "/tmp/r.html");
+  assert_true(json_is_true(json_object_get(root, "complete")));
+  assert_true(json_is_null(json_object_get(root, "error")));
   json_t *scs = json_object_get(root, "scenarios");
   assert_int_equal(json_array_size(scs), 2);
   assert_string_equal(json_string_value(json_object_get(json_array_get(scs, 0), "name")),
@@ -423,6 +469,34 @@ static void test_table_json(void **state) {
   assert_int_equal(json_array_size(json_object_get(se, "ok")), 120);
   assert_int_equal(json_array_size(json_object_get(se, "server")), 120);
   assert_true(json_is_null(json_object_get(json_object_get(fixed, "series"), "server")));
+  json_decref(root);
+  free(buf);
+
+  /* a partial run: only the scenarios that finished, why it stopped; a path that is not UTF-8
+   * (--libraryd, --report) no longer drops the whole document */
+  t.libraryd = "/tmp/\xff\xfe/libraryd";
+  const demo_summary *one[1] = {&t};
+  buf = NULL;
+  f = open_memstream(&buf, &len);
+  assert_int_equal(demo_table_json(f, one, 1, NULL, false, "interrupted \xff"), 0);
+  fclose(f);
+  root = json_loads(buf, 0, &je);
+  assert_non_null(root);
+  assert_false(json_is_true(json_object_get(root, "complete")));
+  assert_string_equal(json_string_value(json_object_get(root, "error")), "interrupted ?");
+  assert_true(json_is_null(json_object_get(root, "report")));
+  json_t *sc = json_array_get(json_object_get(root, "scenarios"), 0);
+  assert_string_equal(json_string_value(json_object_get(sc, "libraryd")), "/tmp/?\?/libraryd");
+  json_decref(root);
+  free(buf);
+  /* nothing finished: still one document */
+  buf = NULL;
+  f = open_memstream(&buf, &len);
+  assert_int_equal(demo_table_json(f, NULL, 0, NULL, false, "no libraryd"), 0);
+  fclose(f);
+  root = json_loads(buf, 0, &je);
+  assert_non_null(root);
+  assert_int_equal(json_array_size(json_object_get(root, "scenarios")), 0);
   json_decref(root);
   free(buf);
   free_summary(&s);
@@ -489,6 +563,202 @@ static void test_report(void **state) {
   assert_int_equal(demo_report_write(path, one, 1, err, sizeof err), -1);
   assert_non_null(strstr(err, "cannot write"));
   rmdir(dir);
+  free_summary(&s);
+}
+
+/* A minimal check that the page is well formed: every element that needs an end tag is closed in
+ * order (html, head, body, p, ul, li, table, tr, td, svg, text, ...); void elements (meta, br)
+ * and self-closed SVG elements (<line .../>) need none. Text between tags holds no '<'. Returns
+ * NULL, or what went wrong. */
+static const char *html_balance(const char *html, char *why, size_t cap) {
+  static const char *const void_el[] = {"meta", "br", "hr", "img", "input", "link", NULL};
+  char stack[64][16];
+  int depth = 0;
+  const char *p = strstr(html, "<!DOCTYPE html>");
+  if (p != html)
+    return "no <!DOCTYPE html> first";
+  p += strlen("<!DOCTYPE html>");
+  while ((p = strchr(p, '<')) != NULL) {
+    bool end = p[1] == '/';
+    const char *n = p + 1 + end;
+    size_t len = strspn(n, "abcdefghijklmnopqrstuvwxyz0123456789");
+    if (len == 0 || len >= 16) {
+      snprintf(why, cap, "a '<' that starts no tag: %.40s", p);
+      return why;
+    }
+    const char *gt = strchr(n, '>');
+    if (!gt)
+      return "an unterminated tag";
+    for (const char *q = n; q < gt; q++)
+      if (*q == '<') {
+        snprintf(why, cap, "a '<' inside a tag: %.40s", p);
+        return why;
+      }
+    char name[16];
+    memcpy(name, n, len);
+    name[len] = '\0';
+    bool is_void = gt[-1] == '/';
+    for (int k = 0; void_el[k]; k++)
+      is_void = is_void || !strcmp(name, void_el[k]);
+    if (end) {
+      if (depth == 0 || strcmp(stack[depth - 1], name)) {
+        snprintf(why, cap, "</%s> closes <%s>", name, depth ? stack[depth - 1] : "nothing");
+        return why;
+      }
+      depth--;
+    } else if (!is_void) {
+      if (depth == 64)
+        return "nested too deep";
+      snprintf(stack[depth++], sizeof stack[0], "%s", name);
+    }
+    p = gt + 1;
+  }
+  if (depth != 0) {
+    snprintf(why, cap, "<%s> never closed", stack[depth - 1]);
+    return why;
+  }
+  return NULL;
+}
+
+/* Every string the report interpolates is escaped, whatever it holds (it wrote the storm's
+ * server arguments and the scenario's name raw), and the page stays well formed and offline. */
+static void test_report_hostile_strings(void **state) {
+  (void)state;
+  static const char evil[] = "<script src=\"http://x/\">alert('x')</script>&amp;\"'";
+  static const char *const evil_rules[] = {evil};
+  demo_summary s;
+  fill_summary(&s);
+  s.name = evil;
+  s.server_args = evil;
+  s.trigger_rule = evil;
+  s.fault_rules = evil_rules;
+  for (int i = 0; i < DEMO_NCLIENTS; i++) {
+    s.c[i].title = evil;
+    s.c[i].how = evil;
+    s.c[i].impl = evil;
+  }
+  char dir[] = "/tmp/linkd-demo-test-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[256], err[300], why[128];
+  snprintf(path, sizeof path, "%s/r.html", dir);
+  const demo_summary *one[1] = {&s};
+  assert_int_equal(demo_report_write(path, one, 1, err, sizeof err), 0);
+  char *html = slurp(path);
+  assert_non_null(html);
+  assert_null(strstr(html, "<script"));
+  assert_null(strstr(html, "alert('x')"));
+  assert_null(strstr(html, "src=\""));
+  assert_non_null(strstr(html, "&lt;script src=&quot;http://x/&quot;&gt;alert(&#39;x&#39;)"));
+  const char *bad = html_balance(html, why, sizeof why);
+  if (bad)
+    fprintf(stderr, "not well formed: %s\n", bad);
+  assert_null(bad);
+  free(html);
+  unlink(path);
+  rmdir(dir);
+  free_summary(&s);
+}
+
+/* Where the report may go is checked before the run (a directory, or a read-only or missing
+ * directory, failed only after the whole run); the check creates nothing. */
+static void test_report_check(void **state) {
+  (void)state;
+  char dir[] = "/tmp/linkd-demo-test-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[256], err[512];
+  assert_int_equal(demo_report_check(dir, err, sizeof err), -1);
+  assert_non_null(strstr(err, "is a directory"));
+  snprintf(path, sizeof path, "%s/missing/r.html", dir);
+  assert_int_equal(demo_report_check(path, err, sizeof err), -1);
+  assert_non_null(strstr(err, "missing"));
+  snprintf(path, sizeof path, "%s/r.html", dir);
+  assert_int_equal(demo_report_check(path, err, sizeof err), 0);
+  assert_int_equal(access(path, F_OK), -1); /* not created by the check */
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fclose(f);
+  assert_int_equal(demo_report_check(path, err, sizeof err), 0);
+  snprintf(path, sizeof path, "%s/r.html/x", dir); /* a file as the directory */
+  assert_int_equal(demo_report_check(path, err, sizeof err), -1);
+  assert_int_equal(demo_report_check("/dev/full", err, sizeof err), 0); /* fails when written */
+  snprintf(path, sizeof path, "%s/r.html", dir);
+  unlink(path);
+  rmdir(dir);
+}
+
+/* A report that cannot be written whole (a full disk, here a file size limit) leaves the previous
+ * one as it was and no temporary file; it truncated the old report and left a cut one. */
+static void test_report_write_fails_whole(void **state) {
+  (void)state;
+  demo_summary s;
+  fill_summary(&s);
+  const demo_summary *one[1] = {&s};
+  char dir[] = "/tmp/linkd-demo-test-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[256], err[300];
+  snprintf(path, sizeof path, "%s/r.html", dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("previous report\n", f);
+  fclose(f);
+  struct rlimit old, small;
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+  small = old;
+  small.rlim_cur = 4096;                            /* the report is tens of KB */
+  void (*old_xfsz)(int) = signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of a signal */
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+  int rc = demo_report_write(path, one, 1, err, sizeof err);
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+  signal(SIGXFSZ, old_xfsz);
+  assert_int_equal(rc, -1);
+  assert_non_null(strstr(err, "cannot write"));
+  char *text = slurp(path);
+  assert_non_null(text);
+  assert_string_equal(text, "previous report\n");
+  free(text);
+  /* nothing else in the directory */
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(d);
+  assert_int_equal(n, 1);
+  /* and when it can be written, it replaces the previous one */
+  assert_int_equal(demo_report_write(path, one, 1, err, sizeof err), 0);
+  text = slurp(path);
+  assert_non_null(text);
+  assert_non_null(strstr(text, "</html>"));
+  free(text);
+  unlink(path);
+  rmdir(dir);
+  free_summary(&s);
+}
+
+/* A trigger past the series (a schedule over 60 s) is shaded within the chart, not drawn
+ * thousands of pixels to the right of it. */
+static void test_report_trigger_past_the_series(void **state) {
+  (void)state;
+  demo_summary s;
+  fill_summary(&s);
+  s.trigger_from = LK_SEC(400);
+  s.trigger_to = LK_SEC(550);
+  for (int i = 0; i < DEMO_NCLIENTS; i++)
+    s.c[i].series->n = DEMO_WINDOWS;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  demo_report_svg_series(f, &s, 0);
+  fclose(f);
+  const char *band = strstr(buf, "fill=\"#f3e3c3\"");
+  assert_non_null(band);
+  const char *x = strstr(buf, "<rect x=\"0\"");
+  assert_non_null(x);
+  x = strstr(x + 1, "<rect x=\""); /* the band */
+  assert_non_null(x);
+  double bx = atof(x + strlen("<rect x=\""));
+  assert_true(bx <= 900.0);
+  free(buf);
   free_summary(&s);
 }
 
@@ -568,12 +838,21 @@ static void test_options(void **state) {
   (void)state;
   /* usage errors never start anything: 64 (EX_USAGE) */
   const char *const bad[][4] = {
-      {"demo", "--ops", "abc", NULL},      {"demo", "--ops", "5", NULL},
-      {"demo", "--ops=-3", NULL, NULL},    {"demo", "--concurrency", "0", NULL},
-      {"demo", "--rate", "1000001", NULL}, {"demo", "--frobnicate", NULL, NULL},
-      {"demo", "--seed", NULL, NULL},      {"demo", "--report=", NULL, NULL},
-      {"demo", "--ops", "10x", NULL},      {"demo", "extra", NULL, NULL},
-      {"demo", "--scenario", "both", NULL}, {"demo", "--storm-seconds", "4", NULL},
+      {"demo", "--ops", "abc", NULL},
+      {"demo", "--ops", "5", NULL},
+      {"demo", "--ops=-3", NULL, NULL},
+      {"demo", "--concurrency", "0", NULL},
+      {"demo", "--rate", "1000001", NULL},
+      {"demo", "--frobnicate", NULL, NULL},
+      {"demo", "--seed", NULL, NULL},
+      {"demo", "--report=", NULL, NULL},
+      {"demo", "--ops", "10x", NULL},
+      {"demo", "extra", NULL, NULL},
+      {"demo", "--scenario", "both", NULL},
+      {"demo", "--storm-seconds", "4", NULL},
+      /* libraryd takes seeds up to 2^63-1: a larger one failed at its first start */
+      {"demo", "--seed", "9223372036854775808", NULL},
+      {"demo", "--seed", "18446744073709551615", NULL},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     assert_int_equal(run_main(bad[i]), 64);
@@ -582,6 +861,9 @@ static void test_options(void **state) {
   /* a missing libraryd is a failure (1) with a message, before any temporary file exists */
   const char *const missing[] = {"demo", "--libraryd", "/nonexistent/libraryd", NULL};
   assert_int_equal(run_main(missing), 1);
+  const char *const max_seed[] = {
+      "demo", "--seed", "9223372036854775807", "--libraryd", "/nonexistent/libraryd", NULL};
+  assert_int_equal(run_main(max_seed), 1); /* accepted; then no libraryd */
 }
 
 int main(void) {
@@ -596,9 +878,14 @@ int main(void) {
       cmocka_unit_test(test_fmt_duration),
       cmocka_unit_test(test_table_rows),
       cmocka_unit_test(test_recovery),
+      cmocka_unit_test(test_recovery_past_the_series),
       cmocka_unit_test(test_table_json),
       cmocka_unit_test(test_report),
       cmocka_unit_test(test_report_empty_histograms),
+      cmocka_unit_test(test_report_hostile_strings),
+      cmocka_unit_test(test_report_trigger_past_the_series),
+      cmocka_unit_test(test_report_check),
+      cmocka_unit_test(test_report_write_fails_whole),
       cmocka_unit_test(test_find_libraryd),
       cmocka_unit_test(test_tmpdir),
       cmocka_unit_test(test_options),
