@@ -12,6 +12,7 @@
 #include <cmocka.h>
 /* clang-format on */
 
+#include "demo_proc.h"
 #include "demo_run.h"
 #include "demo_server.h"
 
@@ -28,205 +29,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-typedef struct run {
-  char tmp[128];  /* private TMPDIR given to linkd demo */
-  char base[128]; /* stdout, stderr, the report, fake programs */
-  char out[192], err[192], report[192];
-  pid_t pid;
-  int64_t started;
-} run;
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return NULL;
-  size_t cap = 4096, len = 0, n;
-  char *b = malloc(cap);
-  while (b && (n = fread(b + len, 1, cap - len - 1, f)) > 0) {
-    len += n;
-    if (cap - len < 2) {
-      char *nb = realloc(b, cap * 2);
-      if (!nb) {
-        free(b);
-        b = NULL;
-        break;
-      }
-      b = nb;
-      cap *= 2;
-    }
-  }
-  fclose(f);
-  if (b)
-    b[len] = '\0';
-  return b;
-}
-
-static void prepare(run *r) {
-  memset(r, 0, sizeof *r);
-  snprintf(r->tmp, sizeof r->tmp, "/tmp/linkd-demo-ht-XXXXXX");
-  assert_non_null(mkdtemp(r->tmp));
-  snprintf(r->base, sizeof r->base, "/tmp/linkd-demo-ho-XXXXXX");
-  assert_non_null(mkdtemp(r->base));
-  snprintf(r->out, sizeof r->out, "%s/stdout", r->base);
-  snprintf(r->err, sizeof r->err, "%s/stderr", r->base);
-  snprintf(r->report, sizeof r->report, "%s/report.html", r->base);
-}
-
-/* Starts `linkd demo ARGS...` (no --report added: the caller passes one) with TMPDIR = r->tmp
- * unless `tmpdir` is given, stdout to r->out unless `stdout_path` is given. */
-static void start_full(run *r, const char *const *args, const char *tmpdir,
-                       const char *stdout_path) {
-  char *argv[32];
-  int argc = 0;
-  argv[argc++] = (char *)LINKD_BIN;
-  argv[argc++] = (char *)"demo";
-  for (int i = 0; args[i] && argc < 30; i++)
-    argv[argc++] = (char *)args[i];
-  argv[argc] = NULL;
-  r->started = now_ms();
-  r->pid = fork();
-  assert_true(r->pid >= 0);
-  if (r->pid == 0) {
-    setenv("TMPDIR", tmpdir ? tmpdir : r->tmp, 1);
-    setenv("LINKD_LIBRARYD", LIBRARYD_BIN, 1);
-    int o = open(stdout_path ? stdout_path : r->out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int e = open(r->err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (o < 0 || e < 0)
-      _exit(120);
-    dup2(o, 1);
-    dup2(e, 2);
-    execv(LINKD_BIN, argv);
-    _exit(121);
-  }
-}
-
-static void start(run *r, const char *const *args) { start_full(r, args, NULL, NULL); }
-
-/* The exit code (128 + signal if killed); kills it and fails after `limit_s`. */
-static int finish(run *r, int limit_s) {
-  int status = 0;
-  for (int waited = 0; waited < limit_s * 1000; waited += 10) {
-    pid_t p = waitpid(r->pid, &status, WNOHANG);
-    if (p == r->pid)
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    sleep_ms(10);
-  }
-  kill(r->pid, SIGKILL);
-  waitpid(r->pid, &status, 0);
-  fail_msg("linkd demo still running after %d s", limit_s);
-  return -1;
-}
-
-static bool wait_for_text(const char *path, const char *needle, int limit_ms) {
-  for (int waited = 0; waited < limit_ms; waited += 20) {
-    char *t = slurp(path);
-    bool found = t && strstr(t, needle);
-    free(t);
-    if (found)
-      return true;
-    sleep_ms(20);
-  }
-  return false;
-}
-
-static bool has_text(const char *path, const char *needle) {
-  return wait_for_text(path, needle, 1);
-}
-
-static int dir_entries(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d)
-    return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-      n++;
-  closedir(d);
-  return n;
-}
-
-/* Pids of the processes whose command line holds every one of the (up to 2) needles; returns how
- * many, the first in *first. */
-static int processes_with(const char *a, const char *b, pid_t *first) {
-  DIR *d = opendir("/proc");
-  if (!d)
-    return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9')
-      continue;
-    char p[300], buf[8192];
-    snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
-    int fd = open(p, O_RDONLY);
-    if (fd < 0)
-      continue;
-    ssize_t len = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (len <= 0)
-      continue;
-    for (ssize_t i = 0; i < len; i++)
-      if (buf[i] == '\0')
-        buf[i] = ' ';
-    buf[len] = '\0';
-    if (strstr(buf, a) && (!b || strstr(buf, b))) {
-      if (n++ == 0 && first)
-        *first = (pid_t)atoi(e->d_name);
-    }
-  }
-  closedir(d);
-  return n;
-}
-
-/* Processes mentioning `needle`, after giving a signalled one up to 1 s to go. */
-static int survivors(const char *needle) {
-  int n = 0;
-  for (int waited = 0; waited < 1000; waited += 20) {
-    if ((n = processes_with(needle, NULL, NULL)) == 0)
-      return 0;
-    sleep_ms(20);
-  }
-  return n;
-}
-
-static void dump(const run *r) {
-  char *t = slurp(r->err);
-  fprintf(stderr, "--- linkd demo stderr ---\n%s\n", t ? t : "(none)");
-  free(t);
-}
-
-static void rm_rf_flat(const char *dir) {
-  DIR *d = opendir(dir);
-  if (d) {
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-      char p[512];
-      snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-      if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-        unlink(p);
-    }
-    closedir(d);
-  }
-  rmdir(dir);
-}
-
-static void cleanup(run *r) {
-  rm_rf_flat(r->base);
-  rm_rf_flat(r->tmp);
-}
 
 /* stdout is one JSON document; returns it (the caller decrefs). */
 static json_t *json_out(const run *r) {
@@ -261,14 +63,14 @@ static void marker(char *buf, size_t cap, int n) {
 static void test_libraryd_exits_at_once(void **state) {
   (void)state;
   run r;
-  prepare(&r);
+  prepare(&r, "ht");
   char mark[64], body[160], bin[256];
   marker(mark, sizeof mark, 1);
   snprintf(body, sizeof body, "%s &\necho 'not libraryd' >&2\nexit 3", mark);
   fake(&r, "exits", body, bin, sizeof bin);
   const char *const args[] = {"--scenario", "faults", "--ops",    "10",     "--json",
                               "--libraryd", bin,      "--report", r.report, NULL};
-  start(&r, args);
+  start_plain(&r, args);
   assert_int_equal(finish(&r, 20), 1);
   assert_true(has_text(r.err, "exited at start (status 3: not libraryd)"));
   assert_true(has_text(r.err, bin));
@@ -288,14 +90,14 @@ static void test_libraryd_exits_at_once(void **state) {
  * closed) is handled like SIGINT and SIGTERM: it killed linkd and left the temporary files. */
 static void never_listens_signalled(int sig, int n) {
   run r;
-  prepare(&r);
+  prepare(&r, "ht");
   char mark[64], body[160], bin[256];
   marker(mark, sizeof mark, n);
   snprintf(body, sizeof body, "%s &\nwait", mark);
   fake(&r, "never", body, bin, sizeof bin);
   const char *const args[] = {"--scenario", "faults", "--ops",    "10",     "--json",
                               "--libraryd", bin,      "--report", r.report, NULL};
-  start(&r, args);
+  start_plain(&r, args);
   bool running = false;
   for (int waited = 0; waited < 5000 && !running; waited += 20) {
     running = processes_with(mark, NULL, NULL) > 0;
@@ -330,10 +132,10 @@ static void test_never_listens_interrupted(void **state) {
 static void test_unusable_report_and_tmpdir(void **state) {
   (void)state;
   run r;
-  prepare(&r);
+  prepare(&r, "ht");
   const char *const dir_report[] = {"--scenario", "faults",   "--ops", "10",
                                     "--json",     "--report", r.base,  NULL};
-  start(&r, dir_report);
+  start_plain(&r, dir_report);
   assert_int_equal(finish(&r, 5), 1);
   assert_true(has_text(r.err, "is a directory"));
   assert_false(has_text(r.err, "running the"));
@@ -344,7 +146,7 @@ static void test_unusable_report_and_tmpdir(void **state) {
   snprintf(missing, sizeof missing, "%s/no/such/dir/r.html", r.base);
   const char *const missing_report[] = {"--scenario", "faults", "--ops", "10",
                                         "--report",   missing,  NULL};
-  start(&r, missing_report);
+  start_plain(&r, missing_report);
   assert_int_equal(finish(&r, 5), 1);
   assert_true(has_text(r.err, "cannot create a file in"));
   assert_false(has_text(r.err, "running the"));
@@ -364,10 +166,10 @@ static void test_unusable_report_and_tmpdir(void **state) {
 static void test_interrupted_json_keeps_finished_scenarios(void **state) {
   (void)state;
   run r;
-  prepare(&r);
+  prepare(&r, "ht");
   const char *const args[] = {"--ops",  "10",       "--storm-seconds", "5",
                               "--json", "--report", r.report,          NULL};
-  start(&r, args);
+  start_plain(&r, args);
   bool in_storm = wait_for_text(r.err, "scenario storm", 90000);
   if (!in_storm)
     dump(&r);
@@ -401,10 +203,10 @@ static void test_interrupted_json_keeps_finished_scenarios(void **state) {
 static void test_libraryd_dies_mid_run(void **state) {
   (void)state;
   run r;
-  prepare(&r);
+  prepare(&r, "ht");
   const char *const args[] = {"--scenario", "faults",   "--ops",  "2000",
                               "--json",     "--report", r.report, NULL};
-  start(&r, args);
+  start_plain(&r, args);
   assert_true(wait_for_text(r.err, "running the fixed interval client", 30000));
   pid_t victim = 0;
   for (int waited = 0; waited < 5000 && !victim; waited += 20) {
@@ -434,13 +236,13 @@ static void test_libraryd_dies_mid_run(void **state) {
 static void test_two_at_once(void **state) {
   (void)state;
   run a, b;
-  prepare(&a);
-  prepare(&b);
+  prepare(&a, "ht");
+  prepare(&b, "ht");
   const char *const args_a[] = {
       "--scenario",          "faults",   "--ops",  "10", "--json", "--seed",
       "9223372036854775807", "--report", a.report, NULL};
   const char *const args_b[] = {"--scenario", "faults", "--ops", "10", "--report", a.report, NULL};
-  start(&a, args_a);
+  start_plain(&a, args_a);
   start_full(&b, args_b, NULL, "/dev/full");
   int ca = finish(&a, 90), cb = finish(&b, 90);
   if (ca != 0 || cb != 1) {

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 /* clang-format on */
 
+#include "demo_proc.h"
 #include "testutil.h"
 
 #include <dirent.h>
@@ -33,168 +34,20 @@
 #include <time.h>
 #include <unistd.h>
 
-
-typedef struct run {
-  char tmp[128];    /* private TMPDIR given to linkd demo */
-  char out[160];    /* stdout */
-  char err[160];    /* stderr */
-  char report[160]; /* --report */
-  pid_t pid;
-} run;
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return NULL;
-  size_t cap = 4096, len = 0;
-  char *b = malloc(cap);
-  size_t n;
-  while (b && (n = fread(b + len, 1, cap - len - 1, f)) > 0) {
-    len += n;
-    if (cap - len < 2) {
-      char *nb = realloc(b, cap * 2);
-      if (!nb) {
-        free(b);
-        b = NULL;
-        break;
-      }
-      b = nb;
-      cap *= 2;
-    }
-  }
-  fclose(f);
-  if (b)
-    b[len] = '\0';
-  return b;
-}
-
-/* Starts `linkd demo ARGS... --report R --json` with TMPDIR set to a private directory. */
+/* Starts `linkd demo ARGS... --report R` with TMPDIR set to a private directory. */
 static void start(run *r, const char *const *args) {
-  memset(r, 0, sizeof *r);
-  snprintf(r->tmp, sizeof r->tmp, "/tmp/linkd-demo-it-XXXXXX");
-  assert_non_null(mkdtemp(r->tmp));
-  char base[] = "/tmp/linkd-demo-out-XXXXXX";
-  assert_non_null(mkdtemp(base));
-  snprintf(r->out, sizeof r->out, "%s/stdout", base);
-  snprintf(r->err, sizeof r->err, "%s/stderr", base);
-  snprintf(r->report, sizeof r->report, "%s/report.html", base);
-  char *argv[32];
-  int argc = 0;
-  argv[argc++] = (char *)LINKD_BIN;
-  argv[argc++] = (char *)"demo";
-  for (; args[argc - 2] && argc < 26; argc++)
-    argv[argc] = (char *)args[argc - 2];
-  argv[argc++] = (char *)"--report";
-  argv[argc++] = r->report;
-  argv[argc] = NULL;
-  r->pid = fork();
-  assert_true(r->pid >= 0);
-  if (r->pid == 0) {
-    setenv("TMPDIR", r->tmp, 1);
-    setenv("LINKD_LIBRARYD", LIBRARYD_BIN, 1);
-    int o = open(r->out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int e = open(r->err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (o < 0 || e < 0)
-      _exit(120);
-    dup2(o, 1);
-    dup2(e, 2);
-    execv(LINKD_BIN, argv);
-    _exit(121);
-  }
-}
-
-/* The exit code (128 + signal if killed); kills it and fails after `limit_s`. */
-static int finish(run *r, int limit_s) {
-  int status = 0;
-  for (int waited = 0; waited < limit_s * 1000; waited += 20) {
-    pid_t p = waitpid(r->pid, &status, WNOHANG);
-    if (p == r->pid)
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    sleep_ms(20);
-  }
-  kill(r->pid, SIGKILL);
-  waitpid(r->pid, &status, 0);
-  fail_msg("linkd demo still running after %d s", limit_s);
-  return -1;
-}
-
-static bool wait_for_text(const char *path, const char *needle, int limit_ms) {
-  for (int waited = 0; waited < limit_ms; waited += 20) {
-    char *t = slurp(path);
-    bool found = t && strstr(t, needle);
-    free(t);
-    if (found)
-      return true;
-    sleep_ms(20);
-  }
-  return false;
-}
-
-static int dir_entries(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d)
-    return -1;
+  prepare(r, "it");
+  const char *argv[32];
   int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-      n++;
-  closedir(d);
-  return n;
+  for (; args[n] && n < 28; n++)
+    argv[n] = args[n];
+  argv[n++] = "--report";
+  argv[n++] = r->report;
+  argv[n] = NULL;
+  start_full(r, argv, NULL, NULL);
 }
 
-/* Processes whose command line mentions `needle` (libraryd gets its --db inside TMPDIR). */
-static int processes_mentioning(const char *needle) {
-  DIR *d = opendir("/proc");
-  if (!d)
-    return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9')
-      continue;
-    char p[300], buf[8192];
-    snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
-    int fd = open(p, O_RDONLY);
-    if (fd < 0)
-      continue;
-    ssize_t len = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (len <= 0)
-      continue;
-    for (ssize_t i = 0; i < len; i++)
-      if (buf[i] == '\0')
-        buf[i] = ' ';
-    buf[len] = '\0';
-    if (strstr(buf, needle))
-      n++;
-  }
-  closedir(d);
-  return n;
-}
-
-static void cleanup(run *r) {
-  unlink(r->out);
-  unlink(r->err);
-  unlink(r->report);
-  char *slash = strrchr(r->out, '/');
-  if (slash) {
-    *slash = '\0';
-    rmdir(r->out);
-  }
-  rmdir(r->tmp);
-}
-
-static void dump(const run *r) {
-  char *t = slurp(r->err);
-  fprintf(stderr, "--- linkd demo stderr ---\n%s\n", t ? t : "(none)");
-  free(t);
-}
+static int processes_mentioning(const char *needle) { return processes_with(needle, NULL, NULL); }
 
 static json_t *client(json_t *sc, const char *name) {
   json_t *cl = json_object_get(sc, "clients");
