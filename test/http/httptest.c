@@ -6,14 +6,15 @@
 
 #include "httptest.h"
 
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -285,4 +286,87 @@ void ht_raw_stop(ht_raw *r) {
   pthread_join(r->th, NULL);
   close(r->fd);
   r->fd = 0;
+}
+
+/* --- an external loop on poll() ------------------------------------------------------------- */
+
+static void loop_socket_fn(void *ud, int fd, int events) {
+  ht_loop *l = ud;
+  for (int i = 0; i < l->n; i++)
+    if (l->fd[i] == fd) {
+      if (events) {
+        l->ev[i] = events;
+      } else {
+        l->fd[i] = l->fd[--l->n];
+        l->ev[i] = l->ev[l->n];
+      }
+      return;
+    }
+  if (events) {
+    assert_true(l->n < HT_LOOP_FDS);
+    l->fd[l->n] = fd;
+    l->ev[l->n++] = events;
+  }
+}
+
+static void loop_timer_fn(void *ud, int64_t delay) {
+  ht_loop *l = ud;
+  l->timer_at = delay < 0 ? INT64_MAX : lk_now_ns() + delay;
+}
+
+static void loop_close_fn(void *ud, int fd) {
+  ht_loop *l = ud;
+  l->closes++;
+  loop_socket_fn(ud, fd, 0);
+}
+
+void ht_loop_init_with(ht_loop *l, lk_http_transport tp, bool start_submitted) {
+  memset(l, 0, sizeof *l);
+  l->timer_at = INT64_MAX;
+  lk_http_client_config cc;
+  lk_http_client_config_init_default(&cc);
+  cc.socket_fn = loop_socket_fn;
+  cc.timer_fn = loop_timer_fn;
+  cc.close_fn = loop_close_fn;
+  cc.loop_ud = l;
+  cc.transport = tp;
+  cc.start_submitted = start_submitted;
+  l->c = lk_http_client_new(&cc);
+  assert_non_null(l->c);
+}
+
+void ht_loop_init(ht_loop *l, lk_http_transport tp) { ht_loop_init_with(l, tp, false); }
+
+void ht_loop_free(ht_loop *l) {
+  lk_http_client_free(l->c);
+  l->c = NULL;
+}
+
+void ht_loop_once(ht_loop *l, int max_ms) {
+  struct pollfd p[HT_LOOP_FDS];
+  int n = l->n;
+  for (int i = 0; i < n; i++)
+    p[i] = (struct pollfd){.fd = l->fd[i],
+                           .events = (short)((l->ev[i] & LK_HTTP_POLL_IN ? POLLIN : 0) |
+                                             (l->ev[i] & LK_HTTP_POLL_OUT ? POLLOUT : 0))};
+  int ms = max_ms;
+  if (l->timer_at != INT64_MAX) {
+    int64_t d = l->timer_at - lk_now_ns();
+    int tm = d <= 0 ? 0 : (int)((d + LK_NS_PER_MS - 1) / LK_NS_PER_MS);
+    if (tm < ms)
+      ms = tm;
+  }
+  int rc = poll(p, (nfds_t)n, ms);
+  assert_true(rc >= 0 || errno == EINTR);
+  for (int i = 0; i < n && rc > 0; i++) {
+    if (!p[i].revents)
+      continue;
+    int ev = (p[i].revents & (POLLIN | POLLHUP | POLLERR) ? LK_HTTP_POLL_IN : 0) |
+             (p[i].revents & (POLLOUT | POLLERR) ? LK_HTTP_POLL_OUT : 0);
+    assert_int_equal(lk_http_client_socket_action(l->c, p[i].fd, ev), LK_OK);
+  }
+  if (l->timer_at != INT64_MAX && lk_now_ns() >= l->timer_at) {
+    l->timer_at = INT64_MAX;
+    assert_int_equal(lk_http_client_timer_action(l->c), LK_OK);
+  }
 }

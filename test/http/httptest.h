@@ -87,4 +87,23 @@ void ht_raw_start(ht_raw *r, const char *resp, size_t len);
 void ht_raw_url(const ht_raw *r, char *buf, size_t cap);
 void ht_raw_stop(ht_raw *r);
 
+/* An external event loop on poll() for either transport: the client's sockets and timer as its
+ * callbacks set them, served one pass at a time. */
+#define HT_LOOP_FDS 64
+typedef struct ht_loop {
+  int fd[HT_LOOP_FDS];
+  int ev[HT_LOOP_FDS];
+  int n;
+  int64_t timer_at; /* INT64_MAX: none */
+  int closes;       /* close_fn calls */
+  lk_http_client *c;
+} ht_loop;
+
+/* A client on the loop (start_submitted: calls start when the loop's next pass says so). */
+void ht_loop_init_with(ht_loop *l, lk_http_transport tp, bool start_submitted);
+void ht_loop_init(ht_loop *l, lk_http_transport tp);
+void ht_loop_free(ht_loop *l);
+/* One pass: waits for readiness or the timer (at most `max_ms`), then dispatches. */
+void ht_loop_once(ht_loop *l, int max_ms);
+
 #endif

@@ -19,6 +19,8 @@
 
 #include <linkd/http.h>
 
+#include "httptest.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -289,89 +291,6 @@ static hs_cfg one(const char *resp, hs_end end) {
   return c;
 }
 
-/* --- an external loop on poll(), either transport ------------------------------------------- */
-#define LOOP_FDS 32
-
-typedef struct loop {
-  int fd[LOOP_FDS];
-  int ev[LOOP_FDS];
-  int n;
-  int64_t timer_at; /* INT64_MAX: none */
-  lk_http_client *c;
-} loop;
-
-static void socket_fn(void *ud, int fd, int events) {
-  loop *l = ud;
-  for (int i = 0; i < l->n; i++)
-    if (l->fd[i] == fd) {
-      if (events) {
-        l->ev[i] = events;
-      } else {
-        l->fd[i] = l->fd[--l->n];
-        l->ev[i] = l->ev[l->n];
-      }
-      return;
-    }
-  if (events) {
-    assert_true(l->n < LOOP_FDS);
-    l->fd[l->n] = fd;
-    l->ev[l->n++] = events;
-  }
-}
-
-static void timer_fn(void *ud, int64_t delay) {
-  loop *l = ud;
-  l->timer_at = delay < 0 ? INT64_MAX : lk_now_ns() + delay;
-}
-
-static void loop_init(loop *l, lk_http_transport tp) {
-  memset(l, 0, sizeof *l);
-  l->timer_at = INT64_MAX;
-  lk_http_client_config cc;
-  lk_http_client_config_init_default(&cc);
-  cc.socket_fn = socket_fn;
-  cc.timer_fn = timer_fn;
-  cc.loop_ud = l;
-  cc.transport = tp;
-  l->c = lk_http_client_new(&cc);
-  assert_non_null(l->c);
-}
-
-static void loop_free(loop *l) {
-  lk_http_client_free(l->c);
-  l->c = NULL;
-}
-
-/* One pass: readiness or the timer (at most `max_ms`), then the socket actions, then the timer. */
-static void loop_once(loop *l, int max_ms) {
-  struct pollfd p[LOOP_FDS];
-  int n = l->n;
-  for (int i = 0; i < n; i++)
-    p[i] = (struct pollfd){.fd = l->fd[i],
-                           .events = (short)((l->ev[i] & LK_HTTP_POLL_IN ? POLLIN : 0) |
-                                             (l->ev[i] & LK_HTTP_POLL_OUT ? POLLOUT : 0))};
-  int ms = max_ms;
-  if (l->timer_at != INT64_MAX) {
-    int64_t d = l->timer_at - lk_now_ns();
-    int tm = d <= 0 ? 0 : (int)((d + LK_NS_PER_MS - 1) / LK_NS_PER_MS);
-    if (tm < ms)
-      ms = tm;
-  }
-  int rc = poll(p, (nfds_t)n, ms);
-  assert_true(rc >= 0 || errno == EINTR);
-  for (int i = 0; i < n && rc > 0; i++) {
-    if (!p[i].revents)
-      continue;
-    int ev = (p[i].revents & (POLLIN | POLLHUP | POLLERR) ? LK_HTTP_POLL_IN : 0) |
-             (p[i].revents & (POLLOUT | POLLERR) ? LK_HTTP_POLL_OUT : 0);
-    assert_int_equal(lk_http_client_socket_action(l->c, p[i].fd, ev), LK_OK);
-  }
-  if (l->timer_at != INT64_MAX && lk_now_ns() >= l->timer_at) {
-    l->timer_at = INT64_MAX;
-    assert_int_equal(lk_http_client_timer_action(l->c), LK_OK);
-  }
-}
-
 typedef struct run {
   lk_http_result *res;
   bool done;
@@ -398,7 +317,7 @@ static void print_run(const run *r, lk_http_transport tp, const char *what) {
 
 /* One call of `method` to `s`'s "/x", bounded by 10 s of wall time. `start_now`: the loop starts
  * it at once (lk_http_client_start_submitted) instead of from its timer. */
-static void call_ex(loop *l, const hs *s, const char *method, const lk_http_policy *pol,
+static void call_ex(ht_loop *l, const hs *s, const char *method, const lk_http_policy *pol,
                     bool start_now, run *out) {
   char url[64];
   snprintf(url, sizeof url, "http://127.0.0.1:%d/x", s->port);
@@ -412,7 +331,7 @@ static void call_ex(loop *l, const hs *s, const char *method, const lk_http_poli
     assert_int_equal(lk_http_client_start_submitted(l->c), LK_OK);
   while (!out->done) {
     assert_true(lk_now_ns() - t0 < LK_SEC(10));
-    loop_once(l, 20);
+    ht_loop_once(l, 20);
   }
   out->wall = lk_now_ns() - t0;
   out->err = lk_http_result_err(out->res);
@@ -420,7 +339,7 @@ static void call_ex(loop *l, const hs *s, const char *method, const lk_http_poli
   out->resp = lk_http_result_response(out->res);
 }
 
-static void call(loop *l, const hs *s, const char *method, const lk_http_policy *pol, run *out) {
+static void call(ht_loop *l, const hs *s, const char *method, const lk_http_policy *pol, run *out) {
   call_ex(l, s, method, pol, false, out);
 }
 
@@ -479,8 +398,8 @@ static void check(const run *r, const want *w, lk_http_transport tp, const char 
 static void expect(const hs_cfg *cfg, const lk_http_policy *pol, const want *w, const char *what) {
   for (size_t i = 0; i < 2; i++) {
     hs *srv = hs_start(cfg);
-    loop l;
-    loop_init(&l, TRANSPORTS[i]);
+    ht_loop l;
+    ht_loop_init(&l, TRANSPORTS[i]);
     run r;
     call(&l, srv, "GET", pol, &r);
     check(&r, w, TRANSPORTS[i], what);
@@ -488,7 +407,7 @@ static void expect(const hs_cfg *cfg, const lk_http_policy *pol, const want *w, 
     if (w->err != LK_OK)
       assert_int_equal(atomic_load(&srv->conns), (int)w->attempts);
     run_free(&r);
-    loop_free(&l);
+    ht_loop_free(&l);
     hs_stop(srv);
   }
 }
@@ -711,8 +630,8 @@ static void test_interim_heads(void **s) {
   cfg.nsteps = 2;
   for (size_t i = 0; i < 2; i++) {
     hs *srv = hs_start(&cfg);
-    loop l;
-    loop_init(&l, TRANSPORTS[i]);
+    ht_loop l;
+    ht_loop_init(&l, TRANSPORTS[i]);
     lk_http_policy pol;
     policy(&pol, 3);
     run r;
@@ -734,7 +653,7 @@ static void test_interim_heads(void **s) {
     assert_int_equal(r.resp->body_len, 2);
     assert_true(r.resp->complete);
     run_free(&r);
-    loop_free(&l);
+    ht_loop_free(&l);
     hs_stop(srv);
   }
 }
@@ -748,8 +667,8 @@ static void test_interim_only(void **s) {
   want w = {LK_EATTEMPTS, LK_F_EMPTY_RESPONSE, 2, LK_PHASE_RECEIVE, LK_MS(200)};
   for (size_t i = 0; i < 2; i++) { /* no response: a 100 is none */
     hs *srv = hs_start(&cfg);
-    loop l;
-    loop_init(&l, TRANSPORTS[i]);
+    ht_loop l;
+    ht_loop_init(&l, TRANSPORTS[i]);
     run r;
     call(&l, srv, "GET", &pol, &r);
     check(&r, &w, TRANSPORTS[i], "100 then close");
@@ -757,7 +676,7 @@ static void test_interim_only(void **s) {
     assert_null(r.resp);
     assert_int_equal(lk_http_result_status(r.res), 0);
     run_free(&r);
-    loop_free(&l);
+    ht_loop_free(&l);
     hs_stop(srv);
   }
   cfg = one("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", HS_IDLE);
@@ -797,8 +716,8 @@ static void retry_after_case(const char *ra_lines, int64_t retry_after, int64_t 
   cfg.step[1] = (hs_step){.resp = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", .end = HS_KEEP};
   for (size_t i = 0; i < 2; i++) {
     hs *srv = hs_start(&cfg);
-    loop l;
-    loop_init(&l, TRANSPORTS[i]);
+    ht_loop l;
+    ht_loop_init(&l, TRANSPORTS[i]);
     lk_http_policy pol;
     policy(&pol, 2);
     pol.deadline = LK_SEC(3);
@@ -817,7 +736,7 @@ static void retry_after_case(const char *ra_lines, int64_t retry_after, int64_t 
                (double)gap / 1e6, (double)min_gap / 1e6, (double)max_gap / 1e6);
     assert_int_equal(r.att[0].decision.from_retry_after, min_gap >= LK_MS(500));
     run_free(&r);
-    loop_free(&l);
+    ht_loop_free(&l);
     hs_stop(srv);
   }
 }
@@ -851,8 +770,8 @@ static void test_retry_after_huge(void **s) {
                    HS_KEEP);
   for (size_t i = 0; i < 2; i++) {
     hs *srv = hs_start(&cfg);
-    loop l;
-    loop_init(&l, TRANSPORTS[i]);
+    ht_loop l;
+    ht_loop_init(&l, TRANSPORTS[i]);
     lk_http_policy pol;
     policy(&pol, 3);
     run r;
@@ -863,7 +782,7 @@ static void test_retry_after_huge(void **s) {
     assert_int_equal(r.att[0].decision.reason, LK_REASON_DELAY_TOO_LONG);
     assert_true(r.att[0].decision.from_retry_after);
     run_free(&r);
-    loop_free(&l);
+    ht_loop_free(&l);
     hs_stop(srv);
   }
 }
@@ -884,14 +803,14 @@ static void test_declared_length_too_big(void **s) {
   cfg.step[0].end = HS_KEEP;
   for (size_t i = 0; i < 2; i++) {
     hs *srv = hs_start(&cfg);
-    loop l;
-    loop_init(&l, TRANSPORTS[i]);
+    ht_loop l;
+    ht_loop_init(&l, TRANSPORTS[i]);
     run r;
     call(&l, srv, "HEAD", &pol, &r);
     want ok = {LK_OK, LK_F_NONE, 1, LK_PHASE_DONE, LK_MS(150)};
     check(&r, &ok, TRANSPORTS[i], "HEAD, declared length too big");
     run_free(&r);
-    loop_free(&l);
+    ht_loop_free(&l);
     hs_stop(srv);
   }
 }
@@ -948,8 +867,8 @@ static void test_cut_mid_body(void **s) {
     for (size_t i = 0; i < 2; i++) {
       hs_cfg cfg = one(cases[c].resp, cases[c].end);
       hs *srv = hs_start(&cfg);
-      loop l;
-      loop_init(&l, TRANSPORTS[i]);
+      ht_loop l;
+      ht_loop_init(&l, TRANSPORTS[i]);
       run r;
       call(&l, srv, "GET", &pol, &r);
       want w = {LK_EATTEMPTS, LK_F_PARTIAL_BODY, 2, LK_PHASE_RECEIVE, LK_MS(250)};
@@ -960,7 +879,7 @@ static void test_cut_mid_body(void **s) {
       if (cases[c].kept) /* a chunked body may be kept up to its last whole chunk, or not */
         assert_int_equal(r.resp->body_len, cases[c].kept);
       run_free(&r);
-      loop_free(&l);
+      ht_loop_free(&l);
       hs_stop(srv);
     }
   }
@@ -988,8 +907,8 @@ static void body_past_length(bool later, bool start_now) {
       (hs_step){.resp = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ngood", .end = HS_KEEP};
   for (size_t i = 0; i < 2; i++) {
     hs *srv = hs_start(&cfg);
-    loop l;
-    loop_init(&l, TRANSPORTS[i]);
+    ht_loop l;
+    ht_loop_init(&l, TRANSPORTS[i]);
     lk_http_policy pol;
     policy(&pol, 2);
     run r;
@@ -1027,7 +946,7 @@ static void body_past_length(bool later, bool start_now) {
     assert_int_equal(atomic_load(&srv->conns), 2);
     assert_int_equal(atomic_load(&srv->reqs), 2); /* nothing written on the stray connection */
     run_free(&r);
-    loop_free(&l);
+    ht_loop_free(&l);
     hs_stop(srv);
   }
 }

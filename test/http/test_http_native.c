@@ -27,100 +27,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* --- an external loop on poll() ------------------------------------------------------------- */
-#define LOOP_FDS 64
-
-typedef struct loop {
-  int fd[LOOP_FDS];
-  int ev[LOOP_FDS];
-  int n;
-  int64_t timer_at; /* INT64_MAX: none */
-  int closes;       /* close_fn calls */
-  lk_http_client *c;
-} loop;
-
-static void socket_fn(void *ud, int fd, int events) {
-  loop *l = ud;
-  for (int i = 0; i < l->n; i++)
-    if (l->fd[i] == fd) {
-      if (events) {
-        l->ev[i] = events;
-      } else {
-        l->fd[i] = l->fd[--l->n];
-        l->ev[i] = l->ev[l->n];
-      }
-      return;
-    }
-  if (events) {
-    assert_true(l->n < LOOP_FDS);
-    l->fd[l->n] = fd;
-    l->ev[l->n++] = events;
-  }
-}
-
-static void timer_fn(void *ud, int64_t delay) {
-  loop *l = ud;
-  l->timer_at = delay < 0 ? INT64_MAX : lk_now_ns() + delay;
-}
-
-static void close_fn(void *ud, int fd) {
-  loop *l = ud;
-  l->closes++;
-  socket_fn(ud, fd, 0);
-}
-
-static void loop_init_with(loop *l, lk_http_transport tp, bool start_submitted) {
-  memset(l, 0, sizeof *l);
-  l->timer_at = INT64_MAX;
-  lk_http_client_config cc;
-  lk_http_client_config_init_default(&cc);
-  cc.socket_fn = socket_fn;
-  cc.timer_fn = timer_fn;
-  cc.close_fn = close_fn;
-  cc.loop_ud = l;
-  cc.transport = tp;
-  cc.start_submitted = start_submitted;
-  l->c = lk_http_client_new(&cc);
-  assert_non_null(l->c);
-}
-
-static void loop_init(loop *l, lk_http_transport tp) { loop_init_with(l, tp, false); }
-
-static void loop_free(loop *l) {
-  lk_http_client_free(l->c);
-  l->c = NULL;
-}
-
-/* One pass: waits for readiness or the timer (at most `max_ms`), then dispatches. */
-static void loop_once(loop *l, int max_ms) {
-  struct pollfd p[LOOP_FDS];
-  int n = l->n;
-  for (int i = 0; i < n; i++)
-    p[i] = (struct pollfd){.fd = l->fd[i],
-                           .events = (short)((l->ev[i] & LK_HTTP_POLL_IN ? POLLIN : 0) |
-                                             (l->ev[i] & LK_HTTP_POLL_OUT ? POLLOUT : 0))};
-  int ms = max_ms;
-  if (l->timer_at != INT64_MAX) {
-    int64_t d = l->timer_at - lk_now_ns();
-    int tm = d <= 0 ? 0 : (int)((d + LK_NS_PER_MS - 1) / LK_NS_PER_MS);
-    if (tm < ms)
-      ms = tm;
-  }
-  int rc = poll(p, (nfds_t)n, ms);
-  assert_true(rc >= 0 || errno == EINTR);
-  for (int i = 0; i < n && rc > 0; i++) {
-    if (!p[i].revents)
-      continue;
-    int ev = (p[i].revents & (POLLIN | POLLHUP | POLLERR) ? LK_HTTP_POLL_IN : 0) |
-             (p[i].revents & (POLLOUT | POLLERR) ? LK_HTTP_POLL_OUT : 0);
-    assert_int_equal(lk_http_client_socket_action(l->c, p[i].fd, ev), LK_OK);
-  }
-  if (l->timer_at != INT64_MAX && lk_now_ns() >= l->timer_at) {
-    l->timer_at = INT64_MAX;
-    assert_int_equal(lk_http_client_timer_action(l->c), LK_OK);
-  }
-}
-
 typedef struct done_slot {
   lk_http_result *res;
   bool done;
@@ -141,7 +47,7 @@ typedef struct run {
 } run;
 
 /* One call on the loop, bounded by 10 s of wall time. */
-static void loop_call(loop *l, const char *method, const char *url, const void *body, size_t len,
+static void loop_call(ht_loop *l, const char *method, const char *url, const void *body, size_t len,
                       const lk_http_policy *pol, lk_http_cancel *cancel, run *out) {
   lk_http_request *r = lk_http_request_new(method, url);
   assert_non_null(r);
@@ -153,7 +59,7 @@ static void loop_call(loop *l, const char *method, const char *url, const void *
   lk_http_request_free(r);
   while (!d.done) {
     assert_true(lk_now_ns() - t0 < LK_SEC(10));
-    loop_once(l, 50);
+    ht_loop_once(l, 50);
   }
   out->wall = lk_now_ns() - t0;
   out->res = d.res;
@@ -220,8 +126,8 @@ static void scenario(const scen *sc) {
     assert_int_equal(faultd_start(&fp, sc->mode, a), 0);
     char url[128];
     assert_int_equal(faultd_url(&fp, "/x", url, sizeof url), 0);
-    loop l;
-    loop_init(&l, tp);
+    ht_loop l;
+    ht_loop_init(&l, tp);
     lk_http_policy pol;
     ht_policy(&pol);
     pol.first_byte_timeout = sc->first_byte;
@@ -233,7 +139,7 @@ static void scenario(const scen *sc) {
     check_run(&r, &sc->w, tp, sc->mode);
     assert_true(r.wall < pol.deadline + LK_MS(100));
     run_free(&r);
-    loop_free(&l);
+    ht_loop_free(&l);
     faultd_stop(&fp);
   }
 }
@@ -363,8 +269,8 @@ static void test_write_timeout(void **s) {
     faultd_url(&fp, "/x", url, sizeof url);
     size_t n = (size_t)32 << 20;
     void *blob = ht_blob(n);
-    loop l;
-    loop_init(&l, tp);
+    ht_loop l;
+    ht_loop_init(&l, tp);
     lk_http_policy pol;
     ht_policy(&pol);
     pol.write_timeout = LK_MS(150);
@@ -375,7 +281,7 @@ static void test_write_timeout(void **s) {
     for (size_t i = 0; i < r.nattempts; i++)
       assert_true(r.att[i].bytes_sent > 0 && r.att[i].bytes_sent < n);
     run_free(&r);
-    loop_free(&l);
+    ht_loop_free(&l);
     free(blob);
     faultd_stop(&fp);
   }
@@ -393,8 +299,8 @@ static void test_reset_mid_upload(void **s) {
     faultd_url(&fp, "/x", url, sizeof url);
     size_t n = (size_t)16 << 20;
     void *blob = ht_blob(n);
-    loop l;
-    loop_init(&l, tp);
+    ht_loop l;
+    ht_loop_init(&l, tp);
     lk_http_policy pol;
     ht_policy(&pol);
     run r;
@@ -402,7 +308,7 @@ static void test_reset_mid_upload(void **s) {
     want w = {LK_F_RESET_BEFORE_SEND, 3, LK_EATTEMPTS, false, LK_PHASE_QUEUED};
     check_run(&r, &w, tp, "reset mid upload");
     run_free(&r);
-    loop_free(&l);
+    ht_loop_free(&l);
     free(blob);
     faultd_stop(&fp);
   }
@@ -419,8 +325,8 @@ static void test_reuse_and_wire(void **s) {
   assert_int_equal(faultd_start(&fp, "ok", a), 0);
   char url[128];
   faultd_url(&fp, "/x?q=1", url, sizeof url);
-  loop l;
-  loop_init(&l, LK_HTTP_TRANSPORT_NATIVE);
+  ht_loop l;
+  ht_loop_init(&l, LK_HTTP_TRANSPORT_NATIVE);
   lk_http_policy pol;
   ht_policy(&pol);
   pol.idem_mode = LK_IDEM_AUTO;
@@ -453,7 +359,7 @@ static void test_reuse_and_wire(void **s) {
     assert_string_equal(q[i].attempt, "1");
     assert_true(q[i].has_deadline);
   }
-  loop_free(&l);
+  ht_loop_free(&l);
   faultd_stop(&fp);
 }
 
@@ -468,8 +374,8 @@ static void test_pooled_closed_after_response(void **s) {
   assert_int_equal(faultd_start(&fp, "keepalive_close", a), 0);
   char url[128];
   faultd_url(&fp, "/x", url, sizeof url);
-  loop l;
-  loop_init(&l, LK_HTTP_TRANSPORT_NATIVE);
+  ht_loop l;
+  ht_loop_init(&l, LK_HTTP_TRANSPORT_NATIVE);
   lk_http_policy pol;
   ht_policy(&pol);
   for (int i = 0; i < 3; i++) {
@@ -482,7 +388,7 @@ static void test_pooled_closed_after_response(void **s) {
     /* let the FIN arrive and the loop see it, as a busy gateway's loop would */
     int64_t until = lk_now_ns() + LK_MS(50);
     while (lk_now_ns() < until)
-      loop_once(&l, 10);
+      ht_loop_once(&l, 10);
   }
   faultd_req q[4];
   assert_int_equal(faultd_wait_requests(&fp, 3, 2000), 3);
@@ -490,7 +396,7 @@ static void test_pooled_closed_after_response(void **s) {
   for (int i = 0; i < 3; i++)
     assert_int_equal(q[i].seq, 1);
   assert_true(l.closes >= 2);
-  loop_free(&l);
+  ht_loop_free(&l);
   faultd_stop(&fp);
 }
 
@@ -507,8 +413,8 @@ static void test_pooled_closed_before_response(void **s) {
       assert_int_equal(faultd_start(&fp, "keepalive_close", a), 0);
       char url[128];
       faultd_url(&fp, "/x", url, sizeof url);
-      loop l;
-      loop_init(&l, tp);
+      ht_loop l;
+      ht_loop_init(&l, tp);
       lk_http_policy pol;
       ht_policy(&pol);
       const char *m = post ? "POST" : "GET";
@@ -532,7 +438,7 @@ static void test_pooled_closed_before_response(void **s) {
         assert_int_equal(faultd_wait_requests(&fp, 3, 2000), 3);
       }
       run_free(&r);
-      loop_free(&l);
+      ht_loop_free(&l);
       faultd_stop(&fp);
     }
   }
@@ -628,11 +534,11 @@ static void raw_calls(const char *const *resp, const bool *close_after, const ch
   rsrv_start(v, resp, close_after);
   char url[64];
   snprintf(url, sizeof url, "http://127.0.0.1:%d/x", v->port);
-  loop l;
-  loop_init(&l, LK_HTTP_TRANSPORT_NATIVE);
+  ht_loop l;
+  ht_loop_init(&l, LK_HTTP_TRANSPORT_NATIVE);
   for (int i = 0; i < n; i++)
     loop_call(&l, method, url, NULL, 0, pol, NULL, &out[i]);
-  loop_free(&l);
+  ht_loop_free(&l);
   rsrv_stop(v);
 }
 
@@ -829,8 +735,8 @@ static void test_cancel_mid_attempt(void **s) {
   assert_int_equal(faultd_start(&fp, "slow", a), 0);
   char url[128];
   faultd_url(&fp, "/x", url, sizeof url);
-  loop l;
-  loop_init(&l, LK_HTTP_TRANSPORT_NATIVE);
+  ht_loop l;
+  ht_loop_init(&l, LK_HTTP_TRANSPORT_NATIVE);
   lk_http_policy pol;
   ht_policy(&pol);
   pol.attempt_timeout = LK_SEC(1);
@@ -856,7 +762,7 @@ static void test_cancel_mid_attempt(void **s) {
   assert_int_equal(faultd_wait_requests(&fp, 2, 2000), 2);
   assert_int_equal(faultd_requests(&fp, q, 4), 2);
   assert_int_equal(q[1].conn, 2);
-  loop_free(&l);
+  ht_loop_free(&l);
   faultd_stop(&fp);
 }
 
@@ -869,8 +775,8 @@ static void test_hedge(void **s) {
   assert_int_equal(faultd_start(&fp, "ok", a), 0);
   char url[128];
   faultd_url(&fp, "/x", url, sizeof url);
-  loop l;
-  loop_init(&l, LK_HTTP_TRANSPORT_NATIVE);
+  ht_loop l;
+  ht_loop_init(&l, LK_HTTP_TRANSPORT_NATIVE);
   lk_http_policy pol;
   ht_policy(&pol);
   lk_hedge_policy_init_default(&pol.hedge);
@@ -897,7 +803,7 @@ static void test_hedge(void **s) {
   assert_int_equal(faultd_requests(&fp, q, 4), 3);
   assert_int_not_equal(q[0].conn, q[1].conn);
   assert_int_equal(q[2].conn, q[1].conn);
-  loop_free(&l);
+  ht_loop_free(&l);
   faultd_stop(&fp);
 }
 
@@ -930,8 +836,8 @@ static long feed_pull(void *ctx, char *buf, size_t cap) {
 static void stream_call(lk_http_transport tp, faultd_proc *fp, feed *f, run *out) {
   char url[128];
   faultd_url(fp, "/x", url, sizeof url);
-  loop l;
-  loop_init(&l, tp);
+  ht_loop l;
+  ht_loop_init(&l, tp);
   lk_http_policy pol;
   ht_policy(&pol);
   lk_http_request *r = lk_http_request_new("POST", url);
@@ -943,7 +849,7 @@ static void stream_call(lk_http_transport tp, faultd_proc *fp, feed *f, run *out
   assert_int_equal(lk_http_submit(l.c, r, &pol, NULL, on_done, &d), LK_OK);
   while (!d.done) {
     assert_true(lk_now_ns() - t0 < LK_SEC(10));
-    loop_once(&l, 5);
+    ht_loop_once(&l, 5);
     if (lk_now_ns() >= next && f->avail < f->total) {
       f->avail = f->avail + f->total / 3 > f->total ? f->total : f->avail + f->total / 3;
       if (f->total - f->avail < 3)
@@ -958,7 +864,7 @@ static void stream_call(lk_http_transport tp, faultd_proc *fp, feed *f, run *out
   out->att = lk_http_result_attempts(d.res, &out->nattempts);
   assert_int_equal(lk_http_request_body_streamed(r), f->given);
   lk_http_request_free(r);
-  loop_free(&l);
+  ht_loop_free(&l);
 }
 
 static void test_stream_body(void **s) {
@@ -1021,8 +927,8 @@ static void test_fallback(void **s) {
   faultd_proc fp;
   const char *a[] = {"--max-seconds", "60", NULL};
   assert_int_equal(faultd_start(&fp, "ok", a), 0);
-  loop l;
-  loop_init(&l, LK_HTTP_TRANSPORT_NATIVE);
+  ht_loop l;
+  ht_loop_init(&l, LK_HTTP_TRANSPORT_NATIVE);
   lk_http_policy pol;
   ht_policy(&pol);
   char url[128];
@@ -1036,7 +942,7 @@ static void test_fallback(void **s) {
     run_free(&r);
   }
   assert_int_equal(faultd_wait_requests(&fp, 3, 2000), 3);
-  loop_free(&l);
+  ht_loop_free(&l);
   faultd_stop(&fp);
 }
 
@@ -1050,8 +956,8 @@ static void start_submitted_on(bool flag) {
   assert_int_equal(faultd_start(&fp, "ok", a), 0);
   char url[128];
   faultd_url(&fp, "/x", url, sizeof url);
-  loop l;
-  loop_init_with(&l, LK_HTTP_TRANSPORT_NATIVE, flag);
+  ht_loop l;
+  ht_loop_init_with(&l, LK_HTTP_TRANSPORT_NATIVE, flag);
   lk_http_policy pol;
   ht_policy(&pol);
   for (int i = 0; i < 2; i++) { /* a new connection, then a pooled one */
@@ -1078,7 +984,7 @@ static void start_submitted_on(bool flag) {
     while (!d.done) {
       assert_true(lk_now_ns() - t0 < LK_SEC(5));
       assert_true(l.timer_at > lk_now_ns()); /* never due: only socket events drive the call */
-      struct pollfd p[LOOP_FDS];
+      struct pollfd p[HT_LOOP_FDS];
       for (int j = 0; j < l.n; j++)
         p[j] = (struct pollfd){.fd = l.fd[j],
                                .events = (short)((l.ev[j] & LK_HTTP_POLL_IN ? POLLIN : 0) |
@@ -1101,7 +1007,7 @@ static void start_submitted_on(bool flag) {
     lk_http_result_free(d.res);
   }
   assert_int_equal(lk_http_client_start_submitted(l.c), LK_OK); /* nothing submitted: no-op */
-  loop_free(&l);
+  ht_loop_free(&l);
   faultd_stop(&fp);
 }
 
@@ -1128,8 +1034,8 @@ static void on_done_start(void *ud, lk_http_result *res) {
  * from a callback and outside external mode. */
 static void test_start_submitted_ends_at_once(void **s) {
   (void)s;
-  loop l;
-  loop_init(&l, LK_HTTP_TRANSPORT_NATIVE);
+  ht_loop l;
+  ht_loop_init(&l, LK_HTTP_TRANSPORT_NATIVE);
   lk_http_policy pol;
   ht_policy(&pol);
   lk_http_cancel *tok = lk_http_cancel_new();
@@ -1148,7 +1054,7 @@ static void test_start_submitted_ends_at_once(void **s) {
   assert_int_equal(lk_http_client_active(l.c), 0);
   lk_http_result_free(ss.d.res);
   lk_http_cancel_free(tok);
-  loop_free(&l);
+  ht_loop_free(&l);
   lk_http_client *own = lk_http_client_new(NULL);
   assert_non_null(own);
   assert_int_equal(lk_http_client_start_submitted(own), LK_ESTATE);
@@ -1163,7 +1069,7 @@ static void test_start_submitted_ends_at_once(void **s) {
  * written) is due; (2) a call queued in a bulkhead starts when the slot is handed over; (3) a
  * call submitted from a completion callback starts; (4) a cancelled call ends. */
 typedef struct chain_slot {
-  loop *l;
+  ht_loop *l;
   const char *url;
   const lk_http_policy *pol;
   int left; /* calls still to submit from the callback */
@@ -1196,8 +1102,8 @@ static void test_native_action_others_due(void **s) {
   faultd_url(&ok, "/x", fast_url, sizeof fast_url);
   faultd_url(&slow, "/x", slow_url, sizeof slow_url);
   for (int flag = 0; flag < 2; flag++) {
-    loop l;
-    loop_init_with(&l, LK_HTTP_TRANSPORT_NATIVE, flag);
+    ht_loop l;
+    ht_loop_init_with(&l, LK_HTTP_TRANSPORT_NATIVE, flag);
     lk_http_policy pol;
     ht_policy(&pol);
     pol.deadline = LK_SEC(5);
@@ -1229,7 +1135,7 @@ static void test_native_action_others_due(void **s) {
         assert_int_equal(lk_http_client_start_submitted(l.c), LK_OK);
       while (!d.done) {
         assert_true(lk_now_ns() - t1 < LK_SEC(3));
-        loop_once(&l, 20);
+        ht_loop_once(&l, 20);
       }
       int64_t took = lk_now_ns() - t1;
       assert_int_equal(lk_http_result_failure(d.res), LK_F_FIRST_BYTE_TIMEOUT);
@@ -1255,7 +1161,7 @@ static void test_native_action_others_due(void **s) {
     int64_t fb_at = 0;
     while (!(cs.done && fbd.done && cd.done && bd[0].done && bd[1].done && bd[2].done)) {
       assert_true(lk_now_ns() - t0 < LK_SEC(4)); /* the slow server answers after 2 s */
-      loop_once(&l, 20);
+      ht_loop_once(&l, 20);
       if (fbd.done && !fb_at)
         fb_at = lk_now_ns() - t0;
       if (!fired && lk_now_ns() - t0 > LK_MS(50)) {
@@ -1275,7 +1181,7 @@ static void test_native_action_others_due(void **s) {
     for (int i = 0; i < 3; i++)
       lk_http_result_free(bd[i].res);
     lk_http_cancel_free(tok);
-    loop_free(&l);
+    ht_loop_free(&l);
     lk_bulkhead_free(bh);
   }
   faultd_stop(&ok);
