@@ -129,8 +129,11 @@ static int parse_i64(const char *flag, const char *v, int64_t lo, int64_t hi, in
 
 /* A call on the file failed: the command, the file and why. Returns CLI_EXIT_FAILURE. */
 static int db_failed(const common *c, const char *cmd, int err, const char *after) {
+  /* LK_ESYS from a call on an open outbox: SQLITE_FULL (or no entropy for a key); a full disk
+   * was "input/output error (a damaged file? ...)", which sends an operator to the wrong fix */
   const char *hint = err == LK_EIO      ? " (a damaged file? sqlite3 FILE 'PRAGMA integrity_check')"
                      : err == LK_EAGAIN ? " (another process held the file's lock too long)"
+                     : err == LK_ESYS   ? " (is its file system full? free space and run again)"
                                         : "";
   fprintf(stderr, "linkd outbox: %s: %s: %s%s%s\n", cmd, c->db, lk_strerror(err), hint,
           after ? after : "");
@@ -211,18 +214,22 @@ static int read_data(const char *arg, char **buf, size_t *len) {
     fprintf(stderr, "linkd outbox: cannot read %s: %s\n", arg + 1, strerror(errno));
     return CLI_EXIT_NOINPUT;
   }
+  const size_t max = (size_t)64 << 20; /* lk_outbox_message.body_len: at most 64 MiB */
   size_t cap = 4096, n = 0;
   char *b = malloc(cap);
   while (b) {
     if (n == cap) {
-      char *nb = cap < ((size_t)64 << 20) ? realloc(b, cap * 2) : NULL;
+      /* up to one byte over the limit, so a body of exactly 64 MiB (allowed) is read to its
+       * end: the buffer stopped at 64 MiB, and a full buffer was taken for a larger body */
+      size_t ncap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+      char *nb = cap <= max ? realloc(b, ncap) : NULL;
       if (!nb) {
         free(b);
         b = NULL;
         break;
       }
       b = nb;
-      cap *= 2;
+      cap = ncap;
     }
     size_t r = fread(b + n, 1, cap - n, f);
     n += r;
@@ -247,12 +254,17 @@ static int common_flag(int argc, char **argv, int *i, common *c) {
   const char *a = argv[*i];
   const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
   if (strcmp(a, "--db") == 0) {
-    if (!v)
+    if (!v || !*v)
       return -usage("%s needs a file", a);
     c->db = v;
   } else if (strcmp(a, "--retention") == 0) {
     if (parse_dur(a, v, &c->retention))
       return -CLI_EXIT_USAGE;
+    /* the library takes no window of 0: --retention 0s silently became the default 7 days */
+    if (c->retention <= 0)
+      return -usage("--retention %s: the window must be more than 0 (purge --older-than 0s "
+                    "deletes at once)",
+                    v);
   } else {
     return 0;
   }
@@ -630,14 +642,70 @@ static int cmd_run(int argc, char **argv) {
   return rc;
 }
 
+/* The length of the valid UTF-8 sequence at p (1 to 4), or 0: jansson's rules (no overlong
+ * forms, no surrogates, nothing above U+10FFFF). */
+static size_t utf8_seq(const unsigned char *p, size_t left) {
+  unsigned c = p[0], cp;
+  size_t n;
+  if (c < 0x80)
+    return 1;
+  if (c >= 0xc2 && c <= 0xdf)
+    n = 2, cp = c & 0x1f;
+  else if (c >= 0xe0 && c <= 0xef)
+    n = 3, cp = c & 0x0f;
+  else if (c >= 0xf0 && c <= 0xf4)
+    n = 4, cp = c & 0x07;
+  else
+    return 0;
+  if (left < n)
+    return 0;
+  for (size_t i = 1; i < n; i++) {
+    if ((p[i] & 0xc0) != 0x80)
+      return 0;
+    cp = cp << 6 | (p[i] & 0x3f);
+  }
+  if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+      (cp >= 0xd800 && cp <= 0xdfff))
+    return 0;
+  return n;
+}
+
+/* A stored string as a JSON string, always. jansson refuses invalid UTF-8 (NULL), and
+ * json_object_set_new() then leaves the key out: a header value or URL with a Latin-1 byte
+ * made "headers" or "url" vanish from the object. A byte that is not valid UTF-8 becomes
+ * U+FFFD. */
+static json_t *json_text(const char *s) {
+  size_t n = strlen(s);
+  json_t *j = json_stringn(s, n);
+  char *buf = j ? NULL : malloc(n * 3 + 1);
+  if (!buf)
+    return j;
+  size_t o = 0;
+  for (size_t i = 0; i < n;) {
+    size_t k = utf8_seq((const unsigned char *)s + i, n - i);
+    if (k) {
+      memcpy(buf + o, s + i, k);
+      o += k;
+      i += k;
+    } else {
+      memcpy(buf + o, "\xEF\xBF\xBD", 3);
+      o += 3;
+      i++;
+    }
+  }
+  j = json_stringn(buf, o);
+  free(buf);
+  return j;
+}
+
 static json_t *entry_json(const lk_outbox_entry *e) {
   json_t *j = json_object();
   json_object_set_new(j, "id", json_integer(e->id));
   json_object_set_new(j, "state", json_string(lk_outbox_state_name(e->state)));
-  json_object_set_new(j, "method", json_string(e->method));
-  json_object_set_new(j, "url", json_string(e->url));
-  json_object_set_new(j, "key", json_string(e->key));
-  json_object_set_new(j, "headers", json_string(e->headers));
+  json_object_set_new(j, "method", json_text(e->method));
+  json_object_set_new(j, "url", json_text(e->url));
+  json_object_set_new(j, "key", json_text(e->key));
+  json_object_set_new(j, "headers", json_text(e->headers));
   json_object_set_new(j, "body_bytes", json_integer((json_int_t)e->body_len));
   json_object_set_new(j, "created_ns", json_integer(e->created));
   json_object_set_new(j, "expires_ns", json_integer(e->expires));
@@ -646,9 +714,9 @@ static json_t *entry_json(const lk_outbox_entry *e) {
   json_object_set_new(j, "rounds", json_integer(e->rounds));
   json_object_set_new(j, "attempts", json_integer(e->attempts));
   json_object_set_new(j, "last_error", json_string(e->rounds ? lk_err_name(e->last_error) : ""));
-  json_object_set_new(j, "last_failure", json_string(e->last_failure));
+  json_object_set_new(j, "last_failure", json_text(e->last_failure));
   json_object_set_new(j, "last_status", json_integer(e->last_status));
-  json_object_set_new(j, "response_headers", json_string(e->response_headers));
+  json_object_set_new(j, "response_headers", json_text(e->response_headers));
   json_t *body = json_stringn(e->response_body, e->response_body_len);
   json_object_set_new(j, "response_body", body ? body : json_string("(not UTF-8)"));
   json_object_set_new(j, "response_truncated", json_boolean(e->response_truncated));

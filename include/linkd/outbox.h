@@ -20,13 +20,15 @@
  *             anything else (5xx, transport failures, deadline, budget, breaker, and a 4xx
  *             with Retry-After, such as 409 "a request with this key is still being
  *             processed" after a restart)   -> stays PENDING, next round after a backoff
- *                                               (and not before the Retry-After)
+ *                                               (and not before the Retry-After, cut to the
+ *                                               policy's retry_after_cap as in retry.h)
  *             the expiry passed before delivery -> EXPIRED, kept for the retention window
  *   purge     deletes DELIVERED and EXPIRED entries older than the retention window (and, when
  *             asked, POISONED ones).
  *
- * One sender per file. lk_outbox_send() holds an exclusive lock (flock(2) on "<path>-sender")
- * while it runs; a second sender on the same file gets LK_EAGAIN at once. The kernel drops the
+ * One sender per file. lk_outbox_send() holds an exclusive lock (flock(2) on "<path>-sender",
+ * the path with symlinks resolved) while it runs; a second sender on the same file gets
+ * LK_EAGAIN at once, whatever name it opened the file by. The kernel drops the
  * lock when the process dies, so a sender restarted after kill -9 resends at once instead of
  * waiting for leases to time out. Entries in flight are tracked in the sender's memory only:
  * nothing about them is written before their outcome, so a crash leaves them PENDING. (flock is
@@ -35,7 +37,9 @@
  * Time. Stored instants (created, expiry, next round, done) are wall-clock ns since the epoch
  * (lk_outbox_config.wall_clock), because they must mean the same after a restart; the calls
  * themselves run on the policy's monotonic clock, with each call's deadline capped at the
- * entry's expiry, so nothing is sent after it.
+ * entry's expiry, so nothing is sent after it. A wall clock stepped back delays an entry by at
+ * most the longest delay the sender sets, max(backoff.max, retry_after_cap): an entry never
+ * called, or whose next round lies further ahead than that, is due.
  *
  * Thread-safety: an lk_outbox may be used from many threads at once (an internal mutex
  * serialises its one SQLite connection); other processes may open the same file (SQLite's WAL
@@ -77,7 +81,9 @@ LK_EXPORT void lk_outbox_config_init_default(lk_outbox_config *c);
 
 /* Opens (creating when needed) an outbox file, in WAL mode with synchronous=FULL. Returns LK_OK,
  * LK_EINVAL (no path, retention or default_ttl <= 0), LK_ESYS (the file or its directory cannot
- * be opened or written), LK_ESTATE (a schema newer than this library), LK_EIO or LK_ENOMEM.
+ * be opened or written), LK_ESTATE (a schema newer than this library: the file is left as it
+ * was), LK_EAGAIN (another process held the file longer than busy_timeout_ms), LK_EIO or
+ * LK_ENOMEM. Processes opening one new file at the same time all succeed.
  * On failure *out is NULL and `errbuf` (may be NULL) names the cause. */
 LK_EXPORT int lk_outbox_open(const lk_outbox_config *cfg, lk_outbox **out, char *errbuf,
                              size_t errcap);
@@ -108,8 +114,8 @@ LK_EXPORT void lk_outbox_message_init(lk_outbox_message *m);
 /* Stores one message durably: returns only after COMMIT (and its fsync) succeeded. *id (may be
  * NULL) gets the entry's id, `key_out` (may be NULL; LK_IDEM_KEY_MAX bytes) its key.
  * LK_OK, LK_EINVAL (a bad method, URL, header, key or ttl), LK_ETOOBIG (body), LK_ECONFLICT (the
- * key is already in the outbox), LK_ESYS (no entropy for a key), LK_EAGAIN (another process held
- * the file longer than busy_timeout_ms), LK_EIO or LK_ENOMEM. */
+ * key is already in the outbox), LK_ESYS (the file system is full, or no entropy for a key),
+ * LK_EAGAIN (another process held the file longer than busy_timeout_ms), LK_EIO or LK_ENOMEM. */
 LK_EXPORT int lk_outbox_enqueue(lk_outbox *ob, const lk_outbox_message *m, int64_t *id,
                                 char *key_out);
 
@@ -156,13 +162,13 @@ LK_EXPORT int lk_outbox_list(lk_outbox *ob, int state, int64_t after_id, int lim
  * `id`, or every POISONED one when id is 0. An EXPIRED entry needs ttl > 0 (its new expiry is
  * now + ttl); a POISONED one keeps its expiry unless ttl > 0. *count (may be NULL) gets how many
  * changed. LK_OK, LK_ENOTFOUND (no such entry), LK_ESTATE (entry `id` is PENDING or DELIVERED, or
- * EXPIRED with ttl 0), LK_EIO. */
+ * EXPIRED with ttl 0), LK_ESYS (the file system is full), LK_EIO. */
 LK_EXPORT int lk_outbox_retry(lk_outbox *ob, int64_t id, int64_t ttl, int64_t *count);
 
 /* Deletes DELIVERED and EXPIRED entries that left PENDING more than the retention window ago
  * (older_than < 0), or more than `older_than` ns ago; POISONED ones as well when
  * `include_poisoned`. *deleted (may be NULL) gets the count. Runs in batches, so a sender on the
- * same file is held up only briefly. LK_OK or LK_EIO. */
+ * same file is held up only briefly. LK_OK, LK_ESYS (the file system is full) or LK_EIO. */
 LK_EXPORT int lk_outbox_purge(lk_outbox *ob, int64_t older_than, bool include_poisoned,
                               int64_t *deleted);
 
@@ -238,10 +244,11 @@ typedef struct lk_outbox_send_stats {
  * outcomes of calls that ended together share one); DELIVERED and EXPIRED entries past the
  * retention window are purged when the run starts. `st` (may be NULL) gets what this run did.
  * Returns LK_OK, LK_ECANCELED (cancel fired), LK_EAGAIN (another sender holds the file),
- * LK_ECONFIG (a bad sender config or policy), LK_ESTATE (a client in external-loop mode), LK_ESYS,
- * LK_EIO (also: another process held the file's write lock longer than busy_timeout_ms; the
- * outcomes not recorded leave their entries PENDING, to be resent with their keys) or LK_ENOMEM. An entry whose stored request no longer builds (a file edited by hand) is
- * POISONED with LK_EINVAL, not fatal. */
+ * LK_ECONFIG (a bad sender config or policy), LK_ESTATE (a client in external-loop mode), LK_ESYS
+ * (also: the file system is full), LK_EIO (also: another process held the file's write lock
+ * longer than busy_timeout_ms) or LK_ENOMEM; the outcomes not recorded leave their entries
+ * PENDING, to be resent with their keys. An entry whose stored request no longer builds (a file
+ * edited by hand) is POISONED with LK_EINVAL, not fatal. */
 LK_EXPORT int lk_outbox_send(lk_outbox *ob, const lk_outbox_sender_config *cfg,
                              lk_outbox_send_stats *st);
 

@@ -14,9 +14,16 @@ static const char *const stmt_sql[OB_ST_COUNT] = {
     [OB_ST_TOTALS_ADD] = "UPDATE totals SET enqueued = enqueued + ?1, delivered = delivered + ?2, "
                          "expired = expired + ?3, poisoned = poisoned + ?4, purged = purged + ?5, "
                          "rounds = rounds + ?6, attempts = attempts + ?7, retried = retried + ?8",
+    /* Due: its round has come (?2 is now), or the wall clock was stepped back since the time
+     * was stored. An entry never called (rounds 0) has no reason to wait at all, and a next
+     * round further ahead than the longest delay this sender sets (?4: now + max(backoff.max,
+     * retry_after_cap)) was not set by it: before, a clock stepped back by an hour held every
+     * pending entry for that hour, and a device that booted with its clock years ahead held
+     * its failed entries for years. */
     [OB_ST_DUE] = "SELECT id, method, url, headers, body, idem_key, expires_ns, rounds, attempts, "
                   "created_ns "
-                  "FROM entries WHERE state = 0 AND id > ?1 AND next_ns <= ?2 "
+                  "FROM entries WHERE state = 0 AND id > ?1 "
+                  "AND (next_ns <= ?2 OR rounds = 0 OR next_ns > ?4) "
                   "ORDER BY id LIMIT ?3",
     [OB_ST_EXPIRE] = "UPDATE entries SET state = 2, done_ns = ?2 WHERE id = ?1 AND state = 0",
     [OB_ST_RECORD] = "UPDATE entries SET state = ?2, rounds = rounds + 1, attempts = attempts + ?3,"
@@ -87,6 +94,9 @@ int lk__ob_err(int rc) {
   case SQLITE_DONE:
   case SQLITE_ROW: return LK_EIO; /* asked about a failure: never report success */
   case SQLITE_NOMEM: return LK_ENOMEM;
+  /* a full file system is not a damaged file: LK_ESYS (write(2) said ENOSPC), so a caller can
+   * tell "free space and try again" from "look at the file" (LK_EIO) */
+  case SQLITE_FULL: return LK_ESYS;
   case SQLITE_CONSTRAINT: return LK_ECONFLICT;
   case SQLITE_BUSY:
   case SQLITE_LOCKED: return LK_EAGAIN;
@@ -183,6 +193,20 @@ static int user_version(sqlite3 *db, int *v) {
   return rc == SQLITE_ROW ? LK_OK : LK_EIO;
 }
 
+/* PRAGMA journal_mode=WAL on a new file upgrades a read lock to the write lock. Two processes
+ * opening one new file at once (an enqueuer and a sender started together) both hold the read
+ * lock there, and SQLite answers one of them SQLITE_BUSY at once, without the busy handler
+ * (waiting could deadlock): `linkd outbox enqueue` failed with "database is locked" and
+ * stored nothing. The other finishes in a moment, so retry within busy_timeout_ms. */
+static int set_wal(lk_outbox *ob, int busy_timeout_ms) {
+  for (int waited = 0;; waited += 5) {
+    int rc = sqlite3_exec(ob->db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
+    if ((rc & 0xff) != SQLITE_BUSY || waited >= busy_timeout_ms)
+      return rc == SQLITE_OK ? LK_OK : lk__ob_err(rc);
+    sqlite3_sleep(5);
+  }
+}
+
 static int migrate(lk_outbox *ob, char *errbuf, size_t errcap) {
   /* IMMEDIATE: two processes opening one new file must not both create the schema. */
   int rc = lk__ob_begin(ob);
@@ -255,10 +279,21 @@ int lk_outbox_open(const lk_outbox_config *cfg, lk_outbox **out, char *errbuf, s
   }
   sqlite3_extended_result_codes(ob->db, 1);
   sqlite3_busy_timeout(ob->db, cfg->busy_timeout_ms);
+  /* A schema from the future is refused before anything is written: the journal mode below is
+   * stored in the file, and a file this library refuses must be left as it was. */
+  int v = 0;
+  if (user_version(ob->db, &v) == LK_OK && v > OB_SCHEMA_VERSION) {
+    if (errbuf && errcap)
+      snprintf(errbuf, errcap, "outbox schema version %d is newer than this library's %d", v,
+               OB_SCHEMA_VERSION);
+    lk_outbox_close(ob);
+    return LK_ESTATE;
+  }
   /* FULL: the WAL is fsynced at every COMMIT, so an acknowledged enqueue survives power loss,
    * not only a crash of the process. */
-  int rc = lk__ob_exec(
-      ob, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA temp_store=MEMORY;");
+  int rc = set_wal(ob, cfg->busy_timeout_ms);
+  if (rc == LK_OK)
+    rc = lk__ob_exec(ob, "PRAGMA synchronous=FULL; PRAGMA temp_store=MEMORY;");
   if (rc != LK_OK) {
     lk__sqlite_err(errbuf, errcap, "pragmas", ob->db);
     lk_outbox_close(ob);

@@ -61,6 +61,7 @@ typedef struct sender {
    * against a server that is down went on as long as full-jitter rounds kept coming due. */
   int64_t *seen;
   size_t seen_cap, seen_n;
+  int64_t horizon; /* the longest delay this sender sets between rounds (see OB_ST_DUE) */
 } sender;
 
 static size_t seen_slot(const int64_t *set, size_t cap, int64_t id) {
@@ -200,7 +201,13 @@ static void outcome_of(sender *s, const slot *sl, int64_t now, outcome *o) {
   } else {
     o->state = LK_OUTBOX_PENDING;
     int64_t delay = lk_backoff_delay(&s->cfg->backoff, sl->rounds + 1, 0, s->rng);
-    int64_t after = retry_after_of(resp, now); /* not sooner than the server asked */
+    /* not sooner than the server asked, within the policy's rules for Retry-After (retry.h:
+     * max(delay, min(retry_after, retry_after_cap))): taken raw, a hostile "Retry-After:
+     * 99999999" parked the entry until its expiry, which then expired it unsent */
+    const lk_retry_config *rcf = &s->cfg->policy.retry.cfg;
+    int64_t after = rcf->honor_retry_after ? retry_after_of(resp, now) : 0;
+    if (after > rcf->retry_after_cap)
+      after = rcf->retry_after_cap;
     if (after > delay)
       delay = after;
     int64_t next = lk_sat_add(now, delay);
@@ -413,6 +420,7 @@ static int claim(sender *s, int *nclaimed) {
     sqlite3_bind_int64(st, 1, s->cursor);
     sqlite3_bind_int64(st, 2, now);
     sqlite3_bind_int(st, 3, idle ? -1 : room); /* idle: rows already called are stepped over */
+    sqlite3_bind_int64(st, 4, lk_sat_add(now, s->horizon));
     int si = 0;
     while (n < room && (r = sqlite3_step(st)) == SQLITE_ROW) {
       int64_t id = sqlite3_column_int64(st, 0);
@@ -561,11 +569,19 @@ static bool idle_wait(const sender *s, int64_t ns) {
 /* The single-sender lock: flock on "<path>-sender", dropped by the kernel when the process dies.
  * Returns the descriptor, or LK_EAGAIN / LK_ESYS. */
 static int lock_sender(const lk_outbox *ob) {
-  size_t n = strlen(ob->path) + sizeof "-sender";
+  /* Beside the file the path resolves to: a path through a symlink (or with "." / ".." in it)
+   * names the same database, which SQLite resolves, but "<path>-sender" was another lock file,
+   * so two senders ran on one file and delivered its entries twice. */
+  char *real = realpath(ob->path, NULL);
+  const char *base = real ? real : ob->path;
+  size_t n = strlen(base) + sizeof "-sender";
   char *p = malloc(n);
-  if (!p)
+  if (!p) {
+    free(real);
     return LK_ENOMEM;
-  snprintf(p, n, "%s-sender", ob->path);
+  }
+  snprintf(p, n, "%s-sender", base);
+  free(real);
   int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   free(p);
   if (fd < 0)
@@ -604,6 +620,10 @@ int lk_outbox_send(lk_outbox *ob, const lk_outbox_sender_config *cfg, lk_outbox_
     return lock;
   sender s = {.ob = ob, .cfg = cfg, .nslots = cfg->concurrency};
   s.mono = cfg->policy.clock ? cfg->policy.clock : lk_clock_system();
+  const lk_retry_config *rcfg = &cfg->policy.retry.cfg;
+  s.horizon = cfg->backoff.max;
+  if (rcfg->honor_retry_after && rcfg->retry_after_cap > s.horizon)
+    s.horizon = rcfg->retry_after_cap;
   s.rng = cfg->rng;
   if (!s.rng) {
     lk_rand_fast_init(&s.own_rng); /* LK_ESYS still leaves a usable generator for jitter */
