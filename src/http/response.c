@@ -252,19 +252,28 @@ static bool length_value(const char *p, int64_t *v) {
   }
 }
 
+/* The response's Content-Length in *len (-1: none). False when a value is no length, or two
+ * values disagree (length_value). */
+static bool content_length(const lk_resp *r, int64_t *len) {
+  *len = -1;
+  const char *p = r->hdr;
+  for (size_t i = 0; i < r->nhdr; i++) {
+    const char *v = p + strlen(p) + 1;
+    if (strcasecmp(p, "Content-Length") == 0 && !length_value(v, len))
+      return false;
+    p = v + strlen(v) + 1;
+  }
+  return true;
+}
+
 lk_failure lk__resp_framing(const lk_resp *r, bool head) {
   if (!r->status_seen || head || r->status < 200 || r->status == 204 || r->status == 304)
     return LK_F_NONE;
   if (lk__resp_find(r, "Transfer-Encoding"))
     return LK_F_NONE; /* the chunked framing (checked by libcurl) overrides any length */
-  int64_t len = -1;
-  const char *p = r->hdr;
-  for (size_t i = 0; i < r->nhdr; i++) {
-    const char *v = p + strlen(p) + 1;
-    if (strcasecmp(p, "Content-Length") == 0 && !length_value(v, &len))
-      return LK_F_JUNK_RESPONSE;
-    p = v + strlen(v) + 1;
-  }
+  int64_t len;
+  if (!content_length(r, &len))
+    return LK_F_JUNK_RESPONSE;
   if (len >= 0 && (uint64_t)r->body_len < (uint64_t)len)
     return LK_F_PARTIAL_BODY;
   return LK_F_NONE;
@@ -277,14 +286,9 @@ lk_failure lk__resp_head_check(const lk_resp *r, bool head, size_t max_body, boo
     return LK_F_JUNK_RESPONSE;
   if (head || r->status == 204 || r->status == 304)
     return LK_F_NONE; /* no body follows, whatever the lengths say */
-  int64_t len = -1;
-  const char *p = r->hdr;
-  for (size_t i = 0; i < r->nhdr; i++) {
-    const char *v = p + strlen(p) + 1;
-    if (strcasecmp(p, "Content-Length") == 0 && !length_value(v, &len))
-      return LK_F_JUNK_RESPONSE;
-    p = v + strlen(v) + 1;
-  }
+  int64_t len;
+  if (!content_length(r, &len))
+    return LK_F_JUNK_RESPONSE;
   /* RFC 9112 6.3: both together "ought to be handled as an error" (request smuggling, response
    * splitting); libcurl 7.88 lets chunked win, libhttp-parser refuses: refused on both */
   if (len >= 0 && lk__resp_find(r, "Transfer-Encoding"))
