@@ -6,6 +6,7 @@
  * commit. */
 #include "dbdir.h"
 #include "store.h"
+#include "writer_gate.h"
 
 #include <linkd/clock.h>
 #include <linkd/error.h>
@@ -186,39 +187,8 @@ static void test_concurrent_keyed_loans_ungrouped(void **state) {
   assert_int_equal(cs.largest, 1);
 }
 
-/* --- a failing write inside a group ---------------------------------------------------------- */
-
-typedef struct gate {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  bool entered, open;
-} gate;
-
-/* Holds the writer (as the leader of a group of one) until the gate opens, so that the writes
- * started meanwhile queue up and form the next group together. */
-static int gate_tx(lk_store_tx *tx, void *arg) {
-  (void)tx;
-  gate *g = arg;
-  pthread_mutex_lock(&g->mu);
-  g->entered = true;
-  pthread_cond_broadcast(&g->cv);
-  while (!g->open)
-    pthread_cond_wait(&g->cv, &g->mu);
-  pthread_mutex_unlock(&g->mu);
-  return LK_OK;
-}
-
-typedef struct gate_arg {
-  lk_store *s;
-  gate *g;
-  int rc;
-} gate_arg;
-
-static void *gate_main(void *arg) {
-  gate_arg *a = arg;
-  a->rc = lk_store_write(a->s, lk_deadline_none(), gate_tx, a->g);
-  return NULL;
-}
+/* --- a failing write inside a group (the writer held by writer_gate.h's gate, so that the writes
+ * started meanwhile queue up and form the next group together) --------------------------- */
 
 enum { M_GOOD_A, M_FAILS, M_GOOD_B, M_SAME_KEY, M_LATE, M_GOOD_C, M_N };
 
@@ -229,14 +199,10 @@ static void test_failing_write_spares_its_group(void **state) {
   int64_t book = new_book(s, stock);
   lk_store_commit_stats before; /* read before the gate holds the writer (and its lock) */
   lk_store_commit_stats_get(s, &before);
-  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+  gate g = GATE_INIT;
   gate_arg ga = {s, &g, -1};
   pthread_t gt;
-  assert_int_equal(pthread_create(&gt, NULL, gate_main, &ga), 0);
-  pthread_mutex_lock(&g.mu);
-  while (!g.entered)
-    pthread_cond_wait(&g.cv, &g.mu);
-  pthread_mutex_unlock(&g.mu);
+  assert_int_equal(gate_hold(&ga, &gt), 0);
 
   static loan_op op[M_N];
   pthread_t th[M_N];
@@ -255,10 +221,7 @@ static void test_failing_write_spares_its_group(void **state) {
     assert_int_equal(lk_store_queued(s), i + 1);
   }
   usleep(150 * 1000); /* past M_LATE's deadline */
-  pthread_mutex_lock(&g.mu);
-  g.open = true;
-  pthread_cond_broadcast(&g.cv);
-  pthread_mutex_unlock(&g.mu);
+  gate_open(&g);
   pthread_join(gt, NULL);
   for (int i = 0; i < M_N; i++)
     pthread_join(th[i], NULL);
@@ -330,14 +293,10 @@ static void test_async_writes_join_the_next_group(void **state) {
   int64_t book = new_book(s, 100);
   lk_store_commit_stats before;
   lk_store_commit_stats_get(s, &before);
-  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+  gate g = GATE_INIT;
   gate_arg ga = {s, &g, -1};
   pthread_t gt;
-  assert_int_equal(pthread_create(&gt, NULL, gate_main, &ga), 0);
-  pthread_mutex_lock(&g.mu);
-  while (!g.entered)
-    pthread_cond_wait(&g.cv, &g.mu);
-  pthread_mutex_unlock(&g.mu);
+  assert_int_equal(gate_hold(&ga, &gt), 0);
 
   static async_op a[ASYNC_N];
   for (int i = 0; i < ASYNC_N; i++) {
@@ -355,10 +314,7 @@ static void test_async_writes_join_the_next_group(void **state) {
     usleep(2 * 1000);
   assert_int_equal(lk_store_queued(s), ASYNC_N + 1);
 
-  pthread_mutex_lock(&g.mu);
-  g.open = true;
-  pthread_cond_broadcast(&g.cv);
-  pthread_mutex_unlock(&g.mu);
+  gate_open(&g);
   pthread_join(gt, NULL);
   pthread_join(wt, NULL);
   assert_int_equal(ga.rc, LK_OK);
@@ -388,23 +344,16 @@ static void test_join_only_a_running_group(void **state) {
   assert_int_equal(idle.calls, 0);
   assert_false(has_record(s, "idle"));
 
-  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+  gate g = GATE_INIT;
   gate_arg ga = {s, &g, -1};
   pthread_t gt;
-  assert_int_equal(pthread_create(&gt, NULL, gate_main, &ga), 0);
-  pthread_mutex_lock(&g.mu);
-  while (!g.entered)
-    pthread_cond_wait(&g.cv, &g.mu);
-  pthread_mutex_unlock(&g.mu);
+  assert_int_equal(gate_hold(&ga, &gt), 0);
   async_op j = {.op = {.s = s, .book = book, .dl = lk_deadline_none()}};
   snprintf(j.op.key, sizeof j.op.key, "joined");
   assert_true(lk_store_write_join(s, j.op.dl, loan_tx, &j.op, async_done, &j));
   assert_int_equal(j.calls, 0);
   assert_int_equal(lk_store_queued(s), 1);
-  pthread_mutex_lock(&g.mu);
-  g.open = true;
-  pthread_cond_broadcast(&g.cv);
-  pthread_mutex_unlock(&g.mu);
+  gate_open(&g);
   pthread_join(gt, NULL);
   assert_int_equal(j.calls, 1);
   assert_int_equal(j.rc, LK_OK);
@@ -454,14 +403,10 @@ static void stats_while_writer_held(const fixture *f, bool group) {
   lk_store_commit_stats_get(s, &before);
   assert_int_equal(before.writes, 1);
   assert_int_equal(before.commits, 1);
-  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+  gate g = GATE_INIT;
   gate_arg ga = {s, &g, -1};
   pthread_t gt;
-  assert_int_equal(pthread_create(&gt, NULL, gate_main, &ga), 0);
-  pthread_mutex_lock(&g.mu);
-  while (!g.entered)
-    pthread_cond_wait(&g.cv, &g.mu);
-  pthread_mutex_unlock(&g.mu);
+  assert_int_equal(gate_hold(&ga, &gt), 0);
 
   stats_read sr = {s, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, {0, 0, 0}};
   pthread_t rt;
@@ -476,10 +421,7 @@ static void stats_while_writer_held(const fixture *f, bool group) {
   lk_store_commit_stats during = sr.cs;
   pthread_mutex_unlock(&sr.mu);
 
-  pthread_mutex_lock(&g.mu); /* open the gate whatever happened, so the threads end */
-  g.open = true;
-  pthread_cond_broadcast(&g.cv);
-  pthread_mutex_unlock(&g.mu);
+  gate_open(&g); /* whatever happened, so the threads end */
   pthread_join(gt, NULL);
   pthread_join(rt, NULL);
   if (!done)

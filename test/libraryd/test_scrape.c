@@ -8,6 +8,7 @@
 #include "harness.h"
 #include "server.h"
 #include "store.h"
+#include "writer_gate.h"
 
 #include <linkd/error.h>
 
@@ -21,44 +22,6 @@
 #include <sys/wait.h>
 
 #include <cmocka.h>
-
-typedef struct gate {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  bool entered, open;
-} gate;
-
-/* Holds the writer until the gate opens: what a long fsync does to everyone else. */
-static int gate_tx(lk_store_tx *tx, void *arg) {
-  (void)tx;
-  gate *g = arg;
-  pthread_mutex_lock(&g->mu);
-  g->entered = true;
-  pthread_cond_broadcast(&g->cv);
-  while (!g->open)
-    pthread_cond_wait(&g->cv, &g->mu);
-  pthread_mutex_unlock(&g->mu);
-  return LK_OK;
-}
-
-typedef struct gate_arg {
-  lk_store *s;
-  gate *g;
-  int rc;
-} gate_arg;
-
-static void *gate_main(void *arg) {
-  gate_arg *a = arg;
-  a->rc = lk_store_write(a->s, lk_deadline_none(), gate_tx, a->g);
-  return NULL;
-}
-
-static void gate_open(gate *g) {
-  pthread_mutex_lock(&g->mu);
-  g->open = true;
-  pthread_cond_broadcast(&g->cv);
-  pthread_mutex_unlock(&g->mu);
-}
 
 /* The value of the unlabelled sample `name` in an exposition; -1 when absent. */
 static long long sample(const char *text, const char *name) {
@@ -97,14 +60,10 @@ static void scrape_while_writer_held(const fixture *f, bool group) {
   assert_true(commits >= 0 && writes >= commits);
   http_res_free(&r);
 
-  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+  gate g = GATE_INIT;
   gate_arg ga = {store, &g, -1};
   pthread_t gt;
-  assert_int_equal(pthread_create(&gt, NULL, gate_main, &ga), 0);
-  pthread_mutex_lock(&g.mu);
-  while (!g.entered)
-    pthread_cond_wait(&g.cv, &g.mu);
-  pthread_mutex_unlock(&g.mu);
+  assert_int_equal(gate_hold(&ga, &gt), 0);
 
   /* The writer is held. A scrape answers, with the counts from before the held write... */
   http_req rq = {.path = "/metrics", .timeout_ms = 3000};
