@@ -303,9 +303,13 @@ static int run_one(int which, const scenario_env *env, demo_run_cfg *cfg, demo_c
    * ("POST .../admin/faults: attempts exhausted"); say that it exited, and how. */
   char why[480];
   if (rc != 0 && !g_interrupted && demo_server_exited(&srv, why, sizeof why)) {
-    char first[512];
-    snprintf(first, sizeof first, "%s", err);
-    snprintf(err, errcap, "libraryd exited during the run (%s); then: %s", why, first);
+    char first[1024];
+    size_t n = strnlen(err, sizeof first - 1);
+    memcpy(first, err, n);
+    first[n] = '\0';
+    int w = snprintf(err, errcap, "libraryd exited during the run (%s); then: %s", why, first);
+    if (errcap > 0 && (w < 0 || (size_t)w >= errcap))
+      err[errcap - 1] = '\0'; /* cut: the start says what happened */
   }
   lk_http_client_free(admin);
   demo_server_stop(&srv);
