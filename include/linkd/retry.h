@@ -93,7 +93,8 @@ LK_EXPORT int lk_retry_decide(const lk_retry_policy *p, const lk_attempt *a, int
  * and a NULL method where the method decides. */
 LK_EXPORT bool lk_retry_is_retryable(const lk_retry_policy *p, const lk_attempt *a);
 /* The seed's reason text, e.g. "retry CONNECT_FAILED", "delay 582ms >= remaining 100ms".
- * Durations print as whole ms when exact, else with three decimals. Returns snprintf's length. */
+ * Durations print as whole ms when exact, else with three decimals. Returns snprintf's length
+ * (buf NULL with cap 0 measures), or LK_EINVAL for a NULL d, or a NULL buf with cap > 0. */
 LK_EXPORT int lk_decision_format(const lk_decision *d, char *buf, size_t cap);
 /* "RETRY", "DEADLINE", ... */
 LK_EXPORT const char *lk_reason_name(lk_reason r);

@@ -131,6 +131,9 @@ static int fmt_ms(char *buf, size_t cap, int64_t ns) {
 }
 
 int lk_decision_format(const lk_decision *d, char *buf, size_t cap) {
+  /* a caller's mistake gets an error, not a crash (snprintf(NULL, cap > 0) is undefined) */
+  if (!d || (!buf && cap > 0))
+    return LK_EINVAL;
   char a[32], b[32], c[32];
   const char *kind = lk_failure_name(d->failure);
   switch (d->reason) {

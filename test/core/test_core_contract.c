@@ -694,6 +694,10 @@ static void test_decision_format_edges(void **state) {
   d.reason = LK_REASON_RETRY;
   lk_decision_format(&d, buf, sizeof buf);
   assert_string_equal(buf, "retry UNKNOWN");
+  /* a NULL decision, or a NULL buffer with room, is an error, not a crash */
+  assert_int_equal(lk_decision_format(NULL, buf, sizeof buf), LK_EINVAL);
+  assert_int_equal(lk_decision_format(NULL, NULL, 0), LK_EINVAL);
+  assert_int_equal(lk_decision_format(&d, NULL, 8), LK_EINVAL);
   assert_string_equal(lk_reason_name((lk_reason)-1), "UNKNOWN");
   assert_string_equal(lk_reason_name((lk_reason)8), "UNKNOWN");
   assert_string_equal(lk_reason_name(LK_REASON_SUCCESS), "SUCCESS");
