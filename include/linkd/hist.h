@@ -8,7 +8,8 @@
  * between lowest and highest: 1 ns .. 1 h is about 37 KiB).
  *
  * Values outside [lowest, highest] are clamped to the nearest bound and counted
- * (lk_hist_underflows / lk_hist_overflows), never dropped.
+ * (lk_hist_underflows / lk_hist_overflows), never dropped. Counts and the sum saturate: past
+ * UINT64_MAX they stay at UINT64_MAX instead of wrapping to a small number.
  *
  * Percentiles use the nearest-rank rule and report the highest value that is equivalent to the
  * bucket holding the rank (clamped to the exact recorded max), so at most (100 - q) % of the
@@ -67,7 +68,7 @@ LK_EXPORT uint64_t lk_hist_count(const lk_hist *h);
 /* Exact smallest / largest value recorded (after clamping); 0 when empty. */
 LK_EXPORT int64_t lk_hist_min(const lk_hist *h);
 LK_EXPORT int64_t lk_hist_max(const lk_hist *h);
-/* Exact sum of the recorded (clamped) values, modulo 2^64. */
+/* Exact sum of the recorded (clamped) values; UINT64_MAX once it would pass it. */
 LK_EXPORT uint64_t lk_hist_sum(const lk_hist *h);
 /* sum / count; 0.0 when empty. */
 LK_EXPORT double lk_hist_mean(const lk_hist *h);

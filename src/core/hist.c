@@ -39,6 +39,22 @@ struct lk_hist {
 
 #define RELAXED memory_order_relaxed
 
+/* Counts and sums stick at UINT64_MAX instead of wrapping (a huge lk_hist_record_n, a merge into
+ * a full histogram, a sum of many values near the top of the range): a wrapped count would read
+ * as a few values, a wrapped sum as a small mean. On the common path this costs one compare. */
+static inline uint64_t sat_u64(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+/* A wrap is seen by the adder that caused it, which pins the counter; an adder that raced with it
+ * only adds to a value about to be pinned (readers may see it in between: a torn snapshot). */
+static inline void sat_fetch_add(_Atomic uint64_t *p, uint64_t n) {
+  uint64_t old = atomic_fetch_add_explicit(p, n, RELAXED);
+  if (old + n < old)
+    atomic_store_explicit(p, UINT64_MAX, RELAXED);
+}
+
 static int msb64(uint64_t v) { return 63 - __builtin_clzll(v); }
 
 static uint32_t index_of(uint32_t unit, uint64_t v) {
@@ -142,11 +158,11 @@ static void update_min_max(lk_hist *h, int64_t v) {
 
 static int64_t clamp_counted(lk_hist *h, int64_t v, uint64_t n) {
   if (v < h->lowest) {
-    atomic_fetch_add_explicit(&h->under, n, RELAXED);
+    sat_fetch_add(&h->under, n);
     return h->lowest;
   }
   if (v > h->highest) {
-    atomic_fetch_add_explicit(&h->over, n, RELAXED);
+    sat_fetch_add(&h->over, n);
     return h->highest;
   }
   return v;
@@ -157,10 +173,13 @@ void lk_hist_record_n(lk_hist *h, int64_t value, uint64_t n) {
     return;
   int64_t v = clamp_counted(h, value, n);
   uint32_t i = index_of(h->unit, (uint64_t)v);
-  atomic_fetch_add_explicit(&h->counts[i], n, RELAXED);
+  uint64_t add;
+  if (__builtin_mul_overflow((uint64_t)v, n, &add))
+    add = UINT64_MAX;
+  sat_fetch_add(&h->counts[i], n);
   stripe *s = &h->stripes[i % STRIPES];
-  atomic_fetch_add_explicit(&s->count, n, RELAXED);
-  atomic_fetch_add_explicit(&s->sum, (uint64_t)v * n, RELAXED);
+  sat_fetch_add(&s->count, n);
+  sat_fetch_add(&s->sum, add);
   update_min_max(h, v);
 }
 
@@ -171,7 +190,7 @@ uint64_t lk_hist_count(const lk_hist *h) {
     return 0;
   uint64_t c = 0;
   for (int s = 0; s < STRIPES; s++)
-    c += atomic_load_explicit(&h->stripes[s].count, RELAXED);
+    c = sat_u64(c, atomic_load_explicit(&h->stripes[s].count, RELAXED));
   return c;
 }
 
@@ -180,7 +199,7 @@ uint64_t lk_hist_sum(const lk_hist *h) {
     return 0;
   uint64_t sum = 0;
   for (int s = 0; s < STRIPES; s++)
-    sum += atomic_load_explicit(&h->stripes[s].sum, RELAXED);
+    sum = sat_u64(sum, atomic_load_explicit(&h->stripes[s].sum, RELAXED));
   return sum;
 }
 
@@ -249,7 +268,7 @@ int64_t lk_hist_percentile(const lk_hist *h, double q) {
   uint32_t hi_i = bounded ? index_of(h->unit, (uint64_t)mx) : h->n_counts - 1;
   uint64_t total = 0;
   for (uint32_t i = lo_i; i <= hi_i; i++)
-    total += atomic_load_explicit(&h->counts[i], RELAXED);
+    total = sat_u64(total, atomic_load_explicit(&h->counts[i], RELAXED));
   if (total == 0)
     return 0;
   if (bounded && q == 0)
@@ -268,7 +287,7 @@ int64_t lk_hist_percentile(const lk_hist *h, double q) {
     i = hi_i;
     while (i > lo_i) {
       uint64_t c = atomic_load_explicit(&h->counts[i], RELAXED);
-      if (tail + c > allowed)
+      if (sat_u64(tail, c) > allowed)
         break;
       tail += c;
       i--;
@@ -276,7 +295,7 @@ int64_t lk_hist_percentile(const lk_hist *h, double q) {
   } else {
     uint64_t cum = 0;
     for (i = lo_i; i < hi_i; i++) {
-      cum += atomic_load_explicit(&h->counts[i], RELAXED);
+      cum = sat_u64(cum, atomic_load_explicit(&h->counts[i], RELAXED));
       if (cum >= target)
         break;
     }
@@ -312,11 +331,11 @@ int lk_hist_cumulative(const lk_hist *h, const int64_t *bounds, size_t n, uint64
     while (j < n && bounds[j] < lo)
       j++;
     if (j < n)
-      counts[j] += c;
-    all += c;
+      counts[j] = sat_u64(counts[j], c);
+    all = sat_u64(all, c);
   }
   for (size_t k = 1; k < n; k++)
-    counts[k] += counts[k - 1];
+    counts[k] = sat_u64(counts[k], counts[k - 1]);
   if (total)
     *total = all;
   return LK_OK;
@@ -331,7 +350,7 @@ int lk_hist_merge(lk_hist *dst, const lk_hist *src) {
     uint64_t c = atomic_load_explicit(&src->counts[i], RELAXED);
     if (c == 0)
       continue;
-    merged += c;
+    merged = sat_u64(merged, c);
     uint32_t di = i;
     if (!same) {
       /* The bucket's lowest value: dst then reports at most 1/128 above it and the source values
@@ -341,16 +360,16 @@ int lk_hist_merge(lk_hist *dst, const lk_hist *src) {
       int64_t v = clamp_counted(dst, clamp_range(src, (int64_t)lowest_of(src->unit, i)), c);
       di = index_of(dst->unit, (uint64_t)v);
     }
-    atomic_fetch_add_explicit(&dst->counts[di], c, RELAXED);
+    sat_fetch_add(&dst->counts[di], c);
   }
   if (merged == 0)
     return LK_OK;
   if (same) {
-    atomic_fetch_add_explicit(&dst->under, lk_hist_underflows(src), RELAXED);
-    atomic_fetch_add_explicit(&dst->over, lk_hist_overflows(src), RELAXED);
+    sat_fetch_add(&dst->under, lk_hist_underflows(src));
+    sat_fetch_add(&dst->over, lk_hist_overflows(src));
   }
-  atomic_fetch_add_explicit(&dst->stripes[0].count, merged, RELAXED);
-  atomic_fetch_add_explicit(&dst->stripes[0].sum, lk_hist_sum(src), RELAXED);
+  sat_fetch_add(&dst->stripes[0].count, merged);
+  sat_fetch_add(&dst->stripes[0].sum, lk_hist_sum(src));
   int64_t mn = atomic_load_explicit(&src->min, RELAXED);
   int64_t mx = atomic_load_explicit(&src->max, RELAXED);
   if (mn <= mx) {

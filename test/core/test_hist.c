@@ -330,6 +330,42 @@ static void record_allocates_nothing(void **state) {
   lk_hist_free(h2);
 }
 
+/* Counts and sums pin at UINT64_MAX: a wrapped count would read as a handful of values and a
+ * wrapped sum as a tiny mean. */
+static void counts_saturate(void **state) {
+  (void)state;
+  const uint64_t half = UINT64_MAX / 2 + 1;
+  lk_hist *h = lk_hist_new(1, LK_SEC(3600));
+  lk_hist_record_n(h, 1000, half);
+  lk_hist_record_n(h, 1000, half); /* 2^64: one past the top */
+  lk_hist_record_n(h, LK_SEC(7200), half);
+  lk_hist_record_n(h, LK_SEC(7200), half); /* clamped: the overflow count passes the top too */
+  lk_hist_record_n(h, 0, UINT64_MAX);      /* clamped up: underflows */
+  assert_int_equal(lk_hist_count(h), UINT64_MAX);
+  assert_int_equal(lk_hist_sum(h), UINT64_MAX); /* 3.6e12 * 2^63 alone is past it */
+  assert_int_equal(lk_hist_overflows(h), UINT64_MAX);
+  assert_int_equal(lk_hist_underflows(h), UINT64_MAX);
+  /* Every bucket is full, so ranks stay sane: the median is in the biggest of equal thirds. */
+  int64_t p50 = lk_hist_percentile(h, 50);
+  assert_true(p50 >= 1 && p50 <= 1010);
+  assert_int_equal(lk_hist_percentile(h, 100), LK_SEC(3600));
+  const int64_t bounds[] = {2000, LK_SEC(3600)};
+  uint64_t cum[2], total = 0;
+  assert_int_equal(lk_hist_cumulative(h, bounds, 2, cum, &total), LK_OK);
+  assert_int_equal(cum[0], UINT64_MAX);
+  assert_int_equal(cum[1], UINT64_MAX);
+  assert_int_equal(total, UINT64_MAX);
+  /* A merge of a full histogram into another stays full. */
+  lk_hist *d = lk_hist_new(1, LK_SEC(3600));
+  lk_hist_record_n(d, 5, 7);
+  assert_int_equal(lk_hist_merge(d, h), LK_OK);
+  assert_int_equal(lk_hist_count(d), UINT64_MAX);
+  assert_int_equal(lk_hist_sum(d), UINT64_MAX);
+  assert_int_equal(lk_hist_overflows(d), UINT64_MAX);
+  lk_hist_free(d);
+  lk_hist_free(h);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(bad_arguments),         cmocka_unit_test(empty_histogram),
@@ -337,6 +373,7 @@ int main(void) {
       cmocka_unit_test(percentiles_vs_sorted), cmocka_unit_test(rank_rounding),
       cmocka_unit_test(clamping_is_counted),   cmocka_unit_test(merge_same_and_different_ranges),
       cmocka_unit_test(cumulative_counts),     cmocka_unit_test(record_allocates_nothing),
+      cmocka_unit_test(counts_saturate),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
