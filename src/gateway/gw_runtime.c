@@ -105,7 +105,7 @@ typedef struct route_series {
   lk_counter *attempts, *retries, *deadline, *streamed, *streamed_nr, *injected;
   lk_counter *refused[LK_GW_REFUSALS]; /* by lk_gw_refusal; [LK_GW_REFUSED_NONE] NULL */
   lk_hist *duration, *queue_wait;
-  lk_gauge *retry_ratio, *budget_consumption, *breaker_state, *rollout_share, *rolled_back;
+  lk_gauge *retry_ratio, *budget_consumption, *breaker_state, *rollout_ratio, *rolled_back;
   /* shared = : [0] limiter, [1] budget; else NULL */
   lk_counter *shared_local[2];
   lk_gauge *shared_redis[2];
@@ -358,8 +358,9 @@ static void series_for_route(lk_metrics *m, const char *route, const char *versi
       "Breaker state: 0 closed, 1 open, 2 half-open, 3 disabled, 4 forced open, 5 metrics only; "
       "-1 no breaker",
       l);
-  s->rollout_share = lk_metrics_gauge_scaled(
-      m, "linkd_gw_rollout_share", "Share of new requests given this policy version", l, 100);
+  s->rollout_ratio =
+      lk_metrics_gauge_scaled(m, "linkd_gw_rollout_ratio",
+                              "Share of new requests given this policy version (0 to 1)", l, 1e6);
   s->rolled_back = lk_metrics_gauge(m, "linkd_gw_rollout_rolled_back",
                                     "1 if this candidate policy version was rolled back", l);
   static const char *const objects[2] = {"limiter", "budget"};
@@ -486,7 +487,7 @@ static int series_attach(lk_gw_runtime *rt, const char *route, lk_gw_policy *p) 
       return -1;
     const route_series *m = &p->rt->m;
     lk_gauge *g[SERIES_GAUGES] = {m->retry_ratio,    m->budget_consumption, m->breaker_state,
-                                  m->rollout_share,  m->rolled_back,        m->shared_redis[0],
+                                  m->rollout_ratio,  m->rolled_back,        m->shared_redis[0],
                                   m->shared_redis[1]};
     memcpy(s->u.series.gauges, g, sizeof g);
     /* a version's objects are the same for as long as its entry lives: the version is a hash
@@ -1105,10 +1106,10 @@ static void refresh_policy(const lk_gw_route *r, const lk_gw_policy *p, int vers
                p->http.breaker ? (int64_t)lk_breaker_get_state(p->http.breaker) : -1);
   const char *st = lk_gw_route_rollout_state(r);
   bool rolled = strcmp(st, "rolled-back") == 0;
-  double share = !r->next ? 100.0 : rolled ? (version ? 0 : 100.0)
-                                           : (version ? r->rollout.percent
-                                                      : 100.0 - r->rollout.percent);
-  lk_gauge_set(m->rollout_share, (int64_t)(share * 100.0 + 0.5));
+  double percent = !r->next ? 100.0
+                   : rolled ? (version ? 0 : 100.0)
+                            : (version ? r->rollout.percent : 100.0 - r->rollout.percent);
+  lk_gauge_set(m->rollout_ratio, (int64_t)(percent * 1e4 + 0.5)); /* millionths */
   lk_gauge_set(m->rolled_back, version == 1 && rolled);
   lk_shared_stats ss;
   if (m->shared_redis[0] && p->http.limiter && lk_shared_limiter_stats(p->http.limiter, &ss) == 0)

@@ -13,6 +13,7 @@
 #include "faultd_client.h"
 #include "gwtest.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -427,23 +428,25 @@ static void metrics_config_b(char *buf, size_t cap) {
 /* The state gauges of the configuration B serves, and none of what it removed. */
 static bool shows_only_b(const char *m) {
   int n;
-  double share = sum_series(m, "linkd_gw_rollout_share{route=\"all\",", &n);
-  return n == 1 && share == 100 && !has_series(m, "linkd_gw_rollout_share{route=\"old\"") &&
+  double share = sum_series(m, "linkd_gw_rollout_ratio{route=\"all\",", &n);
+  return n == 1 && fabs(share - 1) < 1e-9 &&
+         !has_series(m, "linkd_gw_rollout_ratio{route=\"old\"") &&
          !has_series(m, "linkd_gw_breaker_state{route=\"old\"") &&
          !has_series(m, "linkd_gw_budget_consumption{route=\"old\"") &&
          !has_series(m, "linkd_gw_endpoint_healthy{cluster=\"two\"") &&
          !has_series(m, "linkd_gw_endpoint_ejected{cluster=\"two\"") &&
          has_series(m, "linkd_gw_endpoint_healthy{cluster=\"three\"") &&
-         has_series(m, "linkd_gw_rollout_share{route=\"new\"");
+         has_series(m, "linkd_gw_rollout_ratio{route=\"new\"");
 }
 
 static bool shows_only_a(const char *m) {
   int n;
-  double share = sum_series(m, "linkd_gw_rollout_share{route=\"all\",", &n);
-  return n == 2 && share == 100 && has_series(m, "linkd_gw_rollout_share{route=\"old\"") &&
+  double share = sum_series(m, "linkd_gw_rollout_ratio{route=\"all\",", &n);
+  return n == 2 && fabs(share - 1) < 1e-9 &&
+         has_series(m, "linkd_gw_rollout_ratio{route=\"old\"") &&
          has_series(m, "linkd_gw_endpoint_healthy{cluster=\"two\"") &&
          !has_series(m, "linkd_gw_endpoint_healthy{cluster=\"three\"") &&
-         !has_series(m, "linkd_gw_rollout_share{route=\"new\"") &&
+         !has_series(m, "linkd_gw_rollout_ratio{route=\"new\"") &&
          !has_series(m, "linkd_gw_breaker_state{route=\"new\"");
 }
 
@@ -508,7 +511,7 @@ static void test_metrics_across_reloads(void **state) {
   /* route all kept its stable version, whose counters go on from where they were (the
    * candidate's stay too) */
   char stable[160];
-  const char *v = strstr(prev, "\nlinkd_gw_rollout_share{route=\"all\",policy=\"");
+  const char *v = strstr(prev, "\nlinkd_gw_rollout_ratio{route=\"all\",policy=\"");
   assert_non_null(v);
   v = strstr(v, "policy=\"") + 8;
   snprintf(stable, sizeof stable,

@@ -516,7 +516,7 @@ static void test_metrics(void **state) {
   assert_true(has_line(text, line));
   snprintf(line, sizeof line, "linkd_gw_keys_injected_total{route=\"r\",policy=\"%s\"} 1", v1);
   assert_true(has_line(text, line));
-  snprintf(line, sizeof line, "linkd_gw_rollout_share{route=\"r\",policy=\"%s\"} 12.34", v1);
+  snprintf(line, sizeof line, "linkd_gw_rollout_ratio{route=\"r\",policy=\"%s\"} 0.1234", v1);
   assert_true(has_line(text, line));
   snprintf(line, sizeof line, "linkd_gw_breaker_state{route=\"r\",policy=\"%s\"} 0", v0);
   assert_true(has_line(text, line));
