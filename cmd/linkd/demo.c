@@ -509,12 +509,16 @@ int linkd_demo_main(int argc, char **argv) {
   const demo_summary *done[DEMO_NSCENARIOS];
   int ndone = 0;
   int rc = 0;
+  int fail_code = CLI_EXIT_FAILURE;
   /* Why checked first: an unusable --report (a directory, a read-only or missing directory,
    * the default one in a read-only working directory) failed only after the whole run. */
-  if (demo_find_libraryd(o.libraryd, bin, sizeof bin, err, sizeof err) != 0 ||
-      demo_report_check(o.report, err, sizeof err) != 0) {
+  if (demo_find_libraryd(o.libraryd, bin, sizeof bin, err, sizeof err) != 0) {
     fprintf(stderr, "linkd demo: %s\n", err);
     rc = -1;
+  } else if (demo_report_check(o.report, err, sizeof err) != 0) {
+    fprintf(stderr, "linkd demo: %s\n", err);
+    rc = -1;
+    fail_code = CLI_EXIT_CANTCREAT; /* as the rest of the CLI says of an -o it cannot write */
   }
   if (rc == 0)
     raise_nofile();
@@ -587,7 +591,7 @@ int linkd_demo_main(int argc, char **argv) {
     snprintf(err, sizeof err, "interrupted");
     exit_code = CLI_EXIT_CANCELLED;
   } else if (rc != 0) {
-    exit_code = CLI_EXIT_FAILURE;
+    exit_code = fail_code;
   } else {
     complete = true;
     err[0] = '\0';
@@ -609,7 +613,7 @@ int linkd_demo_main(int argc, char **argv) {
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
     if (wrc != 0) {
       fprintf(stderr, "linkd demo: %s\n", err);
-      exit_code = CLI_EXIT_FAILURE;
+      exit_code = CLI_EXIT_CANTCREAT;
     } else {
       shown = realpath(o.report, path) ? path : o.report;
     }
@@ -617,7 +621,7 @@ int linkd_demo_main(int argc, char **argv) {
   if (print_results(&o, done, ndone, complete, shown, *err ? err : NULL, total_s) != 0) {
     fprintf(stderr, "linkd demo: cannot write the results to stdout: %s\n", strerror(errno));
     if (exit_code == CLI_EXIT_OK)
-      exit_code = CLI_EXIT_FAILURE;
+      exit_code = CLI_EXIT_CANTCREAT;
   } else if (o.json && shown) {
     fprintf(stderr, "linkd demo: report written to %s\n", shown);
   }
