@@ -194,6 +194,9 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
 /* --- signals: Ctrl-C cancels the calls in flight, then everything is cleaned up -------------- */
 
 static volatile sig_atomic_t g_interrupted;
+/* After a Ctrl-C, how long libraryd may take to exit before it is killed: its drain would wait
+ * up to 2 s for requests whose callers were just cancelled. */
+#define INTERRUPTED_GRACE_MS 200
 static lk_http_cancel *volatile g_cancel;
 static lk_http_client *volatile g_client;
 /* Fired with the run's token: ends the admin calls, the capacity probe and the wait for a
@@ -312,7 +315,7 @@ static int run_one(int which, const scenario_env *env, demo_run_cfg *cfg, demo_c
       err[errcap - 1] = '\0'; /* cut: the start says what happened */
   }
   lk_http_client_free(admin);
-  demo_server_stop(&srv);
+  demo_server_stop_within(&srv, g_interrupted ? INTERRUPTED_GRACE_MS : 5000);
   return rc;
 }
 
@@ -335,7 +338,7 @@ static int storm_capacity(const scenario_env *env, const demo_op *ops, size_t n,
     }
   }
   lk_http_client_free(admin);
-  demo_server_stop(&srv);
+  demo_server_stop_within(&srv, g_interrupted ? INTERRUPTED_GRACE_MS : 5000);
   return rc;
 }
 

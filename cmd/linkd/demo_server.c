@@ -294,14 +294,16 @@ static void signal_group(pid_t pid, int sig, bool leader_alive) {
     kill(pid, sig);
 }
 
-void demo_server_stop(demo_server *s) {
+void demo_server_stop(demo_server *s) { demo_server_stop_within(s, 5000); }
+
+void demo_server_stop_within(demo_server *s, int grace_ms) {
   if (s->pid <= 0)
     return;
   pid_t pid = s->pid;
   signal_group(pid, SIGTERM, true);
   int status;
   bool reaped = false;
-  for (int waited = 0; waited < 5000 && !reaped; waited += 5) {
+  for (int waited = 0; waited < grace_ms && !reaped; waited += 5) {
     pid_t r = waitpid(pid, &status, WNOHANG);
     if (r == pid || (r < 0 && errno == ECHILD))
       reaped = true;

@@ -69,6 +69,9 @@ int demo_server_start(demo_server *s, const char *bin, const char *dir, const ch
 /* SIGTERM to its process group, then waits up to 5 s for a clean exit (SIGKILL to the group
  * after that). No-op when not running. */
 void demo_server_stop(demo_server *s);
+/* The same with a grace of `grace_ms` before the SIGKILL: after a Ctrl-C, libraryd's drain of
+ * requests nobody waits for any more (a 2.5 s stall) is not worth waiting for. */
+void demo_server_stop_within(demo_server *s, int grace_ms);
 /* Whether a started libraryd has exited; if so it is reaped, s->pid becomes 0 and `why` says how
  * ("status N" / "signal N", with the last line of its log). */
 bool demo_server_exited(demo_server *s, char *why, size_t cap);

@@ -272,6 +272,34 @@ static void test_two_at_once(void **state) {
   cleanup(&b);
 }
 
+/* Ctrl-C in the faults scenario, with its 2.5 s stalls in flight at libraryd: linkd exits without
+ * waiting for libraryd's 2 s drain of requests whose callers it has just cancelled (it took
+ * about 2 s), and leaves nothing behind. */
+static void test_interrupt_does_not_wait_for_the_drain(void **state) {
+  (void)state;
+  run r;
+  prepare(&r, "ht");
+  const char *const args[] = {"--scenario", "faults", "--ops",    "5000",   "--json",
+                              "--rate",     "500",    "--report", r.report, NULL};
+  start_plain(&r, args);
+  bool running = wait_for_text(r.err, "running the naive client", 30000);
+  if (!running)
+    dump(&r);
+  assert_true(running);
+  sleep_ms(1500); /* 2 % of the lookups stall 2.5 s: a dozen or more are in flight */
+  int64_t t = now_ms();
+  kill(r.pid, SIGINT);
+  int code = finish(&r, 30);
+  int64_t took = now_ms() - t;
+  if (code != 130 || took > 1200)
+    dump(&r);
+  assert_int_equal(code, 130);
+  assert_true(took < 1200);
+  assert_int_equal(dir_entries(r.tmp), 0);
+  assert_int_equal(processes_with(r.tmp, NULL, NULL), 0);
+  cleanup(&r);
+}
+
 /* The storm's capacity probe ends as soon as the demo is told to stop (a Ctrl-C during it waited
  * its full 1.6 s). */
 static void test_capacity_probe_stops(void **state) {
@@ -312,6 +340,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_unusable_report_and_tmpdir),
       cmocka_unit_test(test_capacity_probe_stops),
       cmocka_unit_test(test_interrupted_json_keeps_finished_scenarios),
+      cmocka_unit_test(test_interrupt_does_not_wait_for_the_drain),
       cmocka_unit_test(test_libraryd_dies_mid_run),
       cmocka_unit_test(test_two_at_once),
   };
