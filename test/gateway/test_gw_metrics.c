@@ -136,7 +136,11 @@ static void config(char *buf, size_t cap, const char *extra) {
            "bulkhead = 1:queue=0\nbreaker = none\n\n"
            /* the deadline cuts the attempt: a timeout, not a refusal */
            "[route cut]\ncluster = slow\nprefix = /cut\nmax-attempts = 1\ndeadline = 150ms\n"
-           "breaker = none\n%s",
+           "breaker = none\n\n"
+           /* the attempt timeout ends the attempt with most of the deadline left: a 504, and
+            * not one for the deadline */
+           "[route tmo]\ncluster = slow\nprefix = /tmo\nmax-attempts = 1\nattempt-timeout = 100ms\n"
+           "deadline = 5s\nbreaker = none\n%s",
            faultd_port(&F1), faultd_port(&F2), extra ? extra : "");
 }
 
@@ -157,7 +161,7 @@ static void test_refused_by_reason(void **state) {
   EXPECT(type && strcmp(type, "counter") == 0, "linkd_gw_refused_total is of type %s",
          type ? type : "(none)");
   EXPECT(gw_metric_help(m, "linkd_gw_refused_total"), "linkd_gw_refused_total has no HELP");
-  static const char *const routes[] = {"brk", "bud", "dl", "lim", "blk", "cut"};
+  static const char *const routes[] = {"brk", "bud", "dl", "lim", "blk", "cut", "tmo"};
   for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
     expect_refusals(m, routes[i], "breaker", 0);
   free(m);
@@ -189,9 +193,10 @@ static void test_refused_by_reason(void **state) {
   close(hold);
   /* the deadline cuts an attempt short: 504, counted as a deadline 504, not as a refusal */
   get("/cut", NULL, 504);
+  get("/tmo", NULL, 504);
   gw_sleep_ms(50);
   assert_int_equal(faultd_request_count(&F1), 5); /* brk 2, bud 1, dl 1, lim 1 */
-  assert_int_equal(faultd_request_count(&F2), 2); /* blk 1, cut 1 */
+  assert_int_equal(faultd_request_count(&F2), 3); /* blk 1, cut 1, tmo 1 */
 
   m = gw_scrape(&G);
   expect_refusals(m, "brk", "breaker", 1);
@@ -211,6 +216,8 @@ static void test_refused_by_reason(void **state) {
   expect_counter(m, "linkd_gw_deadline_exceeded_total", "dl", 1);
   expect_counter(m, "linkd_gw_deadline_exceeded_total", "cut", 1);
   expect_counter(m, "linkd_gw_deadline_exceeded_total", "brk", 0);
+  expect_counter(m, "linkd_gw_deadline_exceeded_total", "tmo", 0);
+  expect_refusals(m, "tmo", "deadline", 0);
   expect_done(m);
   free(m);
 

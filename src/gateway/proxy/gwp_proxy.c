@@ -242,6 +242,18 @@ int gwp_attempts_made(const lk_http_result *res) {
   return made;
 }
 
+/* Whether the call's last upstream attempt timed out at the deadline: its timeout was
+ * min(cap, remaining) = remaining, and it ran that long. A timeout the attempt timeout or a phase
+ * timeout set, with deadline left, is not the deadline's doing. */
+static bool cut_by_deadline(const gwp_req *r, const lk_http_attempt_info *att, size_t natt) {
+  while (natt > 0 && att[natt - 1].phase == LK_PHASE_QUEUED)
+    natt--;
+  if (natt == 0)
+    return false;
+  const lk_http_attempt_info *a = &att[natt - 1];
+  return a->timeout < r->pol->http.attempt_timeout && a->duration >= a->timeout;
+}
+
 static void finish(gwp_req *r, lk_http_result *res) {
   gwp_server *s = r->srv;
   int err = lk_http_result_err(res);
@@ -312,10 +324,12 @@ static void finish(gwp_req *r, lk_http_result *res) {
       .duration = lk_sat_sub(now, r->t_start),
       /* the first attempt starts once the bulkhead slot and the limiter token are there */
       .queue_wait = (r->pol->bulkhead_on || r->pol->limiter_on) && natt > 0 ? att[0].start : -1,
-      /* answered 504 for it: the deadline stopped the call with a 504 to send, or ran out with
-       * no response at all (a POST cut short is "not retryable"); the last response of a call
-       * the deadline ended (a 503 with no time left for its retry) is sent as it came */
-      .deadline_exceeded = status == 504 && (err == LK_EDEADLINE || !resp),
+      /* answered 504 for it: the deadline stopped the call with a 504 to send, or its last
+       * attempt timed out at the deadline (a POST cut short is "not retryable"); the last
+       * response of a call the deadline ended (a 503 with no time left for its retry) is sent
+       * as it came, and an attempt timeout with deadline left is the upstream's slowness */
+      .deadline_exceeded =
+          status == 504 && (err == LK_EDEADLINE || (!resp && cut_by_deadline(r, att, natt))),
       .streamed = r->streamed,
       .streamed_not_retried = r->retry_wanted,
       .key_injected = r->key_injected && key,
