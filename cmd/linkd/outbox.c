@@ -184,13 +184,34 @@ static int check_db(const common *c, bool create) {
   return 0;
 }
 
-static int open_outbox(const common *c, bool create, lk_outbox **ob) {
-  int rc = check_db(c, create);
+/* Whether this process may write the file and its directory (where SQLite puts the -wal and
+ * -shm files): false on a read-only file system, a snapshot, another user's outbox. */
+static bool may_write(const char *path) {
+  const char *slash = strrchr(path, '/');
+  char dir[4096];
+  if (!slash)
+    snprintf(dir, sizeof dir, ".");
+  else if (slash == path)
+    snprintf(dir, sizeof dir, "/");
+  else
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  return access(dir, W_OK | X_OK) == 0 && access(path, W_OK) == 0;
+}
+
+typedef enum open_mode {
+  OPEN_CREATE,   /* enqueue, run: a missing file is made */
+  OPEN_EXISTING, /* retry, purge: they write */
+  OPEN_READ      /* list, stats: read-only where the file cannot be written */
+} open_mode;
+
+static int open_outbox(const common *c, open_mode mode, lk_outbox **ob) {
+  int rc = check_db(c, mode == OPEN_CREATE);
   if (rc != 0)
     return rc;
   lk_outbox_config cfg;
   lk_outbox_config_init_default(&cfg);
   cfg.path = c->db;
+  cfg.read_only = mode == OPEN_READ && !may_write(c->db);
   if (c->retention > 0)
     cfg.retention = c->retention;
   char err[512];
@@ -422,7 +443,7 @@ static int cmd_enqueue(int argc, char **argv) {
     rc = read_data(data, &body, &blen);
   lk_outbox *ob = NULL;
   if (rc == 0)
-    rc = open_outbox(&c, true, &ob);
+    rc = open_outbox(&c, OPEN_CREATE, &ob);
   lk_outbox_message *m = rc == 0 ? calloc((size_t)repeat, sizeof *m) : NULL;
   int64_t *ids = rc == 0 ? calloc((size_t)repeat, sizeof *ids) : NULL;
   if (rc == 0 && (!m || !ids))
@@ -602,7 +623,7 @@ static int cmd_run(int argc, char **argv) {
   }
   lk_outbox *ob = NULL;
   if (rc == 0)
-    rc = open_outbox(&c, true, &ob); /* a sender may start before the first enqueue */
+    rc = open_outbox(&c, OPEN_CREATE, &ob); /* a sender may start before the first enqueue */
   if (rc == 0) {
     run_cancel = lk_http_cancel_new();
     sc.cancel = run_cancel;
@@ -773,7 +794,7 @@ static int cmd_list(int argc, char **argv) {
     rc = usage("%s", "list needs --db FILE");
   lk_outbox *ob = NULL;
   if (rc == 0)
-    rc = open_outbox(&c, false, &ob);
+    rc = open_outbox(&c, OPEN_READ, &ob);
   int err = rc == 0 ? lk_outbox_list(ob, state, after, (int)limit, print_entry, &json) : LK_OK;
   if (err != LK_OK) /* after the entries read before it, if any */
     rc = db_failed(&c, "list", err, NULL);
@@ -813,7 +834,7 @@ static int cmd_retry(int argc, char **argv) {
     rc = usage("--ttl %s: a new expiry must be more than 0 from now", ttl_arg);
   lk_outbox *ob = NULL;
   if (rc == 0)
-    rc = open_outbox(&c, false, &ob);
+    rc = open_outbox(&c, OPEN_EXISTING, &ob);
   if (rc == 0) {
     int64_t n = 0;
     int err = lk_outbox_retry(ob, all ? 0 : id, ttl, &n);
@@ -856,7 +877,7 @@ static int cmd_purge(int argc, char **argv) {
     rc = usage("%s", "purge needs --db FILE");
   lk_outbox *ob = NULL;
   if (rc == 0)
-    rc = open_outbox(&c, false, &ob);
+    rc = open_outbox(&c, OPEN_EXISTING, &ob);
   if (rc == 0) {
     int64_t n = 0;
     int err = lk_outbox_purge(ob, older, poisoned, &n);
@@ -887,7 +908,7 @@ static int cmd_stats(int argc, char **argv) {
     rc = usage("%s", "stats needs --db FILE");
   lk_outbox *ob = NULL;
   if (rc == 0)
-    rc = open_outbox(&c, false, &ob);
+    rc = open_outbox(&c, OPEN_READ, &ob);
   lk_outbox_stats st;
   int err = rc == 0 ? lk_outbox_stats_get(ob, &st) : LK_OK;
   if (err != LK_OK)

@@ -74,6 +74,9 @@ typedef struct lk_outbox_config {
   int busy_timeout_ms;        /* waiting for other processes' locks; default 5000 */
   size_t max_stored_response; /* bytes of a response body kept with an entry; default 64 KiB */
   const lk_clock *wall_clock; /* ns since the epoch; NULL = CLOCK_REALTIME (default) */
+  bool read_only; /* open an existing outbox to read it only (lk_outbox_list, lk_outbox_stats_get):
+                     nothing is created or written, so a file on a read-only file system or in
+                     a directory this user cannot write opens too; default false */
 } lk_outbox_config;
 
 /* Sets every field to its default (path "linkd-outbox.db"). */
@@ -84,6 +87,12 @@ LK_EXPORT void lk_outbox_config_init_default(lk_outbox_config *c);
  * be opened or written), LK_ESTATE (a schema newer than this library: the file is left as it
  * was), LK_EAGAIN (another process held the file longer than busy_timeout_ms), LK_EIO or
  * LK_ENOMEM. Processes opening one new file at the same time all succeed.
+ * With cfg->read_only the file must exist and hold an outbox of this library's schema (LK_ESYS
+ * otherwise; an older schema is LK_ESTATE: open it read-write once to upgrade it). A reader sees
+ * what writers committed, including what a running writer has not checkpointed yet; with nobody
+ * writing and a directory it cannot write (where SQLite cannot make the WAL's index) it reads
+ * the file as it is, which is then all of it. lk_outbox_enqueue, lk_outbox_enqueue_batch,
+ * lk_outbox_retry, lk_outbox_purge and lk_outbox_send on a read-only outbox return LK_ESTATE.
  * On failure *out is NULL and `errbuf` (may be NULL) names the cause. */
 LK_EXPORT int lk_outbox_open(const lk_outbox_config *cfg, lk_outbox **out, char *errbuf,
                              size_t errcap);

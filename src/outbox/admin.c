@@ -45,6 +45,8 @@ int lk_outbox_retry(lk_outbox *ob, int64_t id, int64_t ttl, int64_t *count) {
     *count = 0;
   if (!ob || id < 0 || ttl < 0)
     return LK_EINVAL;
+  if (ob->cfg.read_only)
+    return LK_ESTATE;
   int64_t now = lk__ob_now(ob);
   int64_t expires = ttl > 0 ? lk_sat_add(now, ttl) : 0;
   pthread_mutex_lock(&ob->mu);
@@ -150,6 +152,8 @@ int lk_outbox_purge(lk_outbox *ob, int64_t older_than, bool include_poisoned, in
     *deleted = 0;
   if (!ob)
     return LK_EINVAL;
+  if (ob->cfg.read_only)
+    return LK_ESTATE;
   int64_t window = older_than < 0 ? ob->cfg.retention : older_than;
   return lk__ob_purge(ob, lk_sat_sub(lk__ob_now(ob), window), include_poisoned, deleted);
 }

@@ -109,6 +109,8 @@ static int enqueue(lk_outbox *ob, const lk_outbox_message *m, size_t n, int64_t 
                    char *key_out) {
   if (!ob || (!m && n))
     return LK_EINVAL;
+  if (ob->cfg.read_only)
+    return LK_ESTATE;
   if (n == 0)
     return LK_OK;
   prepared *p = calloc(n, sizeof *p);

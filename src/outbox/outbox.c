@@ -3,10 +3,12 @@
 #include "outbox_impl.h"
 #include "sqlite/lk_sqlite.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 static const char *const stmt_sql[OB_ST_COUNT] = {
     [OB_ST_INSERT] = "INSERT INTO entries(state, method, url, headers, body, idem_key, created_ns, "
@@ -84,6 +86,7 @@ void lk_outbox_config_init_default(lk_outbox_config *c) {
   c->busy_timeout_ms = 5000;
   c->max_stored_response = 64 * 1024;
   c->wall_clock = NULL;
+  c->read_only = false;
 }
 
 int64_t lk__ob_now(const lk_outbox *ob) { return ob->cfg.wall_clock->now(ob->cfg.wall_clock); }
@@ -241,6 +244,95 @@ static int migrate(lk_outbox *ob, char *errbuf, size_t errcap) {
   return rc;
 }
 
+/* "file:" + path percent-encoded + "?immutable=1": a path with '?', '#' or '%' in it is then
+ * still that path. NULL on no memory. */
+static char *immutable_uri(const char *path) {
+  static const char hex[] = "0123456789ABCDEF";
+  size_t n = strlen(path);
+  char *u = malloc(5 + 3 * n + sizeof "?immutable=1");
+  if (!u)
+    return NULL;
+  char *w = u;
+  memcpy(w, "file:", 5);
+  w += 5;
+  for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+    if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+        strchr("/-._~", *p)) {
+      *w++ = (char)*p;
+    } else {
+      *w++ = '%';
+      *w++ = hex[*p >> 4];
+      *w++ = hex[*p & 15];
+    }
+  }
+  memcpy(w, "?immutable=1", sizeof "?immutable=1");
+  return u;
+}
+
+/* A WAL file is read with its -shm index: SQLite maps a read-only one while a writer has the
+ * file open, and makes one where the directory lets it. In a directory it cannot write (a
+ * snapshot on a read-only file system, another user's outbox) with no writer there is none to be
+ * had, and no -wal either (the last writer to close checkpoints it and removes it), so the file
+ * as it is holds every commit: it is opened immutable. A -wal left there (a writer running, or
+ * one that died) is never skipped that way: the open fails instead. */
+static int open_read_only(lk_outbox *ob, char *errbuf, size_t errcap) {
+  int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX;
+  if (access(ob->path, F_OK) != 0) {
+    if (errbuf && errcap)
+      snprintf(errbuf, errcap, "%s: %s", ob->path, strerror(errno));
+    return LK_ESYS;
+  }
+  int v = -1;
+  int rc = sqlite3_open_v2(ob->path, &ob->db, flags, NULL);
+  if (rc == SQLITE_OK && user_version(ob->db, &v) != LK_OK) {
+    size_t n = strlen(ob->path);
+    char *wal = malloc(n + sizeof "-wal");
+    if (!wal)
+      return LK_ENOMEM;
+    memcpy(wal, ob->path, n);
+    memcpy(wal + n, "-wal", sizeof "-wal");
+    bool has_wal = access(wal, F_OK) == 0;
+    free(wal);
+    if (has_wal) {
+      lk__sqlite_err(errbuf, errcap, ob->path, ob->db);
+      if (errbuf && errcap) {
+        size_t used = strlen(errbuf);
+        snprintf(errbuf + used, errcap - used,
+                 " (read-only, with a -wal beside it that needs its -shm index: a writer that "
+                 "died, or one whose index this user cannot read)");
+      }
+      return LK_ESYS;
+    }
+    sqlite3_close(ob->db);
+    ob->db = NULL;
+    char *uri = immutable_uri(ob->path);
+    if (!uri)
+      return LK_ENOMEM;
+    rc = sqlite3_open_v2(uri, &ob->db, flags | SQLITE_OPEN_URI, NULL);
+    free(uri);
+    if (rc == SQLITE_OK && user_version(ob->db, &v) != LK_OK)
+      rc = SQLITE_ERROR;
+  }
+  if (rc != SQLITE_OK) {
+    lk__sqlite_err(errbuf, errcap, ob->path, ob->db);
+    return LK_ESYS;
+  }
+  sqlite3_extended_result_codes(ob->db, 1);
+  sqlite3_busy_timeout(ob->db, ob->cfg.busy_timeout_ms);
+  if (v != OB_SCHEMA_VERSION) {
+    if (errbuf && errcap) {
+      if (v == 0)
+        snprintf(errbuf, errcap, "%s: not an outbox", ob->path);
+      else
+        snprintf(errbuf, errcap, "outbox schema version %d is %s than this library's %d%s", v,
+                 v > OB_SCHEMA_VERSION ? "newer" : "older", OB_SCHEMA_VERSION,
+                 v > OB_SCHEMA_VERSION ? "" : " (open it read-write once to upgrade it)");
+    }
+    return v == 0 ? LK_ESYS : LK_ESTATE;
+  }
+  return LK_OK;
+}
+
 int lk_outbox_open(const lk_outbox_config *cfg, lk_outbox **out, char *errbuf, size_t errcap) {
   if (out)
     *out = NULL;
@@ -249,7 +341,7 @@ int lk_outbox_open(const lk_outbox_config *cfg, lk_outbox **out, char *errbuf, s
   if (!cfg || !out || !cfg->path || !*cfg->path || cfg->retention <= 0 || cfg->default_ttl <= 0 ||
       cfg->busy_timeout_ms < 0)
     return LK_EINVAL;
-  if (lk__sqlite_check_location(cfg->path, "outbox", errbuf, errcap) != 0)
+  if (!cfg->read_only && lk__sqlite_check_location(cfg->path, "outbox", errbuf, errcap) != 0)
     return LK_ESYS;
   lk_outbox *ob = calloc(1, sizeof *ob);
   if (!ob)
@@ -264,6 +356,15 @@ int lk_outbox_open(const lk_outbox_config *cfg, lk_outbox **out, char *errbuf, s
   if (!ob->cfg.wall_clock)
     ob->cfg.wall_clock = &wall_clock;
   pthread_mutex_init(&ob->mu, NULL);
+  if (cfg->read_only) {
+    int rc = open_read_only(ob, errbuf, errcap);
+    if (rc != LK_OK) {
+      lk_outbox_close(ob);
+      return rc;
+    }
+    *out = ob;
+    return LK_OK;
+  }
   /* NOMUTEX: ob->mu serialises the connection. */
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
   if (sqlite3_open_v2(ob->path, &ob->db, flags, NULL) != SQLITE_OK) {

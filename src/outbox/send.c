@@ -613,6 +613,8 @@ int lk_outbox_send(lk_outbox *ob, const lk_outbox_sender_config *cfg, lk_outbox_
     memset(out, 0, sizeof *out);
   if (!ob || !cfg)
     return LK_EINVAL;
+  if (ob->cfg.read_only)
+    return LK_ESTATE;
   if (check_config(cfg) != LK_OK)
     return LK_ECONFIG;
   int lock = lock_sender(ob);

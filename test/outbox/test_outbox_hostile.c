@@ -314,22 +314,29 @@ static int unmount_full(void **state) {
  * the CLI reported as "input/output error (a damaged file? ...)". It is LK_ESYS, the CLI says
  * to look at the file system, what was committed stays, and once there is room again the same
  * handle stores the next entry. */
-static void test_full_file_system(void **state) {
-  (void)state;
-  snprintf(full_mount, sizeof full_mount, "%s/full%d", DIR_, ++seq);
+/* A tmpfs of `size` at full_mount (a new directory named after `what`), in a mount namespace of
+ * the test's own (as test_http_dns does), so the tmpfs goes with the process even if the test
+ * dies; root is needed, as the suite's README command runs. unmount_full removes it. */
+static void mount_tmpfs(const char *what, const char *size) {
+  snprintf(full_mount, sizeof full_mount, "%s/%s%d", DIR_, what, ++seq);
   assert_int_equal(mkdir(full_mount, 0755), 0);
-  /* In a mount namespace of the test's own (as test_http_dns does), so the tmpfs goes with
-   * the process even if the test dies; root is needed, as the suite's README command runs. */
   static bool private_ns;
   if (!private_ns) {
     if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
       fail_msg("a private mount namespace: %s (the test needs root)", strerror(errno));
     private_ns = true;
   }
-  if (mount("tmpfs", full_mount, "tmpfs", 0, "size=512k") != 0) {
+  char opts[64];
+  snprintf(opts, sizeof opts, "size=%s", size);
+  if (mount("tmpfs", full_mount, "tmpfs", 0, opts) != 0) {
     full_mount[0] = '\0';
-    fail_msg("mount a 512 KiB tmpfs: %s (the test needs root)", strerror(errno));
+    fail_msg("mount a %s tmpfs: %s (the test needs root)", size, strerror(errno));
   }
+}
+
+static void test_full_file_system(void **state) {
+  (void)state;
+  mount_tmpfs("full", "512k");
   char path[400], filler[400], out[4096];
   snprintf(path, sizeof path, "%s/q.db", full_mount);
   snprintf(filler, sizeof filler, "%s/filler", full_mount);
@@ -370,6 +377,155 @@ static void test_full_file_system(void **state) {
   assert_int_equal(st.pending, stored + 1);
   assert_int_equal(st.enqueued_total, stored + 1);
   lk_outbox_close(ob);
+}
+
+/* --- reading an outbox that cannot be written ---------------------------------------------------
+ */
+
+static int count_entries(void *ctx, const lk_outbox_entry *e) {
+  (void)e;
+  ++*(int *)ctx;
+  return 0;
+}
+
+static lk_outbox *open_read_only(const char *path, int want, char *err, size_t cap) {
+  lk_outbox_config c;
+  lk_outbox_config_init_default(&c);
+  c.path = path;
+  c.read_only = true;
+  lk_outbox *ob = NULL;
+  err[0] = '\0';
+  int rc = lk_outbox_open(&c, &ob, err, cap);
+  if (rc != want)
+    fail_msg("read-only open of %s: %s (%s), want %s", path, lk_err_name(rc), err,
+             lk_err_name(want));
+  return ob;
+}
+
+/* A reader beside a running writer sees what it committed, still in the -wal; and a read-only
+ * outbox refuses every call that writes. */
+static void test_read_only_beside_a_writer(void **state) {
+  (void)state;
+  char path[300], err[512];
+  new_path(path, sizeof path, "ro");
+  lk_outbox *w = open_at(path, NULL);
+  for (int i = 0; i < 3; i++)
+    enqueue_to(w, "http://127.0.0.1:1/x", NULL);
+  lk_outbox *r = open_read_only(path, LK_OK, err, sizeof err);
+  int n = 0;
+  assert_int_equal(lk_outbox_list(r, -1, 0, 100, count_entries, &n), LK_OK);
+  assert_int_equal(n, 3);
+  enqueue_to(w, "http://127.0.0.1:1/x", NULL); /* a commit after the reader opened */
+  lk_outbox_stats st;
+  assert_int_equal(lk_outbox_stats_get(r, &st), LK_OK);
+  assert_int_equal(st.pending, 4);
+  assert_int_equal(st.enqueued_total, 4);
+  lk_outbox_message m;
+  lk_outbox_message_init(&m);
+  m.method = "POST";
+  m.url = "http://127.0.0.1:1/x";
+  assert_int_equal(lk_outbox_enqueue(r, &m, NULL, NULL), LK_ESTATE);
+  assert_int_equal(lk_outbox_enqueue_batch(r, &m, 1, NULL), LK_ESTATE);
+  assert_int_equal(lk_outbox_retry(r, 0, 0, NULL), LK_ESTATE);
+  assert_int_equal(lk_outbox_purge(r, -1, true, NULL), LK_ESTATE);
+  lk_outbox_sender_config sc;
+  sender(&sc, false);
+  assert_int_equal(lk_outbox_send(r, &sc, NULL), LK_ESTATE);
+  lk_outbox_close(r);
+  lk_outbox_close(w);
+  /* a file that is not there is not made */
+  char missing[320];
+  snprintf(missing, sizeof missing, "%s/none%d.db", DIR_, ++seq);
+  assert_null(open_read_only(missing, LK_ESYS, err, sizeof err));
+  assert_int_equal(access(missing, F_OK), -1);
+}
+
+/* On a read-only file system (a snapshot, a backup mounted to look at), list and stats failed
+ * ("the outbox directory is not writable ... WAL mode creates the -wal and -shm files there"):
+ * SQLite cannot make the WAL's index there. They work now, through the library and the CLI; what
+ * writes says why it cannot. A -wal left by a writer that died is read, never skipped. */
+static void test_read_only_file_system(void **state) {
+  (void)state;
+  mount_tmpfs("rofs", "4m");
+  char path[400], dead[400], other[400], out[4096], err[512];
+  snprintf(path, sizeof path, "%s/q.db", full_mount);
+  snprintf(dead, sizeof dead, "%s/dead.db", full_mount);
+  snprintf(other, sizeof other, "%s/other.db", full_mount);
+  lk_outbox *w = open_at(path, NULL);
+  enqueue_to(w, "http://127.0.0.1:1/a", NULL);
+  enqueue_to(w, "http://127.0.0.1:1/b", NULL);
+  lk_outbox_close(w); /* checkpointed: no -wal left */
+  /* a writer killed after its commit leaves its -wal (and -shm) behind */
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    lk_outbox *d = open_at(dead, NULL);
+    enqueue_to(d, "http://127.0.0.1:1/lost-if-skipped", NULL);
+    raise(SIGKILL);
+  }
+  int wst;
+  assert_int_equal(waitpid(pid, &wst, 0), pid);
+  assert_true(WIFSIGNALED(wst));
+  /* the same file and -wal copied without the -shm index (as a copy of the files might be):
+   * it cannot be read without writing an index, and is not read as if the -wal were not there */
+  char bare[400];
+  snprintf(bare, sizeof bare, "%s/bare.db", full_mount);
+  static unsigned char copy[1 << 20];
+  const char *sfx[] = {"", "-wal"};
+  for (int i = 0; i < 2; i++) {
+    char from[420], to[420];
+    snprintf(from, sizeof from, "%s%s", dead, sfx[i]);
+    snprintf(to, sizeof to, "%s%s", bare, sfx[i]);
+    size_t len = slurp(from, copy, sizeof copy);
+    assert_true(len < sizeof copy);
+    FILE *f = fopen(to, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(copy, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+  }
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open(other, &db), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(db, "CREATE TABLE t(x)", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(db);
+  assert_int_equal(mount(NULL, full_mount, NULL, MS_REMOUNT | MS_RDONLY, NULL), 0);
+
+  lk_outbox_config c;
+  lk_outbox_config_init_default(&c);
+  c.path = path;
+  lk_outbox *ob = NULL;
+  assert_int_equal(lk_outbox_open(&c, &ob, err, sizeof err), LK_ESYS); /* read-write: as before */
+  lk_outbox *r = open_read_only(path, LK_OK, err, sizeof err);
+  int n = 0;
+  assert_int_equal(lk_outbox_list(r, -1, 0, 100, count_entries, &n), LK_OK);
+  assert_int_equal(n, 2);
+  lk_outbox_stats st;
+  assert_int_equal(lk_outbox_stats_get(r, &st), LK_OK);
+  assert_int_equal(st.pending, 2);
+  lk_outbox_close(r);
+  /* the dead writer's commit is in its -wal only, and is read from there */
+  r = open_read_only(dead, LK_OK, err, sizeof err);
+  one o = {0};
+  assert_int_equal(lk_outbox_list(r, -1, 0, 100, first, &o), LK_OK);
+  assert_int_equal(o.n, 1);
+  lk_outbox_close(r);
+  assert_null(open_read_only(bare, LK_ESYS, err, sizeof err));
+  assert_non_null(strstr(err, "-wal"));
+  assert_null(open_read_only(other, LK_ESYS, err, sizeof err));
+  assert_non_null(strstr(err, "not an outbox"));
+
+  assert_int_equal(cli(out, sizeof out, "list --db '%s'", path), 0);
+  assert_non_null(strstr(out, "http://127.0.0.1:1/a"));
+  assert_non_null(strstr(out, "http://127.0.0.1:1/b"));
+  assert_int_equal(cli(out, sizeof out, "stats --db '%s'", path), 0);
+  assert_non_null(strstr(out, "pending 2"));
+  assert_int_equal(cli(out, sizeof out, "purge --db '%s'", path), 1);
+  assert_non_null(strstr(out, "not writable"));
+  assert_int_equal(cli(out, sizeof out, "list --db '%s'", dead), 0);
+  assert_non_null(strstr(out, "lost-if-skipped"));
+  /* nothing was written: the file system is as it was */
+  char wal[420];
+  snprintf(wal, sizeof wal, "%s-wal", path);
+  assert_int_equal(access(wal, F_OK), -1);
 }
 
 /* --- Retry-After
@@ -564,6 +720,8 @@ int main(void) {
       cmocka_unit_test(test_many_processes_open_one_new_file),
       cmocka_unit_test(test_future_schema_is_left_as_it_was),
       cmocka_unit_test_teardown(test_full_file_system, unmount_full),
+      cmocka_unit_test(test_read_only_beside_a_writer),
+      cmocka_unit_test_teardown(test_read_only_file_system, unmount_full),
       cmocka_unit_test(test_hostile_retry_after_is_capped),
       cmocka_unit_test(test_clock_stepped_back_between_runs),
       cmocka_unit_test(test_cli_json_has_every_key),
