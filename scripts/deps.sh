@@ -7,6 +7,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config clang libclang-rt-14-dev   # toolchain, libFuzzer, sanitizers
   libcurl4-openssl-dev                                         # HTTP layer
+  zlib1g-dev                                                   # zlib.h: --compressed's decoder; tests
   libmicrohttpd-dev libsqlite3-dev libjansson-dev              # libraryd: server, store, JSON
   nettle-dev                                                   # libraryd: SHA-256
   libinih-dev                                                  # linkd config file

@@ -415,15 +415,66 @@ typedef struct lk_http_policy {
                                directory, if built with one, still applies); copied at submit;
                                not empty, no CR or LF (LK_ECONFIG); the file is read when a
                                connection is made. NULL = libcurl's default; default NULL */
+
+  /* --- content coding and where connections go (curl's --compressed, --resolve, --connect-to)
+   * Calls with any of these run on libcurl: the native transport (lk_http_client_config.transport)
+   * neither decodes nor redirects connections, so it leaves such a call to libcurl, as it does a
+   * call with a ca_file; nothing of them is ignored. */
+  bool compressed; /* ask for a compressed response ("Accept-Encoding: gzip, deflate", libcurl's
+                      CURLOPT_ACCEPT_ENCODING, unless the request has its own Accept-Encoding
+                      header) and decode a gzip, x-gzip or deflate body (with zlib).
+                      The response's body is
+                      then the decoded bytes, and max_response_body counts them (a small gzip
+                      bomb ends LK_ETOOBIG when its decoded size passes the limit; a declared
+                      Content-Length, which counts encoded bytes, is not held against it); its
+                      headers stay as received (Content-Encoding, Content-Length). A body that
+                      does not decode (corrupt data, a bad checksum, bytes after the end, a
+                      coding other than those, or several stacked) is LK_F_JUNK_RESPONSE, one
+                      whose compressed stream ends early (its transfer complete) LK_F_PARTIAL_BODY,
+                      phase RECEIVE, retried like any broken response. Default false: a body is
+                      never decoded, whatever Accept-Encoding header the request carries (a proxy
+                      forwards it as received) */
+  const char *const *resolve; /* nresolve entries "HOST:PORT:ADDR[,ADDR...]", curl's --resolve
+                                 (CURLOPT_RESOLVE): a connection to HOST:PORT goes to ADDR
+                                 (IPv4 or IPv6, optionally in brackets; several are tried in
+                                 turn) instead of what DNS says; HOST "*" stands for any host.
+                                 Checked by lk_http_resolve_check() (LK_ECONFIG otherwise) and
+                                 copied at submit. Applied on every attempt, in a DNS cache of the
+                                 call's own (other calls on the client never see these
+                                 addresses), and such a call never shares a pooled connection
+                                 with another call (each attempt opens its own and closes it).
+                                 Default NULL */
+  size_t nresolve;
+  const char *const *connect_to; /* nconnect_to entries "HOST1:PORT1:HOST2:PORT2", curl's
+                                    --connect-to (CURLOPT_CONNECT_TO): a request to HOST1:PORT1
+                                    connects to HOST2:PORT2 instead, with the URL's host still
+                                    in the Host header and TLS name checks; an empty HOST1 or
+                                    PORT1 matches any, an empty HOST2 or PORT2 keeps the URL's.
+                                    The first entry that matches is used. Checked by
+                                    lk_http_connect_to_check() (LK_ECONFIG otherwise), copied at
+                                    submit, applied on every attempt. Default NULL */
+  size_t nconnect_to;
 } lk_http_policy;
 
 /* Sets every field to its default (see the struct). Never fails. */
 LK_EXPORT void lk_http_policy_init_default(lk_http_policy *p);
 
+/* Whether `entry` is a valid lk_http_policy.resolve entry: HOST:PORT:ADDR[,ADDR...] with HOST a
+ * name (letters, digits, '-', '.', '_'; at most 255 characters) or "*", PORT 1 to 65535, and
+ * each ADDR an IPv4 or IPv6 address, optionally in brackets ("[::1]"). libcurl's "+" and "-"
+ * prefixes (cache lifetime, removal) are refused. LK_OK, or LK_EINVAL with *why (if non-NULL) a
+ * static message saying what is wrong. Thread-safe. */
+LK_EXPORT int lk_http_resolve_check(const char *entry, const char **why);
+/* Whether `entry` is a valid lk_http_policy.connect_to entry: HOST1:PORT1:HOST2:PORT2, each
+ * HOST empty, a name (as above) or an IPv6 address in brackets, each PORT empty or 1 to 65535.
+ * LK_OK, or LK_EINVAL with *why (if non-NULL) a static message. Thread-safe. */
+LK_EXPORT int lk_http_connect_to_check(const char *entry, const char **why);
+
 /* Checks a policy. LK_OK or LK_ECONFIG with *why (if non-NULL) a static message naming the bad
  * field: deadline <= 0, attempt_timeout <= 0, a negative phase timeout, a duration above
  * LK_HTTP_DURATION_MAX, idem_mode LK_IDEM_KEY
- * without a valid key, an invalid tenant, pool_idle_lifetime < 1 s, ... Calls validate too. */
+ * without a valid key, an invalid tenant, pool_idle_lifetime < 1 s, a resolve or connect_to
+ * entry that does not check (or a count without its array), ... Calls validate too. */
 LK_EXPORT int lk_http_policy_validate(const lk_http_policy *p, const char **why);
 
 /* ============================================================================================
@@ -597,8 +648,8 @@ typedef enum lk_http_transport {
                               (libhttp-parser, keep-alive pool per origin) for attempts to plain
                               http:// URLs whose host is an IP literal or localhost; every other
                               attempt (https, names to resolve, a caller's Expect, a CA
-                              file) still runs on libcurl. Classified like libcurl's
-                              (docs/DESIGN.md section 8) */
+                              file, a policy with compressed, resolve or connect_to) still runs
+                              on libcurl. Classified like libcurl's (docs/DESIGN.md section 8) */
 } lk_http_transport;
 
 typedef struct lk_http_client_config {

@@ -182,8 +182,25 @@ static bool final_head_ok(lk_try *t) {
    * HTTP/2, and would read a body framed by whatever follows */
   bool version_ok = r->version == 10 || r->version == 11 || strncasecmp(t->url, "http:", 5) != 0;
   bool too_big = false;
+  size_t max = t->k->pol.max_response_body;
+  /* compressed: a body to decode (its Content-Encoding) gets its decoder now; the limit counts
+   * decoded bytes, so a declared length (of the encoded ones) is not held against it */
+  if (t->k->pol.compressed && r->status_seen && r->status >= 200 && r->status != 204 &&
+      r->status != 304 && !t->k->req->head) {
+    int rc = lk__decoder_new(r, &t->dec);
+    if (rc == LK_ENOMEM) {
+      a->oom = true;
+      return false;
+    }
+    if (rc != LK_OK) {
+      a->body_junk = true;
+      return false;
+    }
+    if (t->dec)
+      max = SIZE_MAX;
+  }
   if (!r->status_seen || r->status == 0 || !version_ok ||
-      lk__resp_head_check(r, t->k->req->head, t->k->pol.max_response_body, &too_big) != LK_F_NONE) {
+      lk__resp_head_check(r, t->k->req->head, max, &too_big) != LK_F_NONE) {
     a->head_junk = true;
     return false;
   }
@@ -233,6 +250,17 @@ static size_t on_body(char *buf, size_t size, size_t n, void *ud) {
   lk_try *t = ((lk_easy *)ud)->t;
   size_t len = size * n;
   got_bytes(t, len);
+  if (t->dec) {
+    int rc =
+        lk__decoder_write(t->dec, buf, len, &t->cur, t->k->pol.max_response_body, &t->att.too_big);
+    if (rc == LK_OK)
+      return len;
+    if (rc == LK_EPARSE)
+      t->att.body_junk = true;
+    else if (rc == LK_ENOMEM)
+      t->att.oom = true;
+    return 0; /* CURLE_WRITE_ERROR */
+  }
   if (!lk__resp_body(&t->cur, buf, len, t->k->pol.max_response_body, &t->att.too_big)) {
     if (!t->att.too_big)
       t->att.oom = true;
@@ -285,6 +313,9 @@ int lk__easy_init(lk_easy *x) {
   SET(CURLOPT_HEADERDATA, (void *)x);
   SET(CURLOPT_WRITEFUNCTION, on_body);
   SET(CURLOPT_WRITEDATA, (void *)x);
+  /* A body comes as it was sent: the driver decodes one itself, and only when the policy asks
+   * (lk_http_policy.compressed; a proxy forwards bytes as received) */
+  SET(CURLOPT_HTTP_CONTENT_DECODING, 0L);
   if (x->client && x->client->external && x->client->cfg.close_fn) {
     SET(CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
     SET(CURLOPT_CLOSESOCKETDATA, (void *)x->client);
@@ -309,10 +340,14 @@ int lk__attempt_setup_call(lk_call *k, lk_easy *x) {
   const lk_http_request *r = k->req;
   const lk_http_policy *p = &k->pol;
   /* a streamed body cannot be written twice, so libcurl's silent re-send must not happen */
-  bool fresh = (k->unsafe && p->resend_guard == LK_RESEND_FRESH_CONNECTION) || r->stream;
+  /* nor may a connection made to a resolve entry's address serve another call, or a pooled one
+   * made to what DNS says serve this call: libcurl's pool knows host names, not addresses */
+  bool pinned = k->resolve != NULL;
+  bool fresh = (k->unsafe && p->resend_guard == LK_RESEND_FRESH_CONNECTION) || r->stream || pinned;
   long maxage = (long)(p->pool_idle_lifetime / LK_NS_PER_S);
-  unsigned sig =
-      (unsigned)fresh | (unsigned)p->verify_tls << 1 | (unsigned)(maxage & 0xffffff) << 2;
+  unsigned sig = (unsigned)fresh | (unsigned)p->verify_tls << 1 |
+                 (unsigned)(maxage & 0xffffff) << 2 | (unsigned)pinned << 26 |
+                 (unsigned)p->compressed << 27;
   const char *ca = p->ca_file;
   bool ca_same = ca ? x->ca_file && strcmp(x->ca_file, ca) == 0 : !x->ca_file;
   /* a pooled handle set up for the same request version and options needs nothing new */
@@ -376,6 +411,9 @@ int lk__attempt_setup_call(lk_call *k, lk_easy *x) {
    * state machine, so requests without a body go without it. */
   SET(CURLOPT_NOPROGRESS, r->body_len > 0 || r->stream ? 0L : 1L);
   SET(CURLOPT_FRESH_CONNECT, (long)fresh);
+  SET(CURLOPT_FORBID_REUSE, (long)pinned);
+  /* the codings the driver decodes (lk__decoder_new); a request's own Accept-Encoding wins */
+  SET(CURLOPT_ACCEPT_ENCODING, p->compressed ? "gzip, deflate" : (char *)NULL);
   SET(CURLOPT_MAXAGE_CONN, maxage);
   SET(CURLOPT_SSL_VERIFYPEER, (long)p->verify_tls);
   SET(CURLOPT_SSL_VERIFYHOST, p->verify_tls ? 2L : 0L);
@@ -523,6 +561,22 @@ static int curl_setup(lk_try *t) {
   if (t->url != k->req->url) {
     SET(CURLOPT_URL, t->url);
     x->req_id = 0;
+  }
+
+  /* The call's resolve entries, in its own DNS cache, loaded again by every transfer (libcurl
+   * reads CURLOPT_RESOLVE once after it is set); its connect-to entries, read by every
+   * transfer. Both lists belong to the call; the pool takes them off (lk__client_easy_put). */
+  if (k->resolve) {
+    if (x->dns != k->dns) {
+      SET(CURLOPT_SHARE, k->dns);
+      x->dns = k->dns;
+    }
+    SET(CURLOPT_RESOLVE, k->resolve);
+    x->resolve = true;
+  }
+  if (x->connect_to != k->connect_to) {
+    SET(CURLOPT_CONNECT_TO, k->connect_to);
+    x->connect_to = k->connect_to;
   }
 
   /* libcurl keeps the pointer and reads the list when the transfer starts; the list is rebuilt

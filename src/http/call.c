@@ -168,6 +168,7 @@ void lk__call_free_extra(lk_call *k) {
       lk__client_easy_put(k->cl, t->ex);
     if (t->nodes != t->inline_nodes)
       free(t->nodes);
+    lk__decoder_free(t->dec);
     lk__resp_free(&t->cur);
     free(t);
   }
@@ -188,6 +189,8 @@ static int try_launch(lk_call *k, lk_try *t, int64_t now, bool hedge) {
   a->ctimeout =
       p->connect_timeout > 0 && p->connect_timeout < a->timeout ? p->connect_timeout : a->timeout;
   a->end_at = lk_sat_add(now, a->timeout);
+  lk__decoder_free(t->dec); /* the last attempt's ended with it; never carried over */
+  t->dec = NULL;
   lk__resp_reset(&t->cur);
   lk__attempt_prepare(t);
   t->tp = k->native && lk__h1_target(t) ? &lk__h1_transport : &lk__curl_transport;
@@ -387,6 +390,9 @@ static void finish_at(lk_call *k, int64_t now, int err, lk_failure kind, const c
     k->ex = NULL;
   }
   lk__call_free_extra(k);
+  lk__call_net_free(k); /* every handle of the call is back in the pool, without them */
+  lk__decoder_free(k->first.dec);
+  k->first.dec = NULL;
   free(k->ua_line);
   if (k->cancel)
     lk__client_tok_unregister(c, k->cancel);
@@ -610,6 +616,18 @@ static void attempt_evidence(lk_try *t, int code, lk_timer_kind timer, lk_outcom
      * timeout keeps its kind) */
     e->framing = LK_F_JUNK_RESPONSE;
   }
+  /* compressed: a body whose bytes do not decode is junk, whatever the transfer says; one whose
+   * compressed stream stopped short of its end is cut short even when the transfer completed
+   * (libcurl 7.88 would call it whole) */
+  if (a->body_junk) {
+    e->framing = LK_F_JUNK_RESPONSE;
+    e->complete = false;
+  } else if (e->complete && !lk__decoder_done(t->dec)) {
+    e->framing = LK_F_PARTIAL_BODY;
+    e->complete = false;
+  }
+  lk__decoder_free(t->dec);
+  t->dec = NULL;
   /* Past LK_HTTP_HEAD_MAX (the transport refused the bytes), or past libcurl's own per-line
    * limit: libcurl 7.88 reports that as CURLE_OUT_OF_MEMORY, 8.6+ as CURLE_TOO_LARGE (100, not
    * in 7.88's headers); the driver's own allocation failures end the transfer with

@@ -79,6 +79,11 @@ typedef struct lk_easy {
   const struct curl_slist *hdrs; /* CURLOPT_HTTPHEADER set last */
   bool dns_prune; /* CURLOPT_DNS_CACHE_TIMEOUT is libcurl's default (prunes), not -1 */
   char *ca_file;  /* CURLOPT_CAINFO set last (a copy), NULL: libcurl's default */
+  /* A call's resolve and connect-to entries (lk_call), set for its attempts and taken off when
+   * the handle goes back to the pool (lk__client_easy_put) */
+  CURLSH *dns;                         /* CURLOPT_SHARE: the call's own DNS cache, or NULL */
+  bool resolve;                        /* CURLOPT_RESOLVE is set */
+  const struct curl_slist *connect_to; /* CURLOPT_CONNECT_TO set last, or NULL */
 } lk_easy;
 
 /* The states of a logical call (curl's lib/multi.c model: one enum, and one function,
@@ -115,6 +120,8 @@ typedef struct lk_att {
   bool sock_seen, tls_started, reused, sent, got_bytes, resend_aborted, too_big, oom;
   bool head_too_big; /* the head passed LK_HTTP_HEAD_MAX (the transport refused it) */
   bool head_junk;    /* lk__resp_head_check() refused the final head */
+  bool body_junk;    /* the body's Content-Encoding is not one linkd decodes, or its bytes do
+                        not decode (lk_http_policy.compressed) */
   size_t head_bytes; /* libcurl: bytes of the head being read, for LK_HTTP_HEAD_MAX */
   int fds[4];        /* libcurl: the last sockets opened for this attempt (nfds of them) */
   int nfds;
@@ -142,6 +149,8 @@ struct lk_try {
   lk_prot prot; /* the breaker permit (the budget ticket is the call's) */
   lk_att att;
   lk_resp cur; /* the attempt's response as it arrives (buffers kept across attempts) */
+  lk_decoder *dec; /* decoding cur's body (compressed), from its final head to the attempt's
+                      end; NULL otherwise */
   struct curl_slist *nodes; /* header list built in place: no allocation per attempt */
   size_t nnodes;
   struct curl_slist inline_nodes[16]; /* nodes points here when the request has few headers */
@@ -188,6 +197,10 @@ struct lk_call {
   bool fresh;    /* submitted, not yet seen by a pass (lk_http_client_start_submitted) */
   lk_easy *ex;   /* the call's own handle, used by `first` */
   char *ua_line; /* "User-Agent: ..." or NULL */
+  /* The policy's resolve and connect-to entries, copied at submit (NULL: none), and the DNS
+   * cache of a call with resolve entries: its own, so that its addresses stay its own */
+  struct curl_slist *resolve, *connect_to;
+  CURLSH *dns;
   lk_try *extra[LK_HEDGE_MAX_HEDGES]; /* hedge attempts, allocated on first use */
   int nextra;
   /* Submit clears the fields above when it reuses a finished call's memory, not those below:
@@ -270,6 +283,9 @@ void lk__call_abort(lk_call *k); /* cancellation, in whatever state */
 int64_t lk__call_next_timer(lk_call *k);
 /* Frees the attempts a call allocated for hedges (their handles go back to the pool). */
 void lk__call_free_extra(lk_call *k);
+/* Frees the call's resolve and connect-to lists and its DNS cache (client.c), once no handle of
+ * the call uses them. */
+void lk__call_net_free(lk_call *k);
 
 /* attempt.c */
 int lk__easy_init(lk_easy *x); /* options set once per pooled handle */

@@ -43,6 +43,15 @@ lk_easy *lk__client_easy_get(lk_http_client *c) {
 
 void lk__client_easy_put(lk_http_client *c, lk_easy *e) {
   e->t = NULL;
+  if (e->dns || e->resolve || e->connect_to) {
+    /* the call's lists and DNS cache go with the call: the next user of the handle sees none */
+    curl_easy_setopt(e->h, CURLOPT_RESOLVE, (struct curl_slist *)NULL);
+    curl_easy_setopt(e->h, CURLOPT_CONNECT_TO, (struct curl_slist *)NULL);
+    curl_easy_setopt(e->h, CURLOPT_SHARE, (CURLSH *)NULL);
+    e->dns = NULL;
+    e->resolve = false;
+    e->connect_to = NULL;
+  }
   if (c->neasy == c->cap_easy && c->cap_easy < EASY_POOL_MAX) {
     size_t nc = c->cap_easy ? 2 * c->cap_easy : 8;
     lk_easy **np = realloc(c->easy_pool, nc * sizeof *np);
@@ -253,6 +262,44 @@ static int pick_key(lk_call *k, const lk_http_policy *pol) {
   return LK_OK;
 }
 
+/* Copies `n` entries into a libcurl list: LK_OK (*out NULL when n is 0) or LK_ENOMEM. */
+static int slist_of(const char *const *v, size_t n, struct curl_slist **out) {
+  *out = NULL;
+  for (size_t i = 0; i < n; i++) {
+    struct curl_slist *l = curl_slist_append(*out, v[i]);
+    if (!l) {
+      curl_slist_free_all(*out);
+      *out = NULL;
+      return LK_ENOMEM;
+    }
+    *out = l;
+  }
+  return LK_OK;
+}
+
+/* The policy's resolve and connect-to entries, copied for the call, and the DNS cache its
+ * resolve entries go in. LK_OK or LK_ENOMEM. */
+static int net_setup(lk_call *k, const lk_http_policy *pol) {
+  if (slist_of(pol->resolve, pol->nresolve, &k->resolve) != LK_OK ||
+      slist_of(pol->connect_to, pol->nconnect_to, &k->connect_to) != LK_OK)
+    return LK_ENOMEM;
+  if (k->resolve) {
+    k->dns = curl_share_init();
+    if (!k->dns || curl_share_setopt(k->dns, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK)
+      return LK_ENOMEM;
+  }
+  return LK_OK;
+}
+
+void lk__call_net_free(lk_call *k) {
+  curl_slist_free_all(k->resolve);
+  curl_slist_free_all(k->connect_to);
+  if (k->dns)
+    curl_share_cleanup(k->dns); /* after every handle of the call left it (easy_put) */
+  k->resolve = k->connect_to = NULL;
+  k->dns = NULL;
+}
+
 static void rearm(lk_http_client *c);
 
 /* A new call is due at once: nothing can be due earlier, so the timer is armed for now without
@@ -276,7 +323,8 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   /* Validation is a function of the policy's bytes and of the strings it points to; a policy
    * byte-identical to the last one validated here, with no strings, needs no second look (most
    * callers submit the same policy again and again). */
-  bool no_strings = !pol->idem_tenant && !pol->idem_key && !pol->user_agent && !pol->ca_file;
+  bool no_strings = !pol->idem_tenant && !pol->idem_key && !pol->user_agent && !pol->ca_file &&
+                    !pol->resolve && !pol->connect_to;
   if (!(no_strings && c->valid_pol_set && memcmp(pol, &c->valid_pol, sizeof *pol) == 0)) {
     if (lk_http_policy_validate(pol, NULL) != LK_OK)
       return LK_ECONFIG;
@@ -320,6 +368,10 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   int rc = t->nodes && k->res ? LK_OK : LK_ENOMEM;
   if (rc == LK_OK)
     rc = pick_key(k, pol);
+  if (rc == LK_OK)
+    rc = net_setup(k, pol);
+  k->pol.resolve = k->pol.connect_to = NULL; /* copied: the call's own */
+  k->pol.nresolve = k->pol.nconnect_to = 0;
   /* the key is computed; the policy's strings are not kept */
   k->pol.idem_key = k->pol.idem_tenant = NULL;
   k->unsafe = !req->idempotent && !k->res->has_key && !pol->assume_idempotent;
@@ -327,8 +379,10 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   k->hedging = pol->hedge.max_hedges > 0 && !k->unsafe && !req->stream;
   /* Native attempts need no easy handle: one is taken when an attempt runs on libcurl after
    * all (its URL is not for the native transport). A CA file is kept on a handle only, so a
-   * call with one stays on libcurl. */
-  k->native = c->h1 && !req->has_expect && !pol->ca_file;
+   * call with one stays on libcurl, and so does one the native transport would not honour:
+   * it neither decodes a body nor takes resolve or connect-to entries. */
+  k->native = c->h1 && !req->has_expect && !pol->ca_file && !pol->compressed && !k->resolve &&
+              !k->connect_to;
   t->ex = NULL;
   t->easy = NULL;
   if (rc == LK_OK && !k->native) {
@@ -356,6 +410,7 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   if (rc != LK_OK) {
     if (k->ex)
       lk__client_easy_put(c, k->ex);
+    lk__call_net_free(k);
     free(k->ua_line);
     lk_http_result_free(k->res);
     if (t->nodes != t->inline_nodes)

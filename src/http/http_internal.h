@@ -56,6 +56,8 @@ typedef struct lk_resp {
   char *body;
   size_t body_len, body_cap;
   bool complete;
+  bool decoded;          /* body holds the decoded bytes of a Content-Encoding (compressed) */
+  size_t wire_len;       /* then: the body's bytes as received, before decoding */
   bool borrowed;         /* hdr, body and views live in the owner's space: not freed here */
   lk_http_header *views; /* built by lk__resp_view() */
   lk_http_response view;
@@ -95,6 +97,22 @@ lk_failure lk__resp_framing(const lk_resp *r, bool head);
  * request was HEAD (no body follows, whatever the lengths say). */
 lk_failure lk__resp_head_check(const lk_resp *r, bool head, size_t max_body, bool *too_big);
 
+/* --- content decoding (lk_http_policy.compressed) ----------------------------------------- */
+typedef struct lk_decoder lk_decoder;
+/* A decoder for the final head of `r` (its Content-Encoding): LK_OK with *out NULL when there is
+ * nothing to decode (no Content-Encoding, identity), LK_OK with a decoder (r->decoded set) for
+ * gzip, x-gzip or deflate, LK_EPARSE for another coding or several stacked, LK_ENOMEM. */
+int lk__decoder_new(lk_resp *r, lk_decoder **out);
+/* Decodes n bytes of the body as received into r's body (at most `max` bytes: *too_big) and
+ * counts them in r->wire_len. LK_OK, LK_EPARSE (corrupt data, a bad checksum, bytes after the
+ * stream's end), LK_ETOOBIG or LK_ENOMEM. */
+int lk__decoder_write(lk_decoder *d, const char *in, size_t n, lk_resp *r, size_t max,
+                      bool *too_big);
+/* Whether the compressed stream reached its end (or not one byte of it came: an empty body).
+ * NULL: true. */
+bool lk__decoder_done(const lk_decoder *d);
+void lk__decoder_free(lk_decoder *d); /* NULL is a no-op */
+
 /* --- classification ---------------------------------------------------------------------- */
 /* Which of the driver's own timers ended the attempt. */
 typedef enum lk_timer_kind {
@@ -125,7 +143,8 @@ typedef struct lk_evidence {
   bool too_big;        /* the body exceeded the limit */
   bool head_too_big;   /* a response head beyond LK_HTTP_HEAD_MAX (or libcurl's own limit) */
   lk_failure framing;  /* lk__resp_head_check() refused the head, or lk__resp_framing() of a
-                          transfer libcurl completed; NONE otherwise */
+                          transfer libcurl completed, or the content decoding failed (JUNK) or
+                          stopped short (PARTIAL_BODY); NONE otherwise */
   bool cancelled;
   lk_timer_kind timer; /* a driver timer ended it */
 } lk_evidence;

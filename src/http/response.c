@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <zlib.h>
 
 void lk__resp_reset(lk_resp *r) {
   r->status = 0;
@@ -14,6 +15,8 @@ void lk__resp_reset(lk_resp *r) {
   r->headers_done = false;
   r->hdr_len = r->nhdr = 0;
   r->body_len = 0;
+  r->wire_len = 0;
+  r->decoded = false;
   r->complete = false;
 }
 
@@ -274,7 +277,9 @@ lk_failure lk__resp_framing(const lk_resp *r, bool head) {
   int64_t len;
   if (!content_length(r, &len))
     return LK_F_JUNK_RESPONSE;
-  if (len >= 0 && (uint64_t)r->body_len < (uint64_t)len)
+  /* a decoded body's length says nothing of the bytes the length counts */
+  size_t got = r->decoded ? r->wire_len : r->body_len;
+  if (len >= 0 && (uint64_t)got < (uint64_t)len)
     return LK_F_PARTIAL_BODY;
   return LK_F_NONE;
 }
@@ -296,4 +301,121 @@ lk_failure lk__resp_head_check(const lk_resp *r, bool head, size_t max_body, boo
   if (len >= 0 && (uint64_t)len > (uint64_t)max_body)
     *too_big = true; /* known now: reading the body first would only waste the time */
   return LK_F_NONE;
+}
+
+/* --- content decoding (lk_http_policy.compressed) ------------------------------------------------
+ * zlib is what libcurl decodes gzip and deflate with, but libcurl 7.88 calls a compressed stream
+ * that stops short a complete transfer (a cut gzip stream, its 8-byte trailer missing, within a
+ * right Content-Length or chunked framing), so the driver takes the bytes as they came
+ * (CURLOPT_HTTP_CONTENT_DECODING off) and inflates them itself, which tells the stream's end.
+ */
+
+struct lk_decoder {
+  z_stream z;
+  bool gzip;   /* gzip / x-gzip; else deflate (zlib-wrapped, or raw as some servers send) */
+  bool raw;    /* deflate without its zlib wrapper (found at the first bytes) */
+  bool ended;  /* the compressed stream ended (its checksum verified) */
+  uint64_t in; /* compressed bytes fed */
+  unsigned char out[16384];
+};
+
+/* The coding a response's Content-Encoding lines name: 0 none (absent, identity), 1 gzip, 2
+ * deflate, -1 one linkd does not decode (or several stacked). */
+static int coding_of(const lk_resp *r) {
+  int kind = 0;
+  const char *p = r->hdr;
+  for (size_t i = 0; i < r->nhdr; i++) {
+    const char *v = p + strlen(p) + 1;
+    if (strcasecmp(p, "Content-Encoding") == 0) {
+      for (const char *t = v; *t;) {
+        while (*t == ' ' || *t == '\t' || *t == ',')
+          t++;
+        size_t n = strcspn(t, ", \t");
+        int k = n == 0                                           ? 0
+                : (n == 8 && strncasecmp(t, "identity", 8) == 0) ? 0
+                : (n == 4 && strncasecmp(t, "gzip", 4) == 0)     ? 1
+                : (n == 6 && strncasecmp(t, "x-gzip", 6) == 0)   ? 1
+                : (n == 7 && strncasecmp(t, "deflate", 7) == 0)  ? 2
+                                                                 : -1;
+        if (k < 0 || (k > 0 && kind > 0))
+          return -1;
+        if (k > 0)
+          kind = k;
+        t += n;
+      }
+    }
+    p = v + strlen(v) + 1;
+  }
+  return kind;
+}
+
+int lk__decoder_new(lk_resp *r, lk_decoder **out) {
+  *out = NULL;
+  int kind = coding_of(r);
+  if (kind == 0)
+    return LK_OK;
+  if (kind < 0)
+    return LK_EPARSE;
+  lk_decoder *d = calloc(1, sizeof *d);
+  if (!d)
+    return LK_ENOMEM;
+  d->gzip = kind == 1;
+  if (inflateInit2(&d->z, d->gzip ? 16 + MAX_WBITS : MAX_WBITS) != Z_OK) {
+    free(d);
+    return LK_ENOMEM;
+  }
+  r->decoded = true;
+  *out = d;
+  return LK_OK;
+}
+
+int lk__decoder_write(lk_decoder *d, const char *in, size_t n, lk_resp *r, size_t max,
+                      bool *too_big) {
+  bool first = d->in == 0;
+  d->in += n;
+  r->wire_len += n;
+  if (n && d->ended)
+    return LK_EPARSE; /* bytes after the end of the stream: not this body */
+  d->z.next_in = (Bytef *)(uintptr_t)in;
+  d->z.avail_in = (uInt)n; /* libcurl hands at most CURL_MAX_WRITE_SIZE at a time */
+  for (;;) {
+    d->z.next_out = d->out;
+    d->z.avail_out = sizeof d->out;
+    int rc = inflate(&d->z, Z_NO_FLUSH);
+    size_t got = sizeof d->out - d->z.avail_out;
+    if (rc == Z_DATA_ERROR && !d->gzip && !d->raw && first && d->z.total_out == 0) {
+      /* "deflate" without the zlib wrapper RFC 9110 asks for: raw, as libcurl also takes it */
+      inflateEnd(&d->z);
+      memset(&d->z, 0, sizeof d->z);
+      d->raw = true;
+      if (inflateInit2(&d->z, -MAX_WBITS) != Z_OK)
+        return LK_ENOMEM;
+      d->z.next_in = (Bytef *)(uintptr_t)in;
+      d->z.avail_in = (uInt)n;
+      continue;
+    }
+    if (got && !lk__resp_body(r, (const char *)d->out, got, max, too_big))
+      return *too_big ? LK_ETOOBIG : LK_ENOMEM;
+    if (rc == Z_STREAM_END) {
+      d->ended = true;
+      return d->z.avail_in ? LK_EPARSE : LK_OK; /* bytes after the end: not this body */
+    }
+    if (rc == Z_MEM_ERROR)
+      return LK_ENOMEM;
+    if (rc == Z_BUF_ERROR && d->z.avail_in == 0)
+      return LK_OK; /* all taken, nothing more to give: the next bytes go on */
+    if (rc != Z_OK)
+      return LK_EPARSE; /* corrupt data, a bad checksum, a dictionary nobody has */
+    if (d->z.avail_in == 0 && d->z.avail_out != 0)
+      return LK_OK;
+  }
+}
+
+bool lk__decoder_done(const lk_decoder *d) { return !d || d->ended || d->in == 0; }
+
+void lk__decoder_free(lk_decoder *d) {
+  if (!d)
+    return;
+  inflateEnd(&d->z);
+  free(d);
 }

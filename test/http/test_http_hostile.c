@@ -33,6 +33,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 /* The response head limit, the same on both transports: 80 KiB as docs/http.md says. */
 _Static_assert(LK_HTTP_HEAD_MAX == 80 * 1024, "docs/http.md states 80 KiB");
@@ -74,6 +75,8 @@ typedef struct hs_cfg {
 typedef struct hs {
   int fd, port;
   hs_cfg cfg;
+  pthread_mutex_t mu;
+  char head[2048]; /* the last request head read (its first bytes), under mu */
   _Atomic int conns, reqs;
   _Atomic int strays; /* `later` bytes sent */
   _Atomic bool stop;
@@ -123,13 +126,18 @@ static bool hs_send(const hs *s, int c, const char *b, size_t n) {
 
 /* Reads one request head (and a body its Content-Length announces) from `buf`/`c`. false on
  * EOF, error, the server's end, or a client waiting to connect while nothing has been read. */
-static bool hs_read_request(const hs *s, int c, char *buf, size_t cap, size_t *have) {
+static bool hs_read_request(hs *s, int c, char *buf, size_t cap, size_t *have) {
   for (;;) {
     char *end = *have ? memmem(buf, *have, "\r\n\r\n", 4) : NULL;
     if (end) {
       size_t used = (size_t)(end - buf) + 4;
       size_t body = 0;
       *end = '\0';
+      pthread_mutex_lock(&s->mu);
+      size_t hn = used - 4 < sizeof s->head - 1 ? used - 4 : sizeof s->head - 1;
+      memcpy(s->head, buf, hn);
+      s->head[hn] = '\0';
+      pthread_mutex_unlock(&s->mu);
       for (char *l = strstr(buf, "\r\n"); l; l = strstr(l + 2, "\r\n"))
         if (strncasecmp(l + 2, "Content-Length:", 15) == 0)
           body = (size_t)strtoul(l + 17, NULL, 10);
@@ -245,6 +253,7 @@ static hs *hs_start(const hs_cfg *cfg) {
   hs *s = calloc(1, sizeof *s);
   assert_non_null(s);
   s->cfg = *cfg;
+  pthread_mutex_init(&s->mu, NULL);
   if (s->cfg.nsteps == 0)
     s->cfg.nsteps = 1;
   s->life_end = lk_now_ns() + LK_MS(HS_LIFE_MS);
@@ -272,7 +281,16 @@ static void hs_stop(hs *s) {
   atomic_store(&s->stop, true);
   pthread_join(s->th, NULL);
   close(s->fd);
+  pthread_mutex_destroy(&s->mu);
   free(s);
+}
+
+/* Whether the last request head `s` read holds `needle` (case-sensitive). */
+static bool hs_saw(hs *s, const char *needle) {
+  pthread_mutex_lock(&s->mu);
+  bool found = strstr(s->head, needle) != NULL;
+  pthread_mutex_unlock(&s->mu);
+  return found;
 }
 
 static int hs_teardown(void **state) {
@@ -317,12 +335,21 @@ static void print_run(const run *r, lk_http_transport tp, const char *what) {
 
 /* One call of `method` to `s`'s "/x", bounded by 10 s of wall time. `start_now`: the loop starts
  * it at once (lk_http_client_start_submitted) instead of from its timer. */
+static void call_req(ht_loop *l, lk_http_request *r, const lk_http_policy *pol, bool start_now,
+                     run *out);
+
 static void call_ex(ht_loop *l, const hs *s, const char *method, const lk_http_policy *pol,
                     bool start_now, run *out) {
   char url[64];
   snprintf(url, sizeof url, "http://127.0.0.1:%d/x", s->port);
   lk_http_request *r = lk_http_request_new(method, url);
   assert_non_null(r);
+  call_req(l, r, pol, start_now, out);
+}
+
+/* One call of request `r` (the caller's reference is dropped), bounded by 10 s of wall time. */
+static void call_req(ht_loop *l, lk_http_request *r, const lk_http_policy *pol, bool start_now,
+                     run *out) {
   memset(out, 0, sizeof *out);
   int64_t t0 = lk_now_ns();
   assert_int_equal(lk_http_submit(l->c, r, pol, NULL, on_done, out), LK_OK);
@@ -346,6 +373,26 @@ static void call(ht_loop *l, const hs *s, const char *method, const lk_http_poli
 static void run_free(run *r) {
   lk_http_result_free(r->res);
   memset(r, 0, sizeof *r);
+}
+
+/* One call on one transport, the shape of most cases here: a server for `cfg`, a client on a
+ * loop of that transport, one call of `method`; tp_done() frees all three. */
+typedef struct tp_env {
+  hs *srv;
+  ht_loop l;
+} tp_env;
+
+static void tp_call(tp_env *e, const hs_cfg *cfg, lk_http_transport tp, const char *method,
+                    const lk_http_policy *pol, run *r) {
+  e->srv = hs_start(cfg);
+  ht_loop_init(&e->l, tp);
+  call(&e->l, e->srv, method, pol, r);
+}
+
+static void tp_done(tp_env *e, run *r) {
+  run_free(r);
+  ht_loop_free(&e->l);
+  hs_stop(e->srv);
 }
 
 /* Deadline 2 s, attempts of 250 ms, connect 150 ms, 3 attempts 10 ms apart (no jitter), no
@@ -374,14 +421,17 @@ typedef struct want {
   int64_t max_wall;    /* the call ended within this (its timers, not later) */
 } want;
 
-static void check(const run *r, const want *w, lk_http_transport tp, const char *what) {
+/* `on_curl`: every attempt runs on libcurl, whatever the client's transport (a call the native
+ * transport leaves to libcurl). */
+static void check_on(const run *r, const want *w, lk_http_transport tp, const char *what,
+                     bool on_curl) {
   print_run(r, tp, what);
   if (r->err != w->err || r->nattempts != w->attempts)
     fail_msg("%s %s: %s after %zu attempts, want %s after %zu", tp_name(tp), what,
              lk_err_name(r->err), r->nattempts, lk_err_name(w->err), w->attempts);
   for (size_t i = 0; i < r->nattempts; i++) {
     const lk_http_attempt_info *a = &r->att[i];
-    assert_int_equal(a->native, tp == LK_HTTP_TRANSPORT_NATIVE);
+    assert_int_equal(a->native, tp == LK_HTTP_TRANSPORT_NATIVE && !on_curl);
     if (a->failure != w->kind)
       fail_msg("%s %s: attempt %zu %s, want %s", tp_name(tp), what, i + 1,
                lk_failure_name(a->failure), lk_failure_name(w->kind));
@@ -394,22 +444,27 @@ static void check(const run *r, const want *w, lk_http_transport tp, const char 
              (double)w->max_wall / 1e6);
 }
 
-/* `cfg`'s server, one GET on each transport, checked against `w`. */
-static void expect(const hs_cfg *cfg, const lk_http_policy *pol, const want *w, const char *what) {
+static void check(const run *r, const want *w, lk_http_transport tp, const char *what) {
+  check_on(r, w, tp, what, false);
+}
+
+/* `cfg`'s server, one GET on each transport, checked against `w` (check_on()). */
+static void expect_on(const hs_cfg *cfg, const lk_http_policy *pol, const want *w, const char *what,
+                      bool on_curl) {
   for (size_t i = 0; i < 2; i++) {
-    hs *srv = hs_start(cfg);
-    ht_loop l;
-    ht_loop_init(&l, TRANSPORTS[i]);
+    tp_env e;
     run r;
-    call(&l, srv, "GET", pol, &r);
-    check(&r, w, TRANSPORTS[i], what);
+    tp_call(&e, cfg, TRANSPORTS[i], "GET", pol, &r);
+    check_on(&r, w, TRANSPORTS[i], what, on_curl);
     /* a failed attempt never leaves its connection to the next one */
     if (w->err != LK_OK)
-      assert_int_equal(atomic_load(&srv->conns), (int)w->attempts);
-    run_free(&r);
-    ht_loop_free(&l);
-    hs_stop(srv);
+      assert_int_equal(atomic_load(&e.srv->conns), (int)w->attempts);
+    tp_done(&e, &r);
   }
+}
+
+static void expect(const hs_cfg *cfg, const lk_http_policy *pol, const want *w, const char *what) {
+  expect_on(cfg, pol, w, what, false);
 }
 
 /* --- status lines ---------------------------------------------------------------------------- */
@@ -629,13 +684,11 @@ static void test_interim_heads(void **s) {
   cfg.step[1].end = HS_KEEP;
   cfg.nsteps = 2;
   for (size_t i = 0; i < 2; i++) {
-    hs *srv = hs_start(&cfg);
-    ht_loop l;
-    ht_loop_init(&l, TRANSPORTS[i]);
     lk_http_policy pol;
     policy(&pol, 3);
+    tp_env e;
     run r;
-    call(&l, srv, "GET", &pol, &r);
+    tp_call(&e, &cfg, TRANSPORTS[i], "GET", &pol, &r);
     want w = {LK_OK, LK_F_NONE, 2, LK_PHASE_QUEUED, LK_MS(200)};
     print_run(&r, TRANSPORTS[i], "interim heads");
     assert_int_equal(r.err, w.err);
@@ -652,9 +705,7 @@ static void test_interim_heads(void **s) {
     assert_null(lk_http_response_header(r.resp, "Link"));
     assert_int_equal(r.resp->body_len, 2);
     assert_true(r.resp->complete);
-    run_free(&r);
-    ht_loop_free(&l);
-    hs_stop(srv);
+    tp_done(&e, &r);
   }
 }
 
@@ -666,18 +717,14 @@ static void test_interim_only(void **s) {
   hs_cfg cfg = one("HTTP/1.1 100 Continue\r\nX-A: 1\r\n\r\n", HS_CLOSE);
   want w = {LK_EATTEMPTS, LK_F_EMPTY_RESPONSE, 2, LK_PHASE_RECEIVE, LK_MS(200)};
   for (size_t i = 0; i < 2; i++) { /* no response: a 100 is none */
-    hs *srv = hs_start(&cfg);
-    ht_loop l;
-    ht_loop_init(&l, TRANSPORTS[i]);
+    tp_env e;
     run r;
-    call(&l, srv, "GET", &pol, &r);
+    tp_call(&e, &cfg, TRANSPORTS[i], "GET", &pol, &r);
     check(&r, &w, TRANSPORTS[i], "100 then close");
     assert_int_equal(r.att[0].status, 0);
     assert_null(r.resp);
     assert_int_equal(lk_http_result_status(r.res), 0);
-    run_free(&r);
-    ht_loop_free(&l);
-    hs_stop(srv);
+    tp_done(&e, &r);
   }
   cfg = one("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", HS_IDLE);
   pol.idle_timeout = LK_MS(80);
@@ -715,14 +762,12 @@ static void retry_after_case(const char *ra_lines, int64_t retry_after, int64_t 
   cfg.step[0] = (hs_step){.resp = resp, .end = HS_KEEP};
   cfg.step[1] = (hs_step){.resp = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", .end = HS_KEEP};
   for (size_t i = 0; i < 2; i++) {
-    hs *srv = hs_start(&cfg);
-    ht_loop l;
-    ht_loop_init(&l, TRANSPORTS[i]);
     lk_http_policy pol;
     policy(&pol, 2);
     pol.deadline = LK_SEC(3);
+    tp_env e;
     run r;
-    call(&l, srv, "GET", &pol, &r);
+    tp_call(&e, &cfg, TRANSPORTS[i], "GET", &pol, &r);
     print_run(&r, TRANSPORTS[i], ra_lines);
     assert_int_equal(r.err, LK_OK);
     assert_int_equal(r.nattempts, 2);
@@ -735,9 +780,7 @@ static void retry_after_case(const char *ra_lines, int64_t retry_after, int64_t 
       fail_msg("%s %s: waited %.1f ms, want %.1f..%.1f", tp_name(TRANSPORTS[i]), ra_lines,
                (double)gap / 1e6, (double)min_gap / 1e6, (double)max_gap / 1e6);
     assert_int_equal(r.att[0].decision.from_retry_after, min_gap >= LK_MS(500));
-    run_free(&r);
-    ht_loop_free(&l);
-    hs_stop(srv);
+    tp_done(&e, &r);
   }
 }
 
@@ -769,21 +812,17 @@ static void test_retry_after_huge(void **s) {
                    "Content-Length: 0\r\n\r\n",
                    HS_KEEP);
   for (size_t i = 0; i < 2; i++) {
-    hs *srv = hs_start(&cfg);
-    ht_loop l;
-    ht_loop_init(&l, TRANSPORTS[i]);
     lk_http_policy pol;
     policy(&pol, 3);
+    tp_env e;
     run r;
-    call(&l, srv, "GET", &pol, &r);
+    tp_call(&e, &cfg, TRANSPORTS[i], "GET", &pol, &r);
     want w = {LK_EDEADLINE, LK_F_HTTP_503, 1, LK_PHASE_DONE, LK_MS(200)};
     check(&r, &w, TRANSPORTS[i], "huge Retry-After");
     assert_int_equal(r.att[0].retry_after, INT64_MAX);
     assert_int_equal(r.att[0].decision.reason, LK_REASON_DELAY_TOO_LONG);
     assert_true(r.att[0].decision.from_retry_after);
-    run_free(&r);
-    ht_loop_free(&l);
-    hs_stop(srv);
+    tp_done(&e, &r);
   }
 }
 
@@ -802,16 +841,12 @@ static void test_declared_length_too_big(void **s) {
   expect(&cfg, &pol, &w, "declared length too big");
   cfg.step[0].end = HS_KEEP;
   for (size_t i = 0; i < 2; i++) {
-    hs *srv = hs_start(&cfg);
-    ht_loop l;
-    ht_loop_init(&l, TRANSPORTS[i]);
+    tp_env e;
     run r;
-    call(&l, srv, "HEAD", &pol, &r);
+    tp_call(&e, &cfg, TRANSPORTS[i], "HEAD", &pol, &r);
     want ok = {LK_OK, LK_F_NONE, 1, LK_PHASE_DONE, LK_MS(150)};
     check(&r, &ok, TRANSPORTS[i], "HEAD, declared length too big");
-    run_free(&r);
-    ht_loop_free(&l);
-    hs_stop(srv);
+    tp_done(&e, &r);
   }
 }
 
@@ -866,11 +901,9 @@ static void test_cut_mid_body(void **s) {
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     for (size_t i = 0; i < 2; i++) {
       hs_cfg cfg = one(cases[c].resp, cases[c].end);
-      hs *srv = hs_start(&cfg);
-      ht_loop l;
-      ht_loop_init(&l, TRANSPORTS[i]);
+      tp_env e;
       run r;
-      call(&l, srv, "GET", &pol, &r);
+      tp_call(&e, &cfg, TRANSPORTS[i], "GET", &pol, &r);
       want w = {LK_EATTEMPTS, LK_F_PARTIAL_BODY, 2, LK_PHASE_RECEIVE, LK_MS(250)};
       check(&r, &w, TRANSPORTS[i], cases[c].what);
       assert_non_null(r.resp);
@@ -878,9 +911,7 @@ static void test_cut_mid_body(void **s) {
       assert_false(r.resp->complete);
       if (cases[c].kept) /* a chunked body may be kept up to its last whole chunk, or not */
         assert_int_equal(r.resp->body_len, cases[c].kept);
-      run_free(&r);
-      ht_loop_free(&l);
-      hs_stop(srv);
+      tp_done(&e, &r);
     }
   }
 }
@@ -906,27 +937,25 @@ static void body_past_length(bool later, bool start_now) {
   cfg.step[1] =
       (hs_step){.resp = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ngood", .end = HS_KEEP};
   for (size_t i = 0; i < 2; i++) {
-    hs *srv = hs_start(&cfg);
-    ht_loop l;
-    ht_loop_init(&l, TRANSPORTS[i]);
     lk_http_policy pol;
     policy(&pol, 2);
+    tp_env e;
     run r;
-    call(&l, srv, "GET", &pol, &r);
+    tp_call(&e, &cfg, TRANSPORTS[i], "GET", &pol, &r);
     assert_int_equal(r.err, LK_OK);
     assert_int_equal(r.nattempts, 1);
     assert_int_equal(r.resp->body_len, 2);
     assert_memory_equal(r.resp->body, "ok", 2);
     run_free(&r);
     /* the stray response is on the connection before the next call; the loop does not run */
-    for (int w = 0; later && atomic_load(&srv->strays) == 0 && w < 400; w++) {
+    for (int w = 0; later && atomic_load(&e.srv->strays) == 0 && w < 400; w++) {
       struct timespec ts = {0, 5 * 1000 * 1000};
       nanosleep(&ts, NULL);
     }
-    assert_int_equal(atomic_load(&srv->strays), later ? 1 : 0);
+    assert_int_equal(atomic_load(&e.srv->strays), later ? 1 : 0);
     struct timespec ts = {0, 20 * 1000 * 1000};
     nanosleep(&ts, NULL);
-    call_ex(&l, srv, "GET", &pol, start_now, &r);
+    call_ex(&e.l, e.srv, "GET", &pol, start_now, &r);
     print_run(&r, TRANSPORTS[i], later ? "stray response while pooled" : "body past length");
     assert_int_equal(r.err, LK_OK);
     assert_non_null(r.resp);
@@ -943,11 +972,9 @@ static void body_past_length(bool later, bool start_now) {
       assert_int_equal(r.att[0].bytes_sent, 0);
     }
     assert_false(r.att[r.nattempts - 1].reused_connection);
-    assert_int_equal(atomic_load(&srv->conns), 2);
-    assert_int_equal(atomic_load(&srv->reqs), 2); /* nothing written on the stray connection */
-    run_free(&r);
-    ht_loop_free(&l);
-    hs_stop(srv);
+    assert_int_equal(atomic_load(&e.srv->conns), 2);
+    assert_int_equal(atomic_load(&e.srv->reqs), 2); /* nothing written on the stray connection */
+    tp_done(&e, &r);
   }
 }
 
@@ -957,6 +984,348 @@ static void test_body_past_length(void **s) {
   body_past_length(false, true);
   body_past_length(true, false);
   body_past_length(true, true);
+}
+
+/* --- content coding (lk_http_policy.compressed) ------------------------------------------------
+ */
+
+/* `n` bytes of `src` compressed by zlib: gzip (wbits 31), zlib-wrapped deflate (15) or raw
+ * deflate (-15). malloc'd, *len set. */
+static unsigned char *zip(const void *src, size_t n, int wbits, size_t *len) {
+  z_stream z;
+  memset(&z, 0, sizeof z);
+  assert_int_equal(deflateInit2(&z, 9, Z_DEFLATED, wbits, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  size_t cap = deflateBound(&z, (uLong)n);
+  unsigned char *out = malloc(cap);
+  assert_non_null(out);
+  z.next_in = (Bytef *)(uintptr_t)src;
+  z.avail_in = (uInt)n;
+  z.next_out = out;
+  z.avail_out = (uInt)cap;
+  assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
+  *len = z.total_out;
+  deflateEnd(&z);
+  return out;
+}
+
+typedef enum frame { FR_LENGTH, FR_CHUNKED, FR_CLOSE } frame;
+
+/* A 200 with `headers` (CRLF-terminated lines) and `body` framed as `fr` (FR_CLOSE: no length,
+ * the close ends it). malloc'd, *len set (the body may hold NULs). */
+static char *resp_of(const char *headers, const void *body, size_t blen, frame fr, size_t *len) {
+  char head[512];
+  int hn =
+      fr == FR_LENGTH ? snprintf(head, sizeof head,
+                                 "HTTP/1.1 200 OK\r\n%sContent-Length: %zu\r\n\r\n", headers, blen)
+      : fr == FR_CHUNKED
+          ? snprintf(head, sizeof head,
+                     "HTTP/1.1 200 OK\r\n%sTransfer-Encoding: chunked\r\n\r\n%zx\r\n", headers,
+                     blen)
+          : snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\n%sConnection: close\r\n\r\n", headers);
+  const char *tail = fr == FR_CHUNKED ? "\r\n0\r\n\r\n" : "";
+  char *b = malloc((size_t)hn + blen + strlen(tail) + 1);
+  assert_non_null(b);
+  memcpy(b, head, (size_t)hn);
+  memcpy(b + hn, body, blen);
+  memcpy(b + (size_t)hn + blen, tail, strlen(tail) + 1);
+  *len = (size_t)hn + blen + strlen(tail);
+  return b;
+}
+
+/* 24 000 bytes of text that compress to a few hundred. */
+static char *text_of(size_t *n) {
+  *n = 24000;
+  char *t = malloc(*n);
+  assert_non_null(t);
+  for (size_t i = 0; i < *n; i++)
+    t[i] = "hello linkd, "[i % 13];
+  return t;
+}
+
+/* gzip, x-gzip, deflate (zlib-wrapped and raw), framed by a length, chunks or the close: the
+ * body is the decoded text; the head stays as received (Content-Encoding, the encoded length);
+ * the request asked for them; bytes_received counts what came over the wire. On the native
+ * client too: such a call runs on libcurl, which does what it asks. */
+static void test_compressed_bodies(void **s) {
+  (void)s;
+  static const struct {
+    const char *coding;
+    int wbits;
+    frame fr;
+  } cases[] = {
+      {"gzip", 31, FR_LENGTH},      {"x-gzip", 31, FR_CHUNKED}, {"deflate", 15, FR_LENGTH},
+      {"deflate", -15, FR_CHUNKED}, {"gzip", 31, FR_CLOSE},
+  };
+  size_t tn;
+  char *text = text_of(&tn);
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    size_t zn, rn;
+    unsigned char *z = zip(text, tn, cases[c].wbits, &zn);
+    char hdr[64];
+    snprintf(hdr, sizeof hdr, "Content-Encoding: %s\r\n", cases[c].coding);
+    char *resp = resp_of(hdr, z, zn, cases[c].fr, &rn);
+    hs_cfg cfg = one(resp, cases[c].fr == FR_CLOSE ? HS_CLOSE : HS_KEEP);
+    cfg.step[0].len = rn;
+    for (size_t i = 0; i < 2; i++) {
+      lk_http_policy pol;
+      policy(&pol, 3);
+      pol.compressed = true;
+      tp_env e;
+      run r;
+      tp_call(&e, &cfg, TRANSPORTS[i], "GET", &pol, &r);
+      want w = {LK_OK, LK_F_NONE, 1, LK_PHASE_DONE, LK_MS(500)};
+      check_on(&r, &w, TRANSPORTS[i], hdr, true);
+      assert_true(hs_saw(e.srv, "\r\nAccept-Encoding: gzip, deflate"));
+      assert_non_null(r.resp);
+      assert_true(r.resp->complete);
+      assert_int_equal(r.resp->body_len, tn);
+      assert_memory_equal(r.resp->body, text, tn);
+      assert_string_equal(lk_http_response_header(r.resp, "Content-Encoding"), cases[c].coding);
+      if (cases[c].fr == FR_LENGTH)
+        assert_int_equal(atol(lk_http_response_header(r.resp, "Content-Length")), (long)zn);
+      assert_true(r.att[0].bytes_received < zn + 500); /* the wire's bytes, not the decoded */
+      tp_done(&e, &r);
+    }
+    free(resp);
+    free(z);
+  }
+  free(text);
+}
+
+/* Without `compressed` nothing is decoded, not even for a request carrying its own
+ * Accept-Encoding (a proxy forwards what it receives): the body is the gzip bytes as sent, and
+ * without that header the request asks for no coding at all. */
+static void test_compressed_off(void **s) {
+  (void)s;
+  size_t tn, zn, rn;
+  char *text = text_of(&tn);
+  unsigned char *z = zip(text, tn, 31, &zn);
+  char *resp = resp_of("Content-Encoding: gzip\r\n", z, zn, FR_LENGTH, &rn);
+  hs_cfg cfg = one(resp, HS_KEEP);
+  cfg.step[0].len = rn;
+  for (size_t i = 0; i < 2; i++) {
+    for (int own = 0; own < 2; own++) {
+      hs *srv = hs_start(&cfg);
+      ht_loop l;
+      ht_loop_init(&l, TRANSPORTS[i]);
+      lk_http_policy pol;
+      policy(&pol, 3);
+      char url[64];
+      snprintf(url, sizeof url, "http://127.0.0.1:%d/x", srv->port);
+      lk_http_request *req = lk_http_request_new("GET", url);
+      assert_non_null(req);
+      if (own)
+        assert_int_equal(lk_http_request_add_header(req, "Accept-Encoding", "gzip"), LK_OK);
+      run r;
+      call_req(&l, req, &pol, false, &r);
+      want w = {LK_OK, LK_F_NONE, 1, LK_PHASE_DONE, LK_MS(500)};
+      check(&r, &w, TRANSPORTS[i], own ? "own Accept-Encoding" : "not compressed");
+      assert_int_equal(hs_saw(srv, "Accept-Encoding"), own);
+      assert_int_equal(r.resp->body_len, zn);
+      assert_memory_equal(r.resp->body, z, zn);
+      run_free(&r);
+      ht_loop_free(&l);
+      hs_stop(srv);
+    }
+  }
+  free(resp);
+  free(z);
+  free(text);
+}
+
+/* The limit counts decoded bytes: 16 MiB of zeros in 16 KiB of gzip against a limit of 1 MiB
+ * ends with LK_ETOOBIG as soon as the decoded bytes pass it (not retried, no timer waited); and
+ * incompressible bytes whose gzip is longer than the limit, though they are not, pass. */
+static void test_compressed_bomb(void **s) {
+  (void)s;
+  size_t bn = (size_t)16 << 20, zn, rn;
+  char *zeros = calloc(1, bn);
+  assert_non_null(zeros);
+  unsigned char *z = zip(zeros, bn, 31, &zn);
+  free(zeros);
+  assert_true(zn < 64 * 1024);
+  char *resp = resp_of("Content-Encoding: gzip\r\n", z, zn, FR_LENGTH, &rn);
+  hs_cfg cfg = one(resp, HS_KEEP);
+  cfg.step[0].len = rn;
+  lk_http_policy pol;
+  policy(&pol, 3);
+  pol.compressed = true;
+  pol.max_response_body = (size_t)1 << 20;
+  want w = {LK_ETOOBIG, LK_F_TRANSPORT_ERROR, 1, LK_PHASE_RECEIVE, LK_MS(500)};
+  expect_on(&cfg, &pol, &w, "gzip bomb", true);
+  free(resp);
+  free(z);
+
+  unsigned char noise[2000];
+  uint32_t x = 12345;
+  for (size_t i = 0; i < sizeof noise; i++)
+    noise[i] = (unsigned char)((x = x * 1103515245u + 12345u) >> 24);
+  z = zip(noise, sizeof noise, 31, &zn);
+  assert_true(zn > sizeof noise + 10);
+  resp = resp_of("Content-Encoding: gzip\r\n", z, zn, FR_LENGTH, &rn);
+  cfg = one(resp, HS_KEEP);
+  cfg.step[0].len = rn;
+  pol.max_response_body = sizeof noise + 5; /* under the encoded length, over the decoded */
+  want ok = {LK_OK, LK_F_NONE, 1, LK_PHASE_DONE, LK_MS(500)};
+  expect_on(&cfg, &pol, &ok, "incompressible, encoded length over the limit", true);
+  free(resp);
+  free(z);
+}
+
+/* Bodies that do not decode are junk; compressed streams that end early are cut short, even
+ * when their framing is complete (libcurl 7.88 would call them whole). Both retried as broken
+ * responses are (a GET is asked again), phase RECEIVE, never a success; a POST without a key is
+ * not retried. */
+static void test_compressed_broken(void **s) {
+  (void)s;
+  size_t tn, zn;
+  char *text = text_of(&tn);
+  unsigned char *z = zip(text, tn, 31, &zn);
+  unsigned char bad_crc[1024], trailing[1024];
+  assert_true(zn + 5 < sizeof bad_crc);
+  memcpy(bad_crc, z, zn);
+  bad_crc[zn - 8] ^= 0xff;
+  memcpy(trailing, z, zn);
+  memcpy(trailing + zn, "junk!", 5);
+  static const unsigned char corrupt[] = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03XXXXXXXXXXXX";
+  const struct {
+    const char *what, *coding;
+    const void *body;
+    size_t len;
+    frame fr;
+    lk_failure kind;
+  } cases[] = {
+      {"corrupt", "gzip", corrupt, sizeof corrupt - 1, FR_LENGTH, LK_F_JUNK_RESPONSE},
+      {"not gzip at all", "gzip", "hello", 5, FR_LENGTH, LK_F_JUNK_RESPONSE},
+      {"bad checksum", "gzip", bad_crc, zn, FR_LENGTH, LK_F_JUNK_RESPONSE},
+      {"bytes after the stream", "gzip", trailing, zn + 5, FR_LENGTH, LK_F_JUNK_RESPONSE},
+      {"a coding not asked for", "br", "hello", 5, FR_LENGTH, LK_F_JUNK_RESPONSE},
+      {"two codings stacked", "gzip, gzip", z, zn, FR_LENGTH, LK_F_JUNK_RESPONSE},
+      {"half the stream, length", "gzip", z, zn / 2, FR_LENGTH, LK_F_PARTIAL_BODY},
+      {"half the stream, chunked", "gzip", z, zn / 2, FR_CHUNKED, LK_F_PARTIAL_BODY},
+      {"half the stream, close", "gzip", z, zn / 2, FR_CLOSE, LK_F_PARTIAL_BODY},
+      {"no trailer, length", "gzip", z, zn - 8, FR_LENGTH, LK_F_PARTIAL_BODY},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    char hdr[64];
+    size_t rn;
+    snprintf(hdr, sizeof hdr, "Content-Encoding: %s\r\n", cases[c].coding);
+    char *resp = resp_of(hdr, cases[c].body, cases[c].len, cases[c].fr, &rn);
+    hs_cfg cfg = one(resp, HS_CLOSE);
+    cfg.step[0].len = rn;
+    lk_http_policy pol;
+    policy(&pol, 3);
+    pol.compressed = true;
+    want w = {LK_EATTEMPTS, cases[c].kind, 3, LK_PHASE_RECEIVE, LK_MS(600)};
+    expect_on(&cfg, &pol, &w, cases[c].what, true);
+    /* the same to a POST without a key: it may have been processed, so it is not asked again */
+    tp_env e;
+    run r;
+    tp_call(&e, &cfg, LK_HTTP_TRANSPORT_CURL, "POST", &pol, &r);
+    want post = {LK_ENOTRETRYABLE, cases[c].kind, 1, LK_PHASE_RECEIVE, LK_MS(300)};
+    check_on(&r, &post, LK_HTTP_TRANSPORT_CURL, cases[c].what, true);
+    assert_non_null(r.resp);
+    assert_int_equal(r.resp->status, 200);
+    assert_false(r.resp->complete);
+    tp_done(&e, &r);
+    free(resp);
+  }
+  free(z);
+  free(text);
+}
+
+/* --- where connections go: resolve, connect_to ---------------------------------------------- */
+
+/* A made-up name resolved to the server by a resolve entry, on every attempt (a 503, then the
+ * 200): each attempt gets a connection of its own; the Host header names the URL's host. A call
+ * without the entry on the same client does not see the address (the call's DNS cache is its
+ * own) and never reaches the server. On the native client too (such calls run on libcurl). */
+static void test_resolve(void **s) {
+  (void)s;
+  hs_cfg cfg = {.nsteps = 2};
+  cfg.step[0] =
+      (hs_step){.resp = "HTTP/1.1 503 Unavailable\r\nContent-Length: 0\r\n\r\n", .end = HS_KEEP};
+  cfg.step[1] = (hs_step){.resp = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", .end = HS_KEEP};
+  for (size_t i = 0; i < 2; i++) {
+    hs *srv = hs_start(&cfg);
+    ht_loop l;
+    ht_loop_init(&l, TRANSPORTS[i]);
+    char url[64], entry[64], host[48];
+    snprintf(url, sizeof url, "http://books.test:%d/x", srv->port);
+    snprintf(entry, sizeof entry, "books.test:%d:127.0.0.1", srv->port);
+    snprintf(host, sizeof host, "\r\nHost: books.test:%d\r\n", srv->port);
+    const char *entries[] = {entry};
+    lk_http_policy pol;
+    policy(&pol, 3);
+    pol.resolve = entries;
+    pol.nresolve = 1;
+    run r;
+    call_req(&l, lk_http_request_new("GET", url), &pol, false, &r);
+    print_run(&r, TRANSPORTS[i], "resolve");
+    assert_int_equal(r.err, LK_OK);
+    assert_int_equal(r.nattempts, 2);
+    assert_int_equal(r.att[0].failure, LK_F_HTTP_503);
+    assert_false(r.att[0].native);
+    assert_false(r.att[1].reused_connection);
+    assert_int_equal(atomic_load(&srv->reqs), 2);
+    assert_int_equal(atomic_load(&srv->conns), 2);
+    assert_true(hs_saw(srv, host));
+    run_free(&r);
+    /* the same name without the entry: not pinned for this call */
+    pol.resolve = NULL;
+    pol.nresolve = 0;
+    pol.dns_timeout = LK_MS(200);
+    ht_attempts(&pol, 1);
+    call_req(&l, lk_http_request_new("GET", url), &pol, false, &r);
+    print_run(&r, TRANSPORTS[i], "no resolve entry");
+    assert_int_not_equal(r.err, LK_OK);
+    assert_int_equal(lk_http_result_status(r.res), 0);
+    assert_int_equal(atomic_load(&srv->reqs), 2);
+    run_free(&r);
+    ht_loop_free(&l);
+    hs_stop(srv);
+  }
+}
+
+/* connect_to sends a made-up host's requests (port 80) to the server, on every attempt, with
+ * Host still the URL's; and an IP literal's, which the native transport would send itself,
+ * run on libcurl where the entry is honoured (port 1 would refuse the connection). */
+static void test_connect_to(void **s) {
+  (void)s;
+  hs_cfg cfg = {.nsteps = 2};
+  cfg.step[0] =
+      (hs_step){.resp = "HTTP/1.1 503 Unavailable\r\nContent-Length: 0\r\n\r\n", .end = HS_KEEP};
+  cfg.step[1] = (hs_step){.resp = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", .end = HS_KEEP};
+  for (size_t i = 0; i < 2; i++) {
+    for (int literal = 0; literal < 2; literal++) {
+      hs *srv = hs_start(&cfg);
+      ht_loop l;
+      ht_loop_init(&l, TRANSPORTS[i]);
+      char entry[64];
+      snprintf(entry, sizeof entry, "%s:127.0.0.1:%d", literal ? "127.0.0.1:1" : "books.test:80",
+               srv->port);
+      const char *entries[] = {"other.test::127.0.0.1:1", entry};
+      lk_http_policy pol;
+      policy(&pol, 3);
+      pol.connect_to = entries;
+      pol.nconnect_to = 2;
+      run r;
+      call_req(&l,
+               lk_http_request_new("GET", literal ? "http://127.0.0.1:1/x" : "http://books.test/x"),
+               &pol, false, &r);
+      print_run(&r, TRANSPORTS[i], entry);
+      assert_int_equal(r.err, LK_OK);
+      assert_int_equal(r.nattempts, 2);
+      assert_int_equal(r.att[0].failure, LK_F_HTTP_503);
+      assert_false(r.att[0].native);
+      assert_false(r.att[1].native);
+      assert_int_equal(atomic_load(&srv->reqs), 2);
+      assert_true(hs_saw(srv, literal ? "\r\nHost: 127.0.0.1:1\r\n" : "\r\nHost: books.test\r\n"));
+      run_free(&r);
+      ht_loop_free(&l);
+      hs_stop(srv);
+    }
+  }
 }
 
 int main(void) {
@@ -978,6 +1347,12 @@ int main(void) {
       cmocka_unit_test_teardown(test_head_then_idle, hs_teardown),
       cmocka_unit_test_teardown(test_cut_mid_body, hs_teardown),
       cmocka_unit_test_teardown(test_body_past_length, hs_teardown),
+      cmocka_unit_test_teardown(test_compressed_bodies, hs_teardown),
+      cmocka_unit_test_teardown(test_compressed_off, hs_teardown),
+      cmocka_unit_test_teardown(test_compressed_bomb, hs_teardown),
+      cmocka_unit_test_teardown(test_compressed_broken, hs_teardown),
+      cmocka_unit_test_teardown(test_resolve, hs_teardown),
+      cmocka_unit_test_teardown(test_connect_to, hs_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -549,6 +549,75 @@ static void test_url_fast_path(void **s) {
   }
 }
 
+/* --- resolve and connect-to entries ------------------------------------------------------------
+ */
+static void test_net_entries(void **s) {
+  (void)s;
+  static const char *const resolve_ok[] = {"books.test:80:127.0.0.1", "*:443:10.0.0.1",
+                                           "a-b_c.d:65535:::1,[::1],127.0.0.2"};
+  static const char *const resolve_bad[] = {"",
+                                            "books.test:80",
+                                            "books.test:80:",
+                                            "books.test:0:127.0.0.1",
+                                            "books.test:65536:1.2.3.4",
+                                            "books.test:x:1.2.3.4",
+                                            "books.test:80:localhost",
+                                            "books.test:80:1.2.3.4,",
+                                            "+books.test:80:1.2.3.4",
+                                            "-books.test:80",
+                                            "bo oks:80:1.2.3.4",
+                                            ":80:1.2.3.4"};
+  static const char *const connect_ok[] = {"books.test:80:127.0.0.1:8080", "::127.0.0.1:8080",
+                                           "books.test:80::", "[::1]:80:[::1]:81", "a:443:b:"};
+  static const char *const connect_bad[] = {"",
+                                            "books.test:80:127.0.0.1",
+                                            "books.test:80:127.0.0.1:8080:9",
+                                            "books.test:99999::",
+                                            "b c::x:1",
+                                            "[::1:80::",
+                                            "books.test:80:host:0",
+                                            "books.test"};
+  const char *why;
+  for (size_t i = 0; i < sizeof resolve_ok / sizeof *resolve_ok; i++)
+    assert_int_equal(lk_http_resolve_check(resolve_ok[i], NULL), LK_OK);
+  for (size_t i = 0; i < sizeof resolve_bad / sizeof *resolve_bad; i++) {
+    why = NULL;
+    if (lk_http_resolve_check(resolve_bad[i], &why) != LK_EINVAL)
+      fail_msg("resolve '%s' taken", resolve_bad[i]);
+    assert_non_null(why);
+  }
+  for (size_t i = 0; i < sizeof connect_ok / sizeof *connect_ok; i++)
+    if (lk_http_connect_to_check(connect_ok[i], &why) != LK_OK)
+      fail_msg("connect-to '%s' refused: %s", connect_ok[i], why);
+  for (size_t i = 0; i < sizeof connect_bad / sizeof *connect_bad; i++) {
+    why = NULL;
+    if (lk_http_connect_to_check(connect_bad[i], &why) != LK_EINVAL)
+      fail_msg("connect-to '%s' taken", connect_bad[i]);
+    assert_non_null(why);
+  }
+  assert_int_equal(lk_http_resolve_check(NULL, NULL), LK_EINVAL);
+  /* the policy checks them, and a count without its array */
+  lk_http_policy p;
+  lk_http_policy_init_default(&p);
+  assert_false(p.compressed);
+  assert_null(p.resolve);
+  assert_null(p.connect_to);
+  const char *good[] = {"books.test:80:127.0.0.1"}, *bad[] = {"books.test:80"};
+  p.resolve = good;
+  p.nresolve = 1;
+  assert_int_equal(lk_http_policy_validate(&p, &why), LK_OK);
+  p.resolve = bad;
+  assert_int_equal(lk_http_policy_validate(&p, &why), LK_ECONFIG);
+  assert_non_null(strstr(why, "resolve"));
+  p.resolve = NULL;
+  assert_int_equal(lk_http_policy_validate(&p, &why), LK_ECONFIG);
+  p.nresolve = 0;
+  p.connect_to = bad;
+  p.nconnect_to = 1;
+  assert_int_equal(lk_http_policy_validate(&p, &why), LK_ECONFIG);
+  assert_non_null(strstr(why, "connect-to"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_classify_connect_phase),
@@ -567,6 +636,7 @@ int main(void) {
       cmocka_unit_test(test_timeline_json),
       cmocka_unit_test(test_names),
       cmocka_unit_test(test_url_fast_path),
+      cmocka_unit_test(test_net_entries),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

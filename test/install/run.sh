@@ -88,7 +88,7 @@ test_prefix() {
     check "$tag pkg-config $pc (shared)" env LD_LIBRARY_PATH="$libdir" "$tmp/$pc-shared"
     # liblinkd's archive with the system's shared libcurl (Debian ships no fully static curl chain).
     extra="-lpthread -lm"
-    [ $pc = linkd ] && extra="$(pkg-config --libs libcurl) -lhttp_parser $extra"
+    [ $pc = linkd ] && extra="$(pkg-config --libs libcurl zlib) -lhttp_parser $extra"
     cc -std=c11 -Wall -Werror -o "$tmp/$pc-static" "$src/consumer.c" \
       $(pkg-config --cflags $pc) "$libdir/lib$pc.a" $extra
     check "$tag pkg-config $pc (static)" "$tmp/$pc-static"
