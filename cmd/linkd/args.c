@@ -40,6 +40,9 @@ enum {
   O_DATA_BINARY,
   O_DATA_RAW,
   O_DATA_URLENCODE,
+  O_COMPRESSED,
+  O_RESOLVE,
+  O_CONNECT_TO,
   O_POLICY /* O_POLICY + cli_field: a policy setting */
 };
 
@@ -72,6 +75,9 @@ static const struct option long_opts[] = {
     {"json", no_argument, NULL, O_JSON},
     {"config", required_argument, NULL, O_CONFIG},
     {"no-config", no_argument, NULL, O_NO_CONFIG},
+    {"compressed", no_argument, NULL, O_COMPRESSED},
+    {"resolve", required_argument, NULL, O_RESOLVE},
+    {"connect-to", required_argument, NULL, O_CONNECT_TO},
     {"deadline", required_argument, NULL, O_POLICY + CLI_F_DEADLINE},
     {"attempt-timeout", required_argument, NULL, O_POLICY + CLI_F_ATTEMPT_TIMEOUT},
     {"connect-timeout", required_argument, NULL, O_POLICY + CLI_F_CONNECT_TIMEOUT},
@@ -300,6 +306,30 @@ int cli_remote_name(const char *url, char *name, size_t cap, char *err, size_t e
   return ret;
 }
 
+int cli_entries_add(cli_entries *e, const char *value, const char *origin) {
+  if (e->n == e->cap) {
+    size_t nc = e->cap ? 2 * e->cap : 4;
+    const char **v = realloc(e->v, nc * sizeof *v);
+    if (!v)
+      return -1;
+    e->v = v;
+    const char **o = realloc(e->origin, nc * sizeof *o);
+    if (!o)
+      return -1;
+    e->origin = o;
+    e->cap = nc;
+  }
+  e->v[e->n] = value;
+  e->origin[e->n++] = origin;
+  return 0;
+}
+
+void cli_entries_free(cli_entries *e) {
+  free(e->v);
+  free(e->origin);
+  memset(e, 0, sizeof *e);
+}
+
 /* -m takes seconds as curl does ("-m 2.5"), or a linkd duration ("-m 250ms"). */
 static int set_max_time(cli_opts *o, const char *v, char *m, size_t cap) {
   char buf[64];
@@ -454,6 +484,21 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
     case O_JSON: o->json = true; break;
     case O_CONFIG: o->config = optarg; break;
     case O_NO_CONFIG: o->no_config = true; break;
+    case O_COMPRESSED: o->compressed = true; break;
+    case O_RESOLVE:
+    case O_CONNECT_TO: {
+      /* curl's syntax, checked by the library's own rule, so that nothing is refused later */
+      const char *why = NULL;
+      bool res = c == O_RESOLVE;
+      if ((res ? lk_http_resolve_check(optarg, &why) : lk_http_connect_to_check(optarg, &why)) !=
+          LK_OK) {
+        snprintf(err, cap, "--%s '%s': %s", res ? "resolve" : "connect-to", optarg, why);
+        return CLI_ARGS_USAGE;
+      }
+      if (cli_entries_add(res ? &o->resolve : &o->connect_to, optarg, cli_origin_flag) != 0)
+        return CLI_ARGS_NOMEM;
+      break;
+    }
     case ':':
       snprintf(err, cap, "%s needs a value", bad_option(sub_argv, c));
       return CLI_ARGS_USAGE;
@@ -621,6 +666,8 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
 
 void cli_opts_free(cli_opts *o) {
   cli_settings_free(&o->flags);
+  cli_entries_free(&o->resolve);
+  cli_entries_free(&o->connect_to);
   free(o->data);
   o->data = NULL;
   o->ndata = 0;

@@ -22,6 +22,20 @@ typedef struct cli_data_part {
   const char *arg;  /* argv */
 } cli_data_part;
 
+/* The values of a repeatable option or config key of linkd's own (--resolve, --connect-to), in
+ * the order given, each with where it was given (cli_origin_flag or a config "PATH:LINE"). The
+ * strings are borrowed (argv, or a config's own copies) unless the owner says otherwise. */
+typedef struct cli_entries {
+  const char **v;
+  const char **origin;
+  size_t n, cap;
+} cli_entries;
+
+/* Appends `value` from `origin` (neither copied). 0 or -1 (no memory). */
+int cli_entries_add(cli_entries *e, const char *value, const char *origin);
+/* Frees the arrays (not the strings); the list is empty again. */
+void cli_entries_free(cli_entries *e);
+
 typedef struct cli_opts {
   const char *command;   /* "get", ... (points into argv); for `linkd URL`, the method's command
                             ("get", "post", ...) or "request" for another -X method */
@@ -53,6 +67,9 @@ typedef struct cli_opts {
   bool follow;        /* -L */
   int max_redirs;     /* --max-redirs (50, as curl); -1: no limit */
   bool json;          /* --json */
+  bool compressed;    /* --compressed: ask for gzip or deflate and print the decoded body */
+  cli_entries resolve;    /* --resolve HOST:PORT:ADDR[,ADDR...] (checked), repeatable */
+  cli_entries connect_to; /* --connect-to HOST1:PORT1:HOST2:PORT2 (checked), repeatable */
   bool verbose;       /* -v */
   cli_settings flags; /* policy settings given as flags (origin cli_origin_flag) */
 } cli_opts;

@@ -282,6 +282,24 @@ static int on_entry(void *user, const char *section, const char *name, const cha
   cli_config_section *s = section_for(x, section);
   if (!s)
     return 0;
+  bool res = strcmp(name, "resolve") == 0;
+  if (res || strcmp(name, "connect-to") == 0) {
+    /* the CLI's own keys, repeatable as header is, checked as the flags are */
+    const char *why = NULL;
+    if ((res ? lk_http_resolve_check(value, &why) : lk_http_connect_to_check(value, &why)) !=
+        LK_OK) {
+      fail(x, "%s: '%.100s': %s", name, value, why);
+      return 0;
+    }
+    const char *label = new_label(x);
+    char *copy = label ? strdup(value) : NULL;
+    if (!copy || cli_entries_add(res ? &s->resolve : &s->connect_to, copy, label) != 0) {
+      free(copy);
+      x->nomem = true;
+      return 0;
+    }
+    return 1;
+  }
   int f = cli_settings_field(name);
   if (f < 0) {
     char known[300] = "";
@@ -290,6 +308,8 @@ static int on_entry(void *user, const char *section, const char *name, const cha
       snprintf(known + off, sizeof known - off, "%s%s", k ? ", " : "",
                cli_settings_key((cli_field)k));
     }
+    size_t off = strlen(known);
+    snprintf(known + off, sizeof known - off, ", resolve, connect-to");
     fail(x, "unknown key '%s' (known keys: %s)", name, known);
     return 0;
   }
@@ -379,9 +399,11 @@ int cli_config_load(cli_config *c, const char *path, char *err, size_t cap) {
   return rc;
 }
 
-int cli_config_apply(const cli_config *c, const char *host, int port, cli_settings *dst,
-                     const char *matched[3], size_t *nmatched) {
-  *nmatched = 0;
+/* The sections that apply to host:port, in order: [defaults], [host "HOST"], [host
+ * "HOST:PORT"] (at most one of each). Returns how many. */
+static size_t sections_for(const cli_config *c, const char *host, int port,
+                           const cli_config_section *out[3]) {
+  size_t n = 0;
   /* Three passes fix the order: defaults, host, host:port. */
   for (int pass = 0; pass < 3; pass++) {
     for (size_t i = 0; i < c->nsections; i++) {
@@ -394,12 +416,37 @@ int cli_config_apply(const cli_config *c, const char *host, int port, cli_settin
                 (pass == 1 ? s->port < 0 : s->port >= 0 && s->port == port);
       if (!match)
         continue;
-      if (cli_settings_merge(dst, &s->s) != 0)
-        return -1;
-      matched[(*nmatched)++] = s->name;
+      out[n++] = s;
       break;
     }
   }
+  return n;
+}
+
+int cli_config_apply(const cli_config *c, const char *host, int port, cli_settings *dst,
+                     const char *matched[3], size_t *nmatched) {
+  const cli_config_section *s[3];
+  *nmatched = sections_for(c, host, port, s);
+  for (size_t i = 0; i < *nmatched; i++) {
+    if (cli_settings_merge(dst, &s[i]->s) != 0)
+      return -1;
+    matched[i] = s[i]->name;
+  }
+  return 0;
+}
+
+int cli_config_entries(const cli_config *c, const char *host, int port, cli_entries *resolve,
+                       cli_entries *connect_to) {
+  const cli_config_section *s[3];
+  size_t n = sections_for(c, host, port, s);
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < s[i]->resolve.n; j++)
+      if (cli_entries_add(resolve, s[i]->resolve.v[j], s[i]->resolve.origin[j]) != 0)
+        return -1;
+  for (size_t i = n; i-- > 0;)
+    for (size_t j = 0; j < s[i]->connect_to.n; j++)
+      if (cli_entries_add(connect_to, s[i]->connect_to.v[j], s[i]->connect_to.origin[j]) != 0)
+        return -1;
   return 0;
 }
 
@@ -408,6 +455,12 @@ void cli_config_free(cli_config *c) {
     free(c->sections[i].name);
     free(c->sections[i].host);
     cli_settings_free(&c->sections[i].s);
+    for (size_t j = 0; j < c->sections[i].resolve.n; j++)
+      free((char *)c->sections[i].resolve.v[j]);
+    for (size_t j = 0; j < c->sections[i].connect_to.n; j++)
+      free((char *)c->sections[i].connect_to.v[j]);
+    cli_entries_free(&c->sections[i].resolve);
+    cli_entries_free(&c->sections[i].connect_to);
   }
   free(c->sections);
   for (size_t i = 0; i < c->nlabels; i++)

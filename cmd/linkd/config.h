@@ -26,6 +26,7 @@
  * above any real file. */
 #define CLI_CONFIG_MAX_BYTES (1 << 20)
 
+#include "args.h"
 #include "settings.h"
 
 #include <stdbool.h>
@@ -39,6 +40,9 @@ typedef struct cli_config_section {
   int line;   /* where the section first appears */
   int key_line[CLI_F__COUNT];
   cli_settings s; /* origins point at labels owned by the config */
+  /* resolve = HOST:PORT:ADDR[,ADDR...] and connect-to = HOST1:PORT1:HOST2:PORT2 lines (keys of
+   * the CLI's own, repeatable, checked as the flags are): strings owned by the config */
+  cli_entries resolve, connect_to;
 } cli_config_section;
 
 typedef struct cli_config {
@@ -61,6 +65,14 @@ int cli_config_load_stream(cli_config *c, FILE *f, const char *name, char *err, 
  * matched[0..*nmatched) (at most 3, owned by the config). 0, or -1 (no memory). */
 int cli_config_apply(const cli_config *c, const char *host, int port, cli_settings *dst,
                      const char *matched[3], size_t *nmatched);
+
+/* Appends the resolve and connect-to entries of the sections that apply to host:port (as
+ * cli_config_apply() picks them) in the order libcurl needs for later layers to win: resolve
+ * entries [defaults] first (a later entry for the same HOST:PORT replaces an earlier one),
+ * connect-to entries [host "HOST:PORT"] first (the first entry that matches is used; the caller
+ * puts the flags' before them). The strings are the config's. 0, or -1 (no memory). */
+int cli_config_entries(const cli_config *c, const char *host, int port, cli_entries *resolve,
+                       cli_entries *connect_to);
 
 void cli_config_free(cli_config *c);
 

@@ -92,6 +92,13 @@ void cli_print_policy(FILE *f, const cli_call_info *ci) {
           origin_of(s, CLI_F_BUDGET));
   for (size_t i = 0; i < s->nheaders; i++)
     fprintf(f, "* %-16s %s: %s\n", "header", s->headers[i].name, s->headers[i].value);
+  if (p->compressed)
+    fprintf(f, "* %-16s %-24s (%s)\n", "compressed", "gzip, deflate", "command line");
+  const cli_entries *lists[] = {ci->resolve, ci->connect_to};
+  const char *names[] = {"resolve", "connect-to"};
+  for (size_t l = 0; l < 2; l++)
+    for (size_t i = 0; lists[l] && i < lists[l]->n; i++)
+      fprintf(f, "* %-16s %-24s (%s)\n", names[l], lists[l]->v[i], lists[l]->origin[i]);
 }
 
 void cli_print_attempt(FILE *f, const lk_http_attempt_info *a) {

@@ -25,6 +25,8 @@ typedef struct cli_call_info {
                          not follow), replacing its stop reason; NULL: the result's own */
   const char *output_error; /* the response or the report could not be written ("-o FILE: write
                                failed: REASON", "stdout: ..."); NULL: no write failed */
+  const cli_entries *resolve;    /* the call's --resolve entries (flags and config), or NULL */
+  const cli_entries *connect_to; /* its --connect-to entries, in the order tried, or NULL */
 } cli_call_info;
 
 /* -v, before the call: the effective policy, one setting per line with where it came from. */

@@ -714,9 +714,26 @@ int cli_cmd_request(int argc, char **argv) {
   FILE *hopf = NULL; /* -L -i: the heads of the redirects followed */
   char *hops = NULL;
   size_t hops_len = 0;
+  cli_entries resolve = {0}, connect_to = {0}; /* flags' and config's, in libcurl's order */
   int code = build_settings(&o, host, port, &cfg, &have_cfg, &eff, sections, &nsections);
   if (code)
     goto done;
+  /* A later layer wins: resolve entries go in layer order (libcurl lets a later one for the
+   * same HOST:PORT replace an earlier one), connect-to entries the other way round, the flags'
+   * first (libcurl takes the first that matches). The config's sections are the first URL's,
+   * and -L's redirects keep them, as they keep the config's other settings. */
+  bool nomem = false;
+  for (size_t i = 0; i < o.connect_to.n && !nomem; i++)
+    nomem = cli_entries_add(&connect_to, o.connect_to.v[i], o.connect_to.origin[i]) != 0;
+  if (!nomem && have_cfg)
+    nomem = cli_config_entries(&cfg, host, port, &resolve, &connect_to) != 0;
+  for (size_t i = 0; i < o.resolve.n && !nomem; i++)
+    nomem = cli_entries_add(&resolve, o.resolve.v[i], o.resolve.origin[i]) != 0;
+  if (nomem) {
+    fprintf(stderr, "linkd: out of memory\n");
+    code = CLI_EXIT_FAILURE;
+    goto done;
+  }
 
   lk_http_policy pol;
   cli_policy_error pe;
@@ -725,15 +742,22 @@ int cli_cmd_request(int argc, char **argv) {
     code = pe.from_flags ? CLI_EXIT_USAGE : CLI_EXIT_CONFIG;
     goto done;
   }
-  cli_call_info ci = {&o,       &eff,      &pol,     have_cfg ? cfg.path : NULL,
-                      sections, nsections, o.method, o.url,
-                      0,        NULL,      NULL};
+  cli_call_info ci = {
+      &o,   &eff, &pol, have_cfg ? cfg.path : NULL, sections, nsections, o.method, o.url, 0, NULL,
+      NULL, NULL, NULL};
   if (cli_budget_new(&eff.budget, &budget, err, sizeof err) != 0) {
     fprintf(stderr, "linkd: %s\n", err);
     code = eff.origin[CLI_F_BUDGET] == cli_origin_flag ? CLI_EXIT_USAGE : CLI_EXIT_CONFIG;
     goto done;
   }
   pol.budget = budget;
+  pol.compressed = o.compressed;
+  pol.resolve = resolve.v;
+  pol.nresolve = resolve.n;
+  pol.connect_to = connect_to.v;
+  pol.nconnect_to = connect_to.n;
+  ci.resolve = &resolve;
+  ci.connect_to = &connect_to;
   /* Like curl, name the tool, unless a User-Agent header was given. */
   char ua[64];
   snprintf(ua, sizeof ua, "linkd/%s", lk_version());
@@ -898,6 +922,8 @@ done:
   free(url_buf);
   free(get_url);
   cli_settings_free(&eff);
+  cli_entries_free(&resolve);
+  cli_entries_free(&connect_to);
   cli_config_free(&cfg);
   cli_opts_free(&o);
   return code;

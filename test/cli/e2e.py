@@ -1603,6 +1603,179 @@ def config_errors(ctx):
               "the default file is checked as strictly", r)
         check(fd.requests() == [], "no call with a bad config", fd.requests())
 
+
+# ------------------------------------------------------------------------------------------------
+# --compressed, --resolve, --connect-to
+# ------------------------------------------------------------------------------------------------
+
+
+class RawServer:
+    """Answers the n-th request with the n-th of `responses` (the last repeats), exact bytes,
+    then closes the connection; keeps each request head."""
+
+    def __init__(self, responses):
+        import socket
+        self.responses = list(responses)
+        self.heads = []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.stop = False
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while not self.stop:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                continue
+            c.settimeout(5)
+            data = b""
+            try:
+                while b"\r\n\r\n" not in data:
+                    chunk = c.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                if b"\r\n\r\n" in data:
+                    self.heads.append(data.split(b"\r\n\r\n")[0].decode("latin-1"))
+                    k = len(self.heads) - 1
+                    c.sendall(self.responses[min(k, len(self.responses) - 1)])
+                c.shutdown(1)
+                c.recv(65536)
+            except OSError:
+                pass
+            c.close()
+
+    def url(self, path="/z"):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop = True
+        self.thread.join()
+        self.sock.close()
+
+
+def gz_response(body, coding="gzip", length=None, extra=b""):
+    length = len(body) if length is None else length
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: %s\r\n"
+            b"Content-Length: %d\r\n\r\n" % (coding.encode(), length)) + body + extra
+
+
+@case
+def compressed(ctx):
+    import gzip
+    text = b"hello linkd, " * 2000
+    z = gzip.compress(text)
+    with RawServer([gz_response(z)]) as srv:
+        r = linkd(ctx, "get", "--compressed", srv.url())
+        check(r.rc == 0 and r.out == text, "--compressed prints the decoded body", r)
+        check("\r\nAccept-Encoding: gzip, deflate" in srv.heads[-1], "it asks for gzip, deflate",
+              srv.heads)
+        r = linkd(ctx, "--compressed", "-i", "-v", srv.url())
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\n" \
+            b"Content-Length: %d\r\n\r\n" % len(z)
+        check(r.rc == 0 and r.out == head + text, "-i: the head as received, the body decoded", r)
+        check(re.search(r"^\* compressed +gzip, deflate", r.err, re.M), "-v says so", r)
+        dump = ctx.path("heads.txt")
+        r = linkd(ctx, "get", "--compressed", "-D", dump, srv.url())
+        check(r.rc == 0 and open(dump, "rb").read() == head and r.out == text, "-D as well", r)
+        # Without --compressed nothing is decoded, even with one's own Accept-Encoding.
+        r = linkd(ctx, "get", "-H", "Accept-Encoding: gzip", srv.url())
+        check(r.rc == 0 and r.out == z, "-H 'Accept-Encoding: gzip' alone: the gzip bytes", r)
+        check("Accept-Encoding: gzip\r\n" in srv.heads[-1] + "\r\n", "its header went", srv.heads)
+        r = linkd(ctx, "get", srv.url())
+        check(r.rc == 0 and r.out == z and "Accept-Encoding" not in srv.heads[-1],
+              "no --compressed: no Accept-Encoding, nothing decoded", r)
+    # A gzip bomb: 80 MiB of zeros in 80 KiB. The 64 MiB limit counts decoded bytes.
+    bomb = gzip.compress(b"\0" * (80 << 20), compresslevel=9)
+    with RawServer([gz_response(bomb)]) as srv:
+        r = linkd(ctx, "get", "--compressed", "--json", "-o", ctx.path("bomb.out"), srv.url())
+        doc = valid_json(ctx, r)
+        check(r.rc == 1 and doc["result"]["error"] == "ETOOBIG" and len(srv.heads) == 1,
+              "a gzip bomb ends at the limit, exit 1, not retried", r)
+        check(r.seconds < 10, "quickly", r)
+    # Broken bodies: retried as broken responses are, then exit 4 (a GET) or 3 (a POST).
+    cases = [("corrupt", gz_response(b"\x1f\x8b\x08\x00" + b"X" * 20), "JUNK_RESPONSE"),
+             ("cut short", gz_response(z[:len(z) // 2]), "PARTIAL_BODY"),
+             ("no trailer", gz_response(z[:-8]), "PARTIAL_BODY"),
+             ("bad checksum", gz_response(z[:-8] + b"\0\0\0\0" + z[-4:]), "JUNK_RESPONSE"),
+             ("not asked for", gz_response(b"hello", coding="br"), "JUNK_RESPONSE")]
+    for what, resp, kind in cases:
+        with RawServer([resp]) as srv:
+            r = linkd(ctx, "get", "--compressed", "--json", "--max-attempts", "2", *FAST,
+                      srv.url())
+            doc = valid_json(ctx, r)
+            tl = doc["result"]["timeline"]
+            check(r.rc == 4 and [(a["failure"], a["phase"]) for a in tl] == [(kind, "RECEIVE")] * 2,
+                  "%s: %s in RECEIVE, retried, exit 4" % (what, kind), r)
+            check(doc["response"]["complete"] is False, "%s: the body is not complete" % what, r)
+            r = linkd(ctx, "post", "--compressed", "-d", "x", "--json", srv.url())
+            doc = valid_json(ctx, r)
+            check(r.rc == 3 and doc["result"]["attempts"] == 1,
+                  "%s: a POST without a key is not retried (exit 3)" % what, r)
+
+
+@case
+def resolve_connect_to(ctx):
+    with Recorder(statuses=(503, 503, 200)) as rec:
+        p = rec.port
+        r = linkd(ctx, "get", "--resolve", "books.test:%d:127.0.0.1" % p, *FAST,
+                  "http://books.test:%d/r" % p)
+        check(r.rc == 0 and r.out == b'{"echo":true}', "--resolve: a made-up name reaches it", r)
+        check(len(rec.records) == 3, "every attempt went there (503, 503, 200)", rec.records)
+        check(all(rec.header("Host", i) == ["books.test:%d" % p] for i in range(3)),
+              "with the URL's Host", rec.records)
+        rec.records.clear()
+        rec.statuses = [503, 200]
+        r = linkd(ctx, "get", "--connect-to", "books.test:80:127.0.0.1:%d" % p, *FAST,
+                  "http://books.test/r")
+        check(r.rc == 0 and len(rec.records) == 2, "--connect-to, on every attempt", r)
+        check(rec.header("Host", 1) == ["books.test"], "Host is the URL's", rec.records)
+        # Repeatable: the first connect-to that matches wins; a resolve for another name is idle.
+        rec.records.clear()
+        r = linkd(ctx, "get", "--connect-to", "other.test:80:127.0.0.1:1", "--connect-to",
+                  "::127.0.0.1:%d" % p, "--resolve", "x.test:1:10.0.0.1", *FAST,
+                  "http://books.test/r", "-v")
+        check(r.rc == 0 and len(rec.records) >= 1, "entries that do not match are skipped", r)
+        check(re.search(r"^\* connect-to +::127\.0\.0\.1:%d +\(command line\)" % p, r.err, re.M) and
+              re.search(r"^\* resolve +x\.test:1:10\.0\.0\.1 +\(command line\)", r.err, re.M),
+              "-v lists them", r)
+        # The config file: keys of the same names, per host too; the flags' entries come first.
+        rec.records.clear()
+        conf = ctx.write("net.conf", "[defaults]\nresolve = books.test:%d:127.0.0.1\n"
+                         "[host \"shelf.test\"]\nconnect-to = shelf.test:80:127.0.0.1:1\n" % p)
+        r = linkd(ctx, "get", "--config", conf, "-v", *FAST, "http://books.test:%d/r" % p)
+        check(r.rc == 0 and rec.header("Host", 0) == ["books.test:%d" % p], "resolve in config", r)
+        check(re.search(r"^\* resolve +books\.test:%d:127\.0\.0\.1 +\(%s:2\)" % (p, re.escape(conf)),
+                        r.err, re.M), "-v names the config line", r)
+        r = linkd(ctx, "get", "--config", conf, "--max-attempts", "1", "http://shelf.test/r")
+        check(r.rc == 3 or r.rc == 4, "the config's connect-to goes to port 1: refused", r)
+        r = linkd(ctx, "get", "--config", conf, "--connect-to", "shelf.test:80:127.0.0.1:%d" % p,
+                  *FAST, "http://shelf.test/r")
+        check(r.rc == 0, "a flag's connect-to is tried before the config's", r)
+        for key, value, msg in (("resolve", "books.test:80", "expected HOST:PORT:ADDR"),
+                                ("connect-to", "a:80:b", "HOST2 must be"),
+                                ("resolve", "books.test:80:nowhere", "each ADDR must be")):
+            bad = ctx.write("bad.conf", "[defaults]\n%s = %s\n" % (key, value))
+            r = linkd(ctx, "get", "--config", bad, "http://books.test/r")
+            check(r.rc == 78 and "bad.conf:2: %s: '%s'" % (key, value) in r.err and msg in r.err,
+                  "a bad %s in the config: exit 78 with the line" % key, r)
+    for args, needle in ((["--resolve", "books.test:80"], "--resolve 'books.test:80': expected"),
+                         (["--resolve", "books.test:0:127.0.0.1"], "PORT must be"),
+                         (["--resolve", "-books.test:80"], "prefixes are not taken"),
+                         (["--connect-to", "a:b:c:d"], "--connect-to 'a:b:c:d': PORT1"),
+                         (["--connect-to", "books.test:80:127.0.0.1"], "then ':'")):
+        r = linkd(ctx, "get", *args, "http://books.test/")
+        check(r.rc == 64 and needle in r.err and "Try 'linkd get --help'." in r.err,
+              "usage error for %s" % args, r)
+
 # ------------------------------------------------------------------------------------------------
 # Usage errors, help, docs
 # ------------------------------------------------------------------------------------------------
@@ -1660,9 +1833,9 @@ def usage_errors(ctx):
 
 
 # curl's options that docs/cli.md names as missing from linkd ("Differences from curl").
-CURL_ONLY = ("compressed", "cookie", "cookie-jar", "referer", "upload-file", "form", "proxy",
+CURL_ONLY = ("cookie", "cookie-jar", "referer", "upload-file", "form", "proxy",
              "retry", "retry-delay", "retry-max-time", "retry-all-errors", "remote-header-name",
-             "create-dirs", "continue-at", "limit-rate", "resolve", "connect-to", "cert", "key",
+             "create-dirs", "continue-at", "limit-rate", "cert", "key",
              "netrc", "digest", "url-query", "location-trusted", "no-clobber")
 
 
@@ -1690,7 +1863,8 @@ def help_and_docs(ctx):
               "request", "head", "location", "max-redirs", "insecure", "cacert", "fail", "show-error",
               "write-out", "max-time", "dns-timeout", "tls-timeout", "write-timeout",
               "first-byte-timeout", "idle-timeout", "dump-header", "fail-with-body", "data-binary",
-              "data-raw", "data-urlencode", "get", "user", "user-agent", "remote-name"):
+              "data-raw", "data-urlencode", "get", "user", "user-agent", "remote-name",
+              "compressed", "resolve", "connect-to"):
         check(o in opts, "--help lists --%s" % o, opts)
     r = linkd(ctx, "--help")
     check(r.rc == 0 and all(c in r.out.decode() for c in
