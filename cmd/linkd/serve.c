@@ -10,15 +10,16 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: linkd serve -c FILE [--check] [--port-file FILE] [--threads N]\n"
+    "usage: linkd serve -c FILE [-t|--check] [--port-file FILE] [--threads N]\n"
     "\n"
     "Runs the gateway described by the configuration FILE: an HTTP/1.1 reverse proxy whose\n"
     "routes call their upstream clusters under linkd's policies (deadline, retries on another\n"
     "endpoint, budget, breaker, ...). SIGHUP reloads FILE (validated first; the running\n"
-    "configuration stays on an error); SIGTERM drains and exits.\n"
+    "configuration stays on an error); SIGUSR1 reopens the access log; SIGTERM drains and\n"
+    "exits (a second SIGTERM or SIGINT stops at once).\n"
     "\n"
     "  -c, --config FILE   the configuration (INI; docs/gateway.md)\n"
-    "      --check         validate FILE, print it with every default spelled out, exit\n"
+    "  -t, --check         validate FILE, print it with every default spelled out, exit\n"
     "      --port-file F   once listening, write \"PORT ADMIN_PORT\" to F (for port = 0)\n"
     "      --threads N     loop threads, each with its own listener on the port (1-64;\n"
     "                      default: one per CPU)\n"
@@ -34,7 +35,7 @@ int linkd_serve_main(int argc, char **argv) {
       fputs(usage, stdout);
       return CLI_EXIT_OK;
     }
-    if (!strcmp(a, "--check")) {
+    if (!strcmp(a, "--check") || !strcmp(a, "-t")) { /* -t: nginx's "test the configuration" */
       o.check_only = true;
       continue;
     }

@@ -1726,17 +1726,21 @@ lk_gw_config *lk_gw_config_load(const char *path, char *err, size_t cap) {
     snprintf(err, cap, "%s: out of memory", path);
     return NULL;
   }
+  errno = 0;
   while (n < cap_bytes) {
     size_t got = fread(buf + n, 1, cap_bytes - n, f);
     if (got == 0)
       break;
     n += got;
   }
+  int read_errno = errno;
   bool rerr = ferror(f) != 0;
   fclose(f);
   if (rerr) {
+    /* fopen takes a directory: its read fails (EISDIR), and the message says so */
     free(buf);
-    snprintf(err, cap, "%s: read error", path);
+    snprintf(err, cap, "%s: cannot read: %s", path,
+             read_errno ? strerror(read_errno) : "read error");
     return NULL;
   }
   lk_gw_config *c = lk_gw_config_load_mem(buf, n, path, err, cap);

@@ -767,8 +767,8 @@ static void test_health_checks_when_idle(void **state) {
     fail_msg("%d probes reached the endpoint in 1.5 s at a 200 ms interval", n);
 }
 
-/* The command line: --check prints the configuration with its defaults; a bad file exits 2 with
- * its line; usage errors exit 64. */
+/* The command line: --check (or -t) prints the configuration with its defaults; a bad file
+ * exits 2 with its line; usage errors exit 64. */
 static void test_command_line(void **state) {
   (void)state;
   gw_write_config_exact(&G, "[listen]\naddress = 127.0.0.1:0\n[cluster c]\n"
@@ -789,6 +789,26 @@ static void test_command_line(void **state) {
   assert_non_null(strstr(buf, "upstream-client = native\n")); /* the default */
   assert_non_null(strstr(buf, "generation-header = on\n"));
   assert_non_null(strstr(buf, "[route r]"));
+  /* -t is --check, as nginx -t: the same output, the same exit status */
+  char cmd_t[1024], out_t[8192];
+  snprintf(cmd_t, sizeof cmd_t, "%s serve -t -c %s > %s/out 2>&1", LINKD_PATH, G.cfg_path, G.dir);
+  rc = system(cmd_t);
+  assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
+  f = fopen(path, "r");
+  assert_non_null(f);
+  size_t n_t = fread(out_t, 1, sizeof out_t - 1, f);
+  out_t[n_t] = '\0';
+  fclose(f);
+  assert_string_equal(out_t, buf);
+  /* -c DIR: a configuration error (2) that says why */
+  snprintf(cmd_t, sizeof cmd_t, "%s serve -c %s --check > %s/out 2>&1", LINKD_PATH, G.dir, G.dir);
+  rc = system(cmd_t);
+  assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
+  f = fopen(path, "r");
+  n_t = fread(out_t, 1, sizeof out_t - 1, f);
+  out_t[n_t] = '\0';
+  fclose(f);
+  assert_non_null(strstr(out_t, ": cannot read: Is a directory"));
   gw_write_config_exact(&G, "[listen]\naddress = 127.0.0.1:0\n[route r]\ncluster = nope\n");
   rc = system(cmd);
   assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);

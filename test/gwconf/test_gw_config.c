@@ -724,6 +724,15 @@ static void test_file_and_refs(void **state) {
   lk_gw_config_unref(c);
   lk_gw_config_unref(NULL);
   unlink(path);
+  /* `-c DIR` (fopen takes a directory, its read fails): the message says why, not just that a
+   * read failed */
+  char dir[] = "/tmp/gwconf-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  assert_null(lk_gw_config_load(dir, err, sizeof err));
+  char want[128];
+  snprintf(want, sizeof want, "%s: cannot read: Is a directory", dir);
+  assert_string_equal(err, want);
+  rmdir(dir);
 }
 
 int main(void) {
