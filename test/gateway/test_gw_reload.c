@@ -2,7 +2,8 @@
 /* Configuration reloads and shutdown of `linkd serve`: a bad file is rejected with its line and
  * the running configuration keeps serving; SIGHUP and POST /config swap in a good one; reloads
  * under load fail no request (a load thread beside the reloads, so this also runs under TSan);
- * SIGTERM drains in-flight requests, and the drain deadline bounds it; a staged rollout whose
+ * SIGTERM drains in-flight requests, and the drain deadline (or a second SIGTERM) bounds it;
+ * SIGUSR1 reopens the access log; a posted configuration is named as such; a staged rollout whose
  * candidate is worse is rolled back; /metrics stays valid and cumulative across reloads that
  * add, remove and rename routes and clusters. */
 #include <stdarg.h>
@@ -296,6 +297,152 @@ static void test_drain_deadline(void **state) {
   assert_int_equal(WEXITSTATUS(st), 1);
 }
 
+/* SIGTERM, then SIGTERM (or SIGINT: Ctrl-C again) while requests are still in flight: the
+ * second one does not wait for the drain deadline (10 s here); it closes what is left at once,
+ * and the exit status says requests were cut off (1), as at the deadline. */
+static void test_second_signal_stops_now(void **state) {
+  (void)state;
+  const char *args[] = {"--delay-ms", "4000", NULL};
+  two_upstreams("slow", args);
+  const int sigs[] = {SIGTERM, SIGINT};
+  for (size_t k = 0; k < 2; k++) {
+    char cfg[2048];
+    config(cfg, sizeof cfg, "one", "drain-timeout = 10s\n",
+           "attempt-timeout = 8s\ndeadline = 9s\n");
+    gw_start(&G, cfg);
+    int fd = gw_connect(G.port);
+    gw_send_str(fd, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_int_equal(faultd_wait_requests(&F1, (int)k + 1, 2000), (int)k + 1);
+    kill(G.pid, SIGTERM);
+    int64_t end = gw_now_ms() + 2000;
+    while (!strstr(gw_stderr(&G), "draining:") && gw_now_ms() < end)
+      gw_sleep_ms(5);
+    assert_non_null(strstr(gw_stderr(&G), "draining:"));
+    int64_t t0 = gw_now_ms();
+    kill(G.pid, sigs[k]);
+    assert_true(gw_closed(fd, 2000));
+    close(fd);
+    int st;
+    pid_t w = 0;
+    end = gw_now_ms() + 2000;
+    while ((w = waitpid(G.pid, &st, WNOHANG)) == 0 && gw_now_ms() < end)
+      gw_sleep_ms(5);
+    assert_int_equal(w, G.pid);
+    G.pid = 0;
+    assert_true(gw_now_ms() - t0 < 1500);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 1);
+    assert_non_null(strstr(gw_stderr(&G), "while draining: closing 1 connections"));
+    assert_int_equal(gw_stop(&G, 1000), 0); /* removes its files */
+  }
+}
+
+/* SIGUSR1 reopens the access log, as nginx's does (logrotate's postrotate sends it): after a
+ * rename the old file keeps what was written before, the new one gets what follows; the
+ * process goes on serving (USR1's default action would have ended it). */
+static void test_usr1_reopens_access_log(void **state) {
+  (void)state;
+  two_upstreams("ok", NULL);
+  char cfg[2048];
+  config(cfg, sizeof cfg, "one", "[log]\naccess = %ACCESS%\n", NULL);
+  /* [log] inside listen_extra: the sections after it are still read as their own */
+  gw_start(&G, cfg);
+  gw_resp r;
+  gw_request(G.port, "GET", "/before", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  gw_resp_free(&r);
+  assert_int_equal(gw_access_lines(&G), 1);
+  char rotated[400];
+  snprintf(rotated, sizeof rotated, "%s.1", G.access_path);
+  assert_int_equal(rename(G.access_path, rotated), 0);
+  kill(G.pid, SIGUSR1);
+  int64_t end = gw_now_ms() + 2000;
+  while (!strstr(gw_stderr(&G), "reopened") && gw_now_ms() < end)
+    gw_sleep_ms(5);
+  assert_non_null(strstr(gw_stderr(&G), "access log"));
+  gw_request(G.port, "GET", "/after", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  gw_resp_free(&r);
+  assert_int_equal(gw_access_lines(&G), 1);
+  assert_non_null(strstr(gw_access(&G), "\"path\":\"/after\""));
+  FILE *f = fopen(rotated, "r");
+  assert_non_null(f);
+  char line[1024] = "";
+  assert_non_null(fgets(line, sizeof line, f));
+  assert_null(fgets(line + strlen(line), (int)(sizeof line - strlen(line)), f));
+  fclose(f);
+  assert_non_null(strstr(line, "\"path\":\"/before\""));
+  unlink(rotated);
+}
+
+/* A configuration posted to /config: named "POST /config" in its errors, in GET /config and in
+ * the log (the file on disk is not what was read), and bounded by the size of a configuration,
+ * not by [listen] max-body: a proxy's small max-body does not refuse a configuration, and a
+ * body larger than any configuration is 413 before it is read. A reload that changes a setting
+ * read at start only (the listen address) says it is not applied. */
+static void test_posted_config(void **state) {
+  (void)state;
+  two_upstreams("ok", NULL);
+  char cfg[4096];
+  config(cfg, sizeof cfg, "one", "max-body = 1KiB\nbody-buffer = 1KiB\n", NULL);
+  gw_start(&G, cfg);
+  config(cfg, sizeof cfg, "two", "max-body = 1KiB\nbody-buffer = 1KiB\n", NULL);
+  for (int i = 0; strlen(cfg) < 2048; i++) /* over max-body */
+    snprintf(cfg + strlen(cfg), sizeof cfg - strlen(cfg), "# comment line %d, for size\n", i);
+  gw_resp r;
+  gw_request(G.admin_port, "POST", "/config", NULL, cfg, &r);
+  assert_int_equal(r.status, 200);
+  assert_string_equal(r.body, "generation 2\n"); /* nothing read at start only changed */
+  gw_resp_free(&r);
+  gw_request(G.admin_port, "GET", "/config", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  assert_int_equal(strncmp(r.body, "# generation 2, digest ", 23), 0);
+  assert_non_null(strstr(r.body, ", from POST /config\n"));
+  gw_resp_free(&r);
+  assert_non_null(strstr(gw_stderr(&G), "configuration generation 2 loaded from POST /config"));
+  gw_request(G.admin_port, "POST", "/config", NULL,
+             "[listen]\naddress = 127.0.0.1:0\n[cluster c]\nendpoint = 127.0.0.1:1\n"
+             "[route r]\ncluster = c\nmax-attempts = lots\n",
+             &r);
+  assert_int_equal(r.status, 400);
+  assert_int_equal(strncmp(r.body, "POST /config:7: max-attempts:", 29), 0);
+  gw_resp_free(&r);
+  assert_non_null(strstr(gw_stderr(&G), "stays: POST /config:7: max-attempts:"));
+  int fd = gw_connect(G.admin_port);
+  gw_send_str(fd, "POST /config HTTP/1.1\r\nHost: a\r\nContent-Length: 1048577\r\n\r\n");
+  assert_int_equal(gw_read(fd, &r, 2000, NULL), 0);
+  assert_int_equal(r.status, 413);
+  gw_resp_free(&r);
+  close(fd);
+  /* the posted configuration (cluster two) still serves */
+  gw_request(G.port, "GET", "/x", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  assert_int_equal(generation_of(&r), 2);
+  gw_resp_free(&r);
+  assert_int_equal(faultd_request_count(&F2), 1);
+  /* a new listen address and upstream client are loaded (GET /config shows them) but read at
+   * start only: the answer and the log say so, with what is running */
+  config(cfg, sizeof cfg, "two", "upstream-client = curl\n", NULL);
+  char *a = strstr(cfg, "address = 127.0.0.1:0\n");
+  assert_non_null(a);
+  memcpy(a, "address = 127.0.0.1:1\n", 22);
+  gw_request(G.admin_port, "POST", "/config", NULL, cfg, &r);
+  assert_int_equal(r.status, 200);
+  char want[200];
+  snprintf(want, sizeof want,
+           "generation 3\n[listen] address = 127.0.0.1:1: read at start only, not applied until "
+           "a restart (running: 127.0.0.1:%d)\n",
+           G.port);
+  assert_int_equal(strncmp(r.body, want, strlen(want)), 0);
+  assert_non_null(strstr(r.body, "\n[listen] upstream-client = curl: read at start only"));
+  gw_resp_free(&r);
+  assert_non_null(strstr(gw_stderr(&G), "warn: [listen] address = 127.0.0.1:1: read at start"));
+  gw_request(G.port, "GET", "/x", NULL, NULL, &r); /* still on the port it started on */
+  assert_int_equal(r.status, 200);
+  assert_int_equal(generation_of(&r), 3);
+  gw_resp_free(&r);
+}
+
 /* A candidate policy whose requests all time out is rolled back after its sample, and logged;
  * both versions are labelled in the metrics. */
 static void test_rollout_rollback(void **state) {
@@ -555,6 +702,9 @@ int main(void) {
       cmocka_unit_test_teardown(test_reload_under_load, teardown),
       cmocka_unit_test_teardown(test_sigterm_drain, teardown),
       cmocka_unit_test_teardown(test_drain_deadline, teardown),
+      cmocka_unit_test_teardown(test_second_signal_stops_now, teardown),
+      cmocka_unit_test_teardown(test_usr1_reopens_access_log, teardown),
+      cmocka_unit_test_teardown(test_posted_config, teardown),
       cmocka_unit_test_teardown(test_rollout_rollback, teardown),
       cmocka_unit_test_teardown(test_metrics_across_reloads, teardown),
   };

@@ -135,6 +135,15 @@ typedef struct gwp_shared {
   gwp_server **workers; /* [0] is the main thread's */
   uint64_t reloads_ok, reloads_failed;
   int exit_code;
+  /* the settings read at start only, as the process started with them: a reload that changes
+   * one says it is not applied (gwp_reload) */
+  struct {
+    lk_gw_addr listen, admin;    /* as configured (port 0: any) */
+    int listen_port, admin_port; /* as bound */
+    bool admin_on;
+    int backlog;
+    lk_http_transport client;
+  } started;
 } gwp_shared;
 
 /* Commands to a worker's loop (bits of gwp_server.cmd, then its async handle). */
@@ -159,7 +168,7 @@ struct gwp_server {
   uv_check_t start_check; /* starts, at the end of each loop pass, the calls the pass submitted */
   struct gwp_poll **polls; /* upstream watchers by descriptor */
   size_t npolls;
-  uv_signal_t sig_hup, sig_term, sig_int;
+  uv_signal_t sig_hup, sig_term, sig_int, sig_usr1;
   uv_timer_t drain_timer; /* worker 0: the drain deadline */
   uv_timer_t drain_poll;  /* while draining: closes what became idle, stops when nothing is left */
   uv_timer_t health_timer;
@@ -202,9 +211,13 @@ void gwp_proxy_dispatch(gwp_req *r);
 int gwp_attempts_made(const lk_http_result *res);
 
 /* gwp_admin.c */
+/* The name of a configuration posted to the admin listener, where a file's path would be. */
+#define GWP_POSTED_CONFIG "POST /config"
 void gwp_admin_dispatch(gwp_req *r);
 /* Loads `text` (NULL: the configured file), validates and swaps it in. LK_OK or an error with a
- * message in err. */
+ * message in err. On LK_OK, err holds a line per start-only setting (listen and admin address,
+ * backlog, upstream-client) the new configuration changes but the process cannot apply before a
+ * restart, each also logged as a warning; "" when none. */
 int gwp_reload(gwp_server *s, const char *text, size_t len, char *err, size_t cap);
 
 /* gwp_server.c */

@@ -5,12 +5,66 @@
  * with SIGHUP: validate completely, attach to the runtime, swap the pointer. */
 #include "gwp.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+static bool addr_eq(const lk_gw_addr *a, const lk_gw_addr *b) {
+  return a->port == b->port && strcmp(a->host, b->host) == 0;
+}
+
+static void addr_str(const lk_gw_addr *a, int port, char *buf, size_t cap) {
+  bool v6 = strchr(a->host, ':') != NULL;
+  snprintf(buf, cap, "%s%s%s:%d", v6 ? "[" : "", a->host, v6 ? "]" : "", port);
+}
+
+/* The settings of `next` read at start only that differ from what the process started with:
+ * a line each in out (what GET /config now shows is not what is listening), logged too. */
+static void start_only_changes(gwp_server *s, const lk_gw_config *next, char *out, size_t cap) {
+  const gwp_shared *sh = s->sh;
+  char now[LK_GW_HOST_MAX + 16], then[LK_GW_HOST_MAX + 16], line[320];
+  size_t n = 0;
+  out[0] = '\0';
+  for (int k = 0; k < 5; k++) {
+    line[0] = '\0';
+    if (k == 0 && !addr_eq(&next->listen.addr, &sh->started.listen)) {
+      addr_str(&next->listen.addr, next->listen.addr.port, now, sizeof now);
+      addr_str(&sh->started.listen, sh->started.listen_port, then, sizeof then);
+      snprintf(line, sizeof line, "[listen] address = %s", now);
+    } else if (k == 1 && next->listen.backlog != sh->started.backlog) {
+      snprintf(line, sizeof line, "[listen] backlog = %d", next->listen.backlog);
+      snprintf(then, sizeof then, "%d", sh->started.backlog);
+    } else if (k == 2 && next->listen.upstream_client != sh->started.client) {
+      snprintf(line, sizeof line, "[listen] upstream-client = %s",
+               next->listen.upstream_client == LK_HTTP_TRANSPORT_NATIVE ? "native" : "curl");
+      snprintf(then, sizeof then, "%s",
+               sh->started.client == LK_HTTP_TRANSPORT_NATIVE ? "native" : "curl");
+    } else if (k == 3 && next->admin.enabled != sh->started.admin_on) {
+      snprintf(line, sizeof line, "[admin] %s", next->admin.enabled ? "enabled" : "disabled");
+      snprintf(then, sizeof then, "%s", sh->started.admin_on ? "on" : "off");
+    } else if (k == 4 && next->admin.enabled && sh->started.admin_on &&
+               !addr_eq(&next->admin.addr, &sh->started.admin)) {
+      addr_str(&next->admin.addr, next->admin.addr.port, now, sizeof now);
+      addr_str(&sh->started.admin, sh->started.admin_port, then, sizeof then);
+      snprintf(line, sizeof line, "[admin] address = %s", now);
+    }
+    if (!line[0])
+      continue;
+    gwp_log(s, LK_GW_LOG_WARN, "%s: read at start only, not applied until a restart (running: %s)",
+            line, then);
+    int w =
+        snprintf(out + n, cap - n,
+                 "%s: read at start only, not applied until a restart (running: %s)\n", line, then);
+    if (w > 0 && (size_t)w < cap - n)
+      n += (size_t)w;
+  }
+}
+
 int gwp_reload(gwp_server *s, const char *text, size_t len, char *err, size_t cap) {
   gwp_shared *sh = s->sh;
-  lk_gw_config *next = text ? lk_gw_config_load_mem(text, len, sh->config_path, err, cap)
+  /* a posted text is named for where it came from, in its errors ("POST /config:7: ...": the
+   * file on disk is not what is wrong), in GET /config's "from" and in the log */
+  lk_gw_config *next = text ? lk_gw_config_load_mem(text, len, GWP_POSTED_CONFIG, err, cap)
                             : lk_gw_config_load(sh->config_path, err, cap);
   /* a text posted to /config names files too: checked before anything is attached, as a file's
    * are by its loader (the generation is not used up by a configuration that is refused) */
@@ -31,7 +85,8 @@ int gwp_reload(gwp_server *s, const char *text, size_t len, char *err, size_t ca
     return rc;
   }
   if (gwp_access_open(sh, next) != LK_OK) {
-    snprintf(err, cap, "%s: log access: cannot open %s", sh->config_path, next->log.access);
+    snprintf(err, cap, "%s:%d: access: cannot open %s for append: %s", next->path,
+             next->log.access_line, next->log.access, strerror(errno));
     lk_gw_config_unref(next);
     sh->reloads_failed++;
     lk_gw_runtime_record_reload(s->rt, s->cfg, false);
@@ -51,7 +106,8 @@ int gwp_reload(gwp_server *s, const char *text, size_t len, char *err, size_t ca
   sh->reloads_ok++;
   lk_gw_runtime_record_reload(s->rt, s->cfg, true);
   gwp_log(s, LK_GW_LOG_INFO, "configuration generation %llu loaded from %s",
-          (unsigned long long)next->generation, sh->config_path);
+          (unsigned long long)next->generation, next->path);
+  start_only_changes(s, next, err, cap);
   return LK_OK;
 }
 
@@ -118,8 +174,11 @@ void gwp_admin_dispatch(gwp_req *r) {
       gwp_respond(r, 400, NULL, "Content-Type: text/plain\r\n", err, n, NULL);
       return;
     }
-    char msg[64];
-    int n = snprintf(msg, sizeof msg, "generation %llu\n", (unsigned long long)s->cfg->generation);
+    char msg[600];
+    int n = snprintf(msg, sizeof msg, "generation %llu\n%s", (unsigned long long)s->cfg->generation,
+                     err);
+    if (n < 0 || (size_t)n >= sizeof msg)
+      n = n < 0 ? 0 : (int)sizeof msg - 1;
     gwp_respond(r, 200, NULL, "Content-Type: text/plain\r\n", msg, (size_t)n, NULL);
     return;
   }

@@ -30,6 +30,13 @@ int64_t gwp_now(void) { return lk_now_ns(); }
 
 static const lk_gw_listen *limits(const gwp_conn *c) { return &c->srv->cfg->listen; }
 
+/* The largest request body (0: no limit). The admin listener takes a configuration at most
+ * (POST /config), whatever [listen] max-body says: a proxy's small max-body does not refuse a
+ * configuration, and max-body = 0 does not let the admin port buffer any body at all. */
+static uint64_t body_limit(const gwp_conn *c) {
+  return c->admin ? LK_GW_CONFIG_MAX_BYTES : limits(c)->max_body;
+}
+
 static uint64_t ms_of(int64_t ns) {
   if (ns <= 0)
     return 0;
@@ -302,7 +309,8 @@ static int on_headers_complete(http_parser *p) {
       return fail(c, 400);
   }
   const lk_gw_listen *l = limits(c);
-  if (l->max_body > 0 && p->content_length != ULLONG_MAX && p->content_length > l->max_body)
+  uint64_t max_body = body_limit(c);
+  if (max_body > 0 && p->content_length != ULLONG_MAX && p->content_length > max_body)
     return fail(c, 413);
   r->content_length = p->content_length;
   const char *ex = gwp_req_header(r, "Expect");
@@ -338,7 +346,7 @@ static int on_headers_complete(http_parser *p) {
 static int on_body(http_parser *p, const char *at, size_t len) {
   gwp_conn *c = p->data;
   gwp_req *r = req_of(p);
-  const lk_gw_listen *l = limits(c);
+  uint64_t max_body = body_limit(c);
   if (r->streaming) {
     if (c->state != GWP_STREAMING)
       return 0; /* answered already: the rest of the body is read and dropped */
@@ -347,7 +355,7 @@ static int on_body(http_parser *p, const char *at, size_t len) {
       r->body_len -= r->body_off;
       r->body_off = 0;
     }
-  } else if (l->max_body > 0 && r->body_len + len > l->max_body) {
+  } else if (max_body > 0 && r->body_len + len > max_body) {
     return fail(c, 413);
   }
   if (r->body_len + len > r->body_cap) {

@@ -367,12 +367,12 @@ static int conns_total(const gwp_shared *sh) {
   return n;
 }
 
-/* The drain deadline (worker 0): whatever is left, everywhere, is closed. */
-static void on_drain_timer(uv_timer_t *t) {
-  gwp_server *s = t->data;
+/* Worker 0, at the drain deadline or on a second SIGTERM / SIGINT: whatever is left,
+ * everywhere, is closed; the exit status is 1 if that cut requests off. */
+static void stop_now(gwp_server *s, const char *why) {
   gwp_shared *sh = s->sh;
   int busy = busy_total(sh);
-  gwp_log(s, LK_GW_LOG_WARN, "drain deadline: closing %d connections (%d requests in flight)",
+  gwp_log(s, LK_GW_LOG_WARN, "%s: closing %d connections (%d requests in flight)", why,
           conns_total(sh), busy);
   sh->exit_code = busy > 0 ? 1 : 0;
   for (int i = 1; i < sh->nworkers; i++)
@@ -380,6 +380,8 @@ static void on_drain_timer(uv_timer_t *t) {
   uv_timer_stop(&s->drain_timer);
   stop_everything(s);
 }
+
+static void on_drain_timer(uv_timer_t *t) { stop_now(t->data, "drain deadline"); }
 
 /* Worker 0 stops once every worker is done and its own connections are gone. */
 static void check_all_done(gwp_server *s) {
@@ -451,6 +453,25 @@ static void on_signal(uv_signal_t *h, int sig) {
     char err[512];
     if (gwp_reload(s, NULL, 0, err, sizeof err) != LK_OK)
       gwp_log(s, LK_GW_LOG_ERROR, "reload rejected, the running configuration stays: %s", err);
+    return;
+  }
+  if (sig == SIGUSR1) {
+    /* nginx's USR1, what logrotate's postrotate sends: the access log file is opened again by
+     * its name (a rotated file is left to its new name), whatever the configuration file now
+     * says; SIGUSR1's default action would have ended the process */
+    const char *a = s->cfg->log.access;
+    if (!a || strcmp(a, "-") == 0)
+      return;
+    if (gwp_access_open(s->sh, s->cfg) != LK_OK)
+      gwp_log(s, LK_GW_LOG_ERROR, "access log %s: cannot reopen, still writing where it was: %s", a,
+              strerror(errno));
+    else
+      gwp_log(s, LK_GW_LOG_INFO, "access log %s reopened", a);
+    return;
+  }
+  /* a second SIGTERM or SIGINT (Ctrl-C again) does not wait for the drain deadline */
+  if (gwp_draining(s)) {
+    stop_now(s, sig == SIGINT ? "SIGINT while draining" : "SIGTERM while draining");
     return;
   }
   start_drain(s);
@@ -584,6 +605,11 @@ int lk_gw_serve(const lk_gw_serve_opts *o) {
     return 2;
   }
   sh->cfg = cfg;
+  sh->started.listen = cfg->listen.addr;
+  sh->started.admin = cfg->admin.addr;
+  sh->started.admin_on = cfg->admin.enabled;
+  sh->started.backlog = cfg->listen.backlog;
+  sh->started.client = cfg->listen.upstream_client;
   int code = 1;
   int started = 0; /* worker threads running */
   bool ran = false;
@@ -607,13 +633,17 @@ int lk_gw_serve(const lk_gw_serve_opts *o) {
       listen_on(s, &s->admin, &cfg->admin.addr, 0, 64, false, &s->admin_port) != 0)
     goto out;
   s->admin.admin = true;
+  sh->started.listen_port = s->port;
+  sh->started.admin_port = s->admin_port;
   uv_signal_init(s->loop, &s->sig_hup);
   uv_signal_init(s->loop, &s->sig_term);
   uv_signal_init(s->loop, &s->sig_int);
-  s->sig_hup.data = s->sig_term.data = s->sig_int.data = s;
+  uv_signal_init(s->loop, &s->sig_usr1);
+  s->sig_hup.data = s->sig_term.data = s->sig_int.data = s->sig_usr1.data = s;
   uv_signal_start(&s->sig_hup, on_signal, SIGHUP);
   uv_signal_start(&s->sig_term, on_signal, SIGTERM);
   uv_signal_start(&s->sig_int, on_signal, SIGINT);
+  uv_signal_start(&s->sig_usr1, on_signal, SIGUSR1);
   arm_health(s);
   for (int i = 1; i < nw; i++) {
     if (pthread_create(&ws[i]->thread, NULL, worker_main, ws[i]) != 0) {
