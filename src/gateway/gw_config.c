@@ -914,8 +914,6 @@ static char *policy_canonical(const lk_gw_policy *p) {
   fprintf(f, "idempotency = %s\n", p->idem == LK_GW_IDEM_INJECT ? "inject" : "pass");
   fprintf(f, "honor-retried = %s\n", h->honor_retried ? "true" : "false");
   fprintf(f, "max-response-body = %zu\n", h->max_response_body);
-  if (h->ca_file)
-    fprintf(f, "cacert = %s\n", h->ca_file);
   for (size_t i = 0; i < p->n_headers; i++) {
     /* as the CLI's -H reads them: "Name;" an empty header, "Name:" a removal */
     const char *v = p->headers[i].value;
@@ -972,9 +970,14 @@ static int builder_finish(pol_builder *b, lk_gw_policy *p, int line, const char 
   p->http.deadline_reserve = b->reserve;
   p->http.honor_retried = b->honor_retried;
   p->http.max_response_body = b->max_response_body;
-  p->http.ca_file = NULL;
-  if (b->s.cacert && !(p->http.ca_file = strdup(b->s.cacert)))
-    return -2;
+  p->http.ca_file = NULL; /* cli_settings_to_policy lent it the builder's string */
+  /* Cluster endpoints are HOST:PORT over plain http: a CA file would check no certificate, and
+   * one taken silently would pass for TLS that is not there. */
+  if (b->s.cacert)
+    return bad(e, b->key_line[CLI_F_CACERT] ? b->key_line[CLI_F_CACERT] : line,
+               key_prefix ? "next.cacert" : "cacert",
+               "upstreams are plain http (a cluster endpoint is HOST:PORT): there is no "
+               "certificate to check");
   p->deadline = p->http.deadline;
   p->deadline_cap = b->cap_set ? b->deadline_cap : p->deadline;
   int cap_line = b->cap_set ? b->cap_line : b->key_line[CLI_F_DEADLINE];

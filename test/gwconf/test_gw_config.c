@@ -355,6 +355,11 @@ static void test_errors_name_file_line_key(void **state) {
   expect_error(CL "[route r]\ncluster = nope\n",
                "gw.conf:4: cluster: no [cluster nope] is defined");
   expect_error(CL RT "prefix = api\n", "gw.conf:5: prefix: 'api'");
+  /* upstreams are plain http: a CA file would check nothing, and was taken silently */
+  expect_error(CL RT "cacert = /etc/ssl/certs/ca-certificates.crt\n",
+               "gw.conf:5: cacert: upstreams are plain http");
+  expect_error(CL RT "next.cacert = /etc/ssl/certs/ca-certificates.crt\n",
+               "gw.conf:5: next.cacert: upstreams are plain http");
   expect_error(CL RT "host = a.com:80\n", "gw.conf:5: host: 'a.com:80'");
   expect_error(CL RT "attempt-timeout = 0s\n", "gw.conf:5: attempt-timeout:");
   expect_error(CL RT "max-attempts = 0\n", "gw.conf:5: max-attempts:");
