@@ -625,11 +625,23 @@ bad:
   return -1;
 }
 
+/* The shortest %g text that reads back as v: "33.3", not %.17g's "33.299999999999997", and still
+ * the same double when --check's output is loaded again. */
+static const char *num(double v, char buf[32]) {
+  for (int prec = 1; prec < 17; prec++) {
+    snprintf(buf, 32, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v)
+      return buf;
+  }
+  snprintf(buf, 32, "%.17g", v);
+  return buf;
+}
+
 char *lk_gw_limiter_format(bool on, const lk_limiter_config *c, char *buf, size_t cap) {
   if (!on)
     snprintf(buf, cap, "none");
   else
-    snprintf(buf, cap, "%.17g/s:burst=%" PRId64, c->rate, c->burst);
+    snprintf(buf, cap, "%s/s:burst=%" PRId64, num(c->rate, (char[32]){0}), c->burst);
   return buf;
 }
 
@@ -894,14 +906,15 @@ static char *policy_canonical(const lk_gw_policy *p) {
   fprintf(f, "idle-timeout = %s\n", lk_gw_dur_exact(h->idle_timeout, a, sizeof a));
   fprintf(f, "max-attempts = %d\n", rc->max_attempts);
   if (rc->backoff.kind == LK_BACKOFF_EXPONENTIAL)
-    fprintf(f, "backoff = %s:%.17g\n", lk_backoff_kind_name(rc->backoff.kind),
-            rc->backoff.multiplier);
+    fprintf(f, "backoff = %s:%s\n", lk_backoff_kind_name(rc->backoff.kind),
+            num(rc->backoff.multiplier, (char[32]){0}));
   else
     fprintf(f, "backoff = %s\n", lk_backoff_kind_name(rc->backoff.kind));
   fprintf(f, "base = %s\n", lk_gw_dur_exact(rc->backoff.base, a, sizeof a));
   fprintf(f, "max-delay = %s\n", lk_gw_dur_exact(rc->backoff.max, a, sizeof a));
   if (rc->backoff.jitter == LK_JITTER_SYMMETRIC)
-    fprintf(f, "jitter = %s:%.17g\n", lk_jitter_kind_name(rc->backoff.jitter), rc->backoff.ratio);
+    fprintf(f, "jitter = %s:%s\n", lk_jitter_kind_name(rc->backoff.jitter),
+            num(rc->backoff.ratio, (char[32]){0}));
   else
     fprintf(f, "jitter = %s\n", lk_jitter_kind_name(rc->backoff.jitter));
   fprintf(f, "retry-on = %s\n", cli_retry_on_format(rc->retry_on, big, sizeof big));
@@ -1907,7 +1920,7 @@ int lk_gw_config_dump(const lk_gw_config *c, char **out, size_t *len) {
             o->consecutive_connect_failures);
     fprintf(f, "eject-base-time = %s\n", lk_gw_dur_exact(o->base_time, a, sizeof a));
     fprintf(f, "eject-max-time = %s\n", lk_gw_dur_exact(o->max_time, a, sizeof a));
-    fprintf(f, "eject-max-percent = %.17g\n", o->max_percent);
+    fprintf(f, "eject-max-percent = %s\n", num(o->max_percent, (char[32]){0}));
     const lk_gw_health *h = &k->health;
     if (h->enabled) {
       fprintf(f, "health-path = %s\n", h->path);
@@ -1926,9 +1939,9 @@ int lk_gw_config_dump(const lk_gw_config *c, char **out, size_t *len) {
             r->cluster->name);
     fputs(r->policy.canonical, f);
     if (r->next) {
-      fprintf(f, "rollout-percent = %.17g\nrollout-margin = %.17g\nrollout-min-sample = %" PRIu64
-                 "\n",
-              r->rollout.percent, r->rollout.margin, r->rollout.min_sample);
+      fprintf(f, "rollout-percent = %s\nrollout-margin = %s\nrollout-min-sample = %" PRIu64 "\n",
+              num(r->rollout.percent, (char[32]){0}), num(r->rollout.margin, (char[32]){0}),
+              r->rollout.min_sample);
       dump_next(f, r->policy.canonical, r->next->canonical, r->policy.n_headers);
     }
   }

@@ -631,12 +631,14 @@ static void test_dump_round_trip(void **state) {
    * The sixth: a header whose written line is exactly as long as a line may be (198). */
   char at_limit[300];
   snprintf(at_limit, sizeof at_limit, CL RT "header=X-a:%0184d\n", 7);
-  const char *texts[] = {minimal,
-                         full,
-                         CL RT "attempt-timeout = 150ms\n",
+  const char *texts[] = {minimal, full, CL RT "attempt-timeout = 150ms\n",
                          CL RT "limiter = 50/s\nshared = redis://127.0.0.1:6390,fleet=3\n",
-                         CL RT "header = X-a;\nheader = X-b:\nnext.header = X-c;\n",
-                         at_limit};
+                         CL RT "header = X-a;\nheader = X-b:\nnext.header = X-c;\n", at_limit,
+                         /* the seventh: decimals written as typed, not as %.17g's
+                          * 33.299999999999997 (and still the same doubles) */
+                         "[cluster b]\nendpoint = 127.0.0.1:1\neject-max-percent = 33.3\n" RT
+                         "jitter = symmetric:0.3\nlimiter = 2.2/s\nnext.max-attempts = 2\n"
+                         "rollout-percent = 12.34\nrollout-margin = 0.1\n"};
   for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
     char err[512];
     lk_gw_config *a = load(texts[i], err, sizeof err);
@@ -655,6 +657,14 @@ static void test_dump_round_trip(void **state) {
     if (a->routes[0].next)
       assert_string_equal(a->routes[0].next->version, b->routes[0].next->version);
     assert_non_null(strstr(d1, "attempt-timeout = 800ms") ? d1 : strstr(d1, "attempt-timeout"));
+    if (i == 6) {
+      static const char *const typed[] = {"eject-max-percent = 33.3\n", "jitter = symmetric:0.3\n",
+                                          "limiter = 2.2/s:burst=", "rollout-percent = 12.34\n",
+                                          "rollout-margin = 0.1\n"};
+      for (size_t k = 0; k < sizeof typed / sizeof typed[0]; k++)
+        if (!strstr(d1, typed[k]))
+          fail_msg("the dump lacks '%s':\n%s", typed[k], d1);
+    }
     free(d1);
     free(d2);
     lk_gw_config_unref(a);
