@@ -3,6 +3,7 @@
 #include "gwp.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -100,13 +101,17 @@ int gwp_access_open(gwp_shared *s, const lk_gw_config *c) {
   if (c->log.access) {
     if (strcmp(c->log.access, "-") == 0) {
       f = stdout;
+      /* setvbuf only before a stream's first use: once for stdout, not again at each reload */
+      static atomic_flag stdout_set = ATOMIC_FLAG_INIT;
+      if (!atomic_flag_test_and_set(&stdout_set))
+        setvbuf(f, NULL, _IOLBF, 0);
     } else {
       f = fopen(c->log.access, "a");
       if (!f)
         return LK_ESYS;
       owned = true;
+      setvbuf(f, NULL, _IOLBF, 0); /* whole lines, at once: tail -f and tests read them */
     }
-    setvbuf(f, NULL, _IOLBF, 0); /* whole lines, at once: tail -f and tests read them */
   }
   pthread_mutex_lock(&s->mu);
   if (s->access && s->access_owned)
