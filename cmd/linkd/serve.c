@@ -10,7 +10,7 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: linkd serve -c FILE [-t|--check] [--port-file FILE] [--threads N]\n"
+    "usage: linkd serve -c FILE [-t|--check] [--port-file FILE] [--pid-file FILE] [--threads N]\n"
     "\n"
     "Runs the gateway described by the configuration FILE: an HTTP/1.1 reverse proxy whose\n"
     "routes call their upstream clusters under linkd's policies (deadline, retries on another\n"
@@ -21,6 +21,7 @@ static const char usage[] =
     "  -c, --config FILE   the configuration (INI; docs/gateway.md)\n"
     "  -t, --check         validate FILE, print it with every default spelled out, exit\n"
     "      --port-file F   once listening, write \"PORT ADMIN_PORT\" to F (for port = 0)\n"
+    "      --pid-file F    once listening, write the process id to F; removed at exit\n"
     "      --threads N     loop threads, each with its own listener on the port (1-64;\n"
     "                      default: one per CPU)\n"
     "  -h, --help          this text\n";
@@ -41,13 +42,16 @@ int linkd_serve_main(int argc, char **argv) {
     }
     bool cfg = !strcmp(a, "-c") || !strcmp(a, "--config");
     bool pf = !strcmp(a, "--port-file");
+    bool pid = !strcmp(a, "--pid-file");
     bool th = !strcmp(a, "--threads");
-    if ((cfg || pf || th) && i + 1 < argc) {
+    if ((cfg || pf || pid || th) && i + 1 < argc) {
       const char *v = argv[++i];
       if (cfg) {
         o.config_path = v;
       } else if (pf) {
         o.port_file = v;
+      } else if (pid) {
+        o.pid_file = v;
       } else {
         char *end;
         long n = strtol(v, &end, 10);
@@ -60,7 +64,7 @@ int linkd_serve_main(int argc, char **argv) {
       continue;
     }
     fprintf(stderr, "linkd serve: %s: %s\n", a,
-            cfg || pf || th ? "needs an argument" : "unknown option");
+            cfg || pf || pid || th ? "needs an argument" : "unknown option");
     fputs(usage, stderr);
     return CLI_EXIT_USAGE;
   }

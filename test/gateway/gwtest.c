@@ -91,6 +91,10 @@ static void write_config(gw_proc *g, const char *cfg, bool inject) {
 void gw_start(gw_proc *g, const char *cfg) { gw_start_threads(g, cfg, 2); }
 
 void gw_start_threads(gw_proc *g, const char *cfg, int threads) {
+  gw_start_args(g, cfg, threads, NULL);
+}
+
+void gw_start_args(gw_proc *g, const char *cfg, int threads, const char *const *extra) {
   memset(g, 0, sizeof *g);
   gw_write_config(g, cfg);
   const char *bin = getenv("LINKD_PATH");
@@ -101,8 +105,13 @@ void gw_start_threads(gw_proc *g, const char *cfg, int threads) {
   posix_spawn_file_actions_addopen(&fa, 2, g->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   char nthreads[16];
   snprintf(nthreads, sizeof nthreads, "%d", threads);
-  char *argv[] = {(char *)bin,  "serve",     "-c",     g->cfg_path, "--port-file",
-                  g->port_path, "--threads", nthreads, NULL};
+  char *argv[18] = {(char *)bin,  "serve",     "-c",     g->cfg_path, "--port-file",
+                    g->port_path, "--threads", nthreads, NULL};
+  for (int i = 0; extra && extra[i]; i++) {
+    assert_true(i < 8);
+    argv[8 + i] = (char *)extra[i];
+    argv[9 + i] = NULL;
+  }
   int rc = posix_spawn(&g->pid, bin, &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   assert_int_equal(rc, 0);

@@ -30,6 +30,8 @@ void gw_write_config_exact(gw_proc *g, const char *cfg);
 void gw_start(gw_proc *g, const char *cfg);
 /* The same with `threads` loop threads. */
 void gw_start_threads(gw_proc *g, const char *cfg, int threads);
+/* The same with more arguments after those (NULL-terminated; at most 8). */
+void gw_start_args(gw_proc *g, const char *cfg, int threads, const char *const *extra);
 /* SIGTERM, then waits up to `wait_ms`; returns the exit code (128+signal if it had to be
  * killed, -1 if it did not exit; 0 if it was not running). Under a sanitizer build, a leak or
  * a report makes the exit code non-zero, so teardowns that require 0 catch them. */

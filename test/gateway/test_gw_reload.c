@@ -375,6 +375,28 @@ static void test_usr1_reopens_access_log(void **state) {
   unlink(rotated);
 }
 
+/* --pid-file: the running process's id, written once it listens (logrotate's postrotate sends
+ * `kill -USR1 $(cat FILE)`), and removed when it exits. */
+static void test_pid_file(void **state) {
+  (void)state;
+  two_upstreams("ok", NULL);
+  char cfg[2048], pidf[400];
+  config(cfg, sizeof cfg, "one", NULL, NULL);
+  snprintf(pidf, sizeof pidf, "%s/linkd-test-%d.pid", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+           (int)getpid());
+  unlink(pidf);
+  const char *const extra[] = {"--pid-file", pidf, NULL};
+  gw_start_args(&G, cfg, 2, extra);
+  FILE *f = fopen(pidf, "r");
+  assert_non_null(f);
+  long pid = 0;
+  assert_int_equal(fscanf(f, "%ld", &pid), 1);
+  fclose(f);
+  assert_int_equal(pid, (long)G.pid);
+  assert_int_equal(gw_stop(&G, 5000), 0);
+  assert_int_equal(access(pidf, F_OK), -1);
+}
+
 /* A configuration posted to /config: named "POST /config" in its errors, in GET /config and in
  * the log (the file on disk is not what was read), and bounded by the size of a configuration,
  * not by [listen] max-body: a proxy's small max-body does not refuse a configuration, and a
@@ -704,6 +726,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_drain_deadline, teardown),
       cmocka_unit_test_teardown(test_second_signal_stops_now, teardown),
       cmocka_unit_test_teardown(test_usr1_reopens_access_log, teardown),
+      cmocka_unit_test_teardown(test_pid_file, teardown),
       cmocka_unit_test_teardown(test_posted_config, teardown),
       cmocka_unit_test_teardown(test_rollout_rollback, teardown),
       cmocka_unit_test_teardown(test_metrics_across_reloads, teardown),

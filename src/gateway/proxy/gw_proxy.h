@@ -10,6 +10,9 @@ typedef struct lk_gw_serve_opts {
   const char *port_file;   /* --port-file FILE: once listening, "PORT ADMIN_PORT\n" is written
                               there (ADMIN_PORT 0 without an admin listener); for scripts and
                               tests that use port 0. NULL: none */
+  const char *pid_file;    /* --pid-file FILE: once listening, the process id and a newline are
+                              written there (replacing the file whole), and the file is removed
+                              at exit; for logrotate's `kill -USR1 $(cat FILE)`. NULL: none */
   bool check_only;         /* --check: validate the configuration, print it, exit */
   int threads;             /* --threads N: loop threads; 0 = one per CPU the process may use */
 } lk_gw_serve_opts;

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -559,6 +561,31 @@ static int default_threads(void) {
   return n < 1 ? 1 : n > 64 ? 64 : n;
 }
 
+/* Writes a small file whole: to "PATH.tmp", then renamed over PATH, so a reader never sees half
+ * of it. 0, or -1 with errno set. */
+__attribute__((format(printf, 2, 3))) static int write_whole(const char *path, const char *fmt,
+                                                             ...) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  FILE *f = fopen(tmp, "w");
+  if (!f)
+    return -1;
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vfprintf(f, fmt, ap);
+  va_end(ap);
+  if (fclose(f) != 0 || w < 0 || rename(tmp, path) != 0) {
+    int e = errno;
+    unlink(tmp);
+    errno = e;
+    return -1;
+  }
+  return 0;
+}
+
 int lk_gw_serve(const lk_gw_serve_opts *o) {
   char err[1024];
   lk_gw_config *cfg = lk_gw_config_load(o->config_path, err, sizeof err);
@@ -612,7 +639,7 @@ int lk_gw_serve(const lk_gw_serve_opts *o) {
   sh->started.client = cfg->listen.upstream_client;
   int code = 1;
   int started = 0; /* worker threads running */
-  bool ran = false;
+  bool ran = false, pid_written = false;
   if (gwp_access_open(sh, cfg) != LK_OK) {
     fprintf(stderr, "linkd serve: %s: log access: cannot open %s: %s\n", o->config_path,
             cfg->log.access, strerror(errno));
@@ -652,15 +679,16 @@ int lk_gw_serve(const lk_gw_serve_opts *o) {
     }
     started = i;
   }
-  if (o->port_file) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", o->port_file);
-    FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%d %d\n", s->port, s->admin_port) < 0 || fclose(f) != 0 ||
-        rename(tmp, o->port_file) != 0) {
-      fprintf(stderr, "linkd serve: --port-file %s: %s\n", o->port_file, strerror(errno));
+  if (o->port_file && write_whole(o->port_file, "%d %d\n", s->port, s->admin_port) != 0) {
+    fprintf(stderr, "linkd serve: --port-file %s: %s\n", o->port_file, strerror(errno));
+    goto out;
+  }
+  if (o->pid_file) {
+    if (write_whole(o->pid_file, "%ld\n", (long)getpid()) != 0) {
+      fprintf(stderr, "linkd serve: --pid-file %s: %s\n", o->pid_file, strerror(errno));
       goto out;
     }
+    pid_written = true;
   }
   gwp_log(s, LK_GW_LOG_INFO,
           "listening on %s:%d (%d loop threads)%s, configuration generation %llu",
@@ -682,6 +710,8 @@ out:
     worker_fini(ws[i]);
     free(ws[i]);
   }
+  if (pid_written)
+    unlink(o->pid_file); /* as nginx does: a pid file names a running process */
   if (ran && sh->cfg->log.level >= LK_GW_LOG_INFO) /* `cfg` may be gone: reloaded */
     fprintf(stderr, "linkd serve: info: stopped\n");
   if (sh->access && sh->access_owned)
