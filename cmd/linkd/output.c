@@ -263,6 +263,19 @@ static void json_policy(FILE *f, const lk_http_policy *p, const cli_budget_spec 
     cli_json_string(f, p->ca_file);
   else
     fputs("null", f);
+  fprintf(f, ",\"compressed\":%s", p->compressed ? "true" : "false");
+  const char *const *lists[] = {p->resolve, p->connect_to};
+  const size_t counts[] = {p->nresolve, p->nconnect_to};
+  const char *names[] = {"resolve", "connect_to"};
+  for (size_t l = 0; l < 2; l++) {
+    fprintf(f, ",\"%s\":[", names[l]);
+    for (size_t i = 0; i < counts[l]; i++) {
+      if (i)
+        fputc(',', f);
+      cli_json_string(f, lists[l][i]);
+    }
+    fputc(']', f);
+  }
   fputc('}', f);
 }
 

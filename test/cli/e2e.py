@@ -1701,6 +1701,7 @@ def compressed(ctx):
         check(r.rc == 1 and doc["result"]["error"] == "ETOOBIG" and len(srv.heads) == 1,
               "a gzip bomb ends at the limit, exit 1, not retried", r)
         check(r.seconds < 10, "quickly", r)
+        check(doc["policy"]["compressed"] is True, "--json's policy says compressed", r)
     # Broken bodies: retried as broken responses are, then exit 4 (a GET) or 3 (a POST).
     cases = [("corrupt", gz_response(b"\x1f\x8b\x08\x00" + b"X" * 20), "JUNK_RESPONSE"),
              ("cut short", gz_response(z[:len(z) // 2]), "PARTIAL_BODY"),
@@ -1755,6 +1756,20 @@ def resolve_connect_to(ctx):
         check(r.rc == 0 and rec.header("Host", 0) == ["books.test:%d" % p], "resolve in config", r)
         check(re.search(r"^\* resolve +books\.test:%d:127\.0\.0\.1 +\(%s:2\)" % (p, re.escape(conf)),
                         r.err, re.M), "-v names the config line", r)
+        # --json's policy lists what the call ran with, in libcurl's order: resolve entries the
+        # config's first (a later one wins), connect-to entries the flags' first (the first that
+        # matches wins); the config's for the URL's host only.
+        r = linkd(ctx, "get", "--config", conf, "--json", "--resolve", "x.test:1:10.0.0.1",
+                  "--connect-to", "::127.0.0.1:%d" % p, *FAST, "http://books.test:%d/r" % p)
+        doc = valid_json(ctx, r)
+        check(r.rc == 0 and doc["policy"]["resolve"] ==
+              ["books.test:%d:127.0.0.1" % p, "x.test:1:10.0.0.1"] and
+              doc["policy"]["connect_to"] == ["::127.0.0.1:%d" % p] and
+              doc["policy"]["compressed"] is False, "--json's policy lists the entries", r)
+        r = linkd(ctx, "get", "--json", *FAST, "http://127.0.0.1:%d/r" % p)
+        doc = valid_json(ctx, r)
+        check(doc["policy"]["resolve"] == [] and doc["policy"]["connect_to"] == [],
+              "none: empty lists", r)
         r = linkd(ctx, "get", "--config", conf, "--max-attempts", "1", "http://shelf.test/r")
         check(r.rc == 3 or r.rc == 4, "the config's connect-to goes to port 1: refused", r)
         r = linkd(ctx, "get", "--config", conf, "--connect-to", "shelf.test:80:127.0.0.1:%d" % p,
