@@ -68,6 +68,13 @@ static const char *const migrations[] = {
     "  poisoned INTEGER NOT NULL, purged INTEGER NOT NULL, rounds INTEGER NOT NULL,"
     "  attempts INTEGER NOT NULL, retried INTEGER NOT NULL);"
     "INSERT INTO totals VALUES(1, 0, 0, 0, 0, 0, 0, 0, 0);",
+    /* 1 -> 2. The scans of pending entries (the sender's due query, its count and next round,
+     * stats' oldest entry) test next_ns, rounds and created_ns, which the table stores after
+     * the body: reading them from the table row walks the body's overflow pages, so each scan
+     * read every stored body (2 000 entries of 200 KB: 0.2 s per scan, 400 MB read). With them
+     * in the index, the scans read the index alone and only the rows they return. */
+    "DROP INDEX entries_by_state;"
+    "CREATE INDEX entries_state ON entries(state, id, next_ns, rounds, created_ns);",
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] == OB_SCHEMA_VERSION,
@@ -319,7 +326,7 @@ static int open_read_only(lk_outbox *ob, char *errbuf, size_t errcap) {
   }
   sqlite3_extended_result_codes(ob->db, 1);
   sqlite3_busy_timeout(ob->db, ob->cfg.busy_timeout_ms);
-  if (v != OB_SCHEMA_VERSION) {
+  if (v < OB_SCHEMA_READ_MIN || v > OB_SCHEMA_VERSION) {
     if (errbuf && errcap) {
       if (v == 0)
         snprintf(errbuf, errcap, "%s: not an outbox", ob->path);

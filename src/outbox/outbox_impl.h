@@ -8,7 +8,10 @@
 #include <pthread.h>
 #include <sqlite3.h>
 
-#define OB_SCHEMA_VERSION 1
+#define OB_SCHEMA_VERSION 2
+/* The oldest schema a read-only open reads (it cannot upgrade a file): version 2 added only an
+ * index, which reads do not need */
+#define OB_SCHEMA_READ_MIN 1
 #define OB_BODY_MAX ((size_t)64 << 20) /* the same cap as linkd's -d */
 
 /* Prepared statements, compiled once on first use. */

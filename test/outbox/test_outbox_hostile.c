@@ -275,7 +275,7 @@ static void test_future_schema_is_left_as_it_was(void **state) {
   sqlite3 *db;
   assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
   assert_int_equal(sqlite3_exec(db,
-                                "PRAGMA journal_mode=DELETE; PRAGMA user_version=2; "
+                                "PRAGMA journal_mode=DELETE; PRAGMA user_version=3; "
                                 "ALTER TABLE entries ADD COLUMN priority INTEGER",
                                 NULL, NULL, NULL),
                    SQLITE_OK);
@@ -289,7 +289,7 @@ static void test_future_schema_is_left_as_it_was(void **state) {
   char err[256];
   assert_int_equal(lk_outbox_open(&c, &ob, err, sizeof err), LK_ESTATE);
   assert_null(ob);
-  assert_non_null(strstr(err, "schema version 2 is newer than this library's 1"));
+  assert_non_null(strstr(err, "schema version 3 is newer than this library's 2"));
   size_t na = slurp(path, after, sizeof after);
   if (na != nb || memcmp(before, after, nb) != 0)
     fail_msg("the refused file was changed (header byte 18 is now %d)", after[18]);
@@ -614,6 +614,117 @@ static void test_clock_stepped_back_between_runs(void **state) {
   faultd_stop(&fd);
 }
 
+/* Bytes this process has read through read(2) and pread(2) so far (/proc/self/io's rchar: the
+ * page cache's hits count too, so a scan that reads what it skips shows whether the disk had
+ * to serve it or not). */
+static long long read_bytes(void) {
+  FILE *f = fopen("/proc/self/io", "r");
+  assert_non_null(f);
+  char line[128];
+  long long n = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "rchar: %lld", &n) == 1)
+      break;
+  fclose(f);
+  assert_true(n >= 0);
+  return n;
+}
+
+static void sql_on(const char *path, const char *sql) {
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  char *msg = NULL;
+  if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+    fail_msg("%s: %s", sql, msg ? msg : "?");
+  sqlite3_close(db);
+}
+
+/* The sender's look for due entries, its count of pending ones and stats tested columns that
+ * the table stores after the body, so each of them read every pending body from the file
+ * (every look of a sender with a backlog waiting out its backoff). They read an index now. */
+static void test_scans_do_not_read_bodies(void **state) {
+  (void)state;
+  enum { N = 120, BODY = 256 << 10 };
+  lk_fake_clock wall;
+  int64_t T = lk_wall_ns();
+  lk_fake_clock_init(&wall, T);
+  char path[300], sql[200];
+  new_path(path, sizeof path, "scan");
+  lk_outbox *ob = open_at(path, &wall.base);
+  char *body = malloc(BODY);
+  assert_non_null(body);
+  memset(body, 'b', BODY);
+  for (int i = 0; i < N; i++) {
+    lk_outbox_message m;
+    lk_outbox_message_init(&m);
+    m.method = "POST";
+    m.url = "http://127.0.0.1:1/x";
+    m.body = body;
+    m.body_len = BODY;
+    assert_int_equal(lk_outbox_enqueue(ob, &m, NULL, NULL), LK_OK);
+  }
+  free(body);
+  lk_outbox_close(ob);
+  /* every entry called once and waiting 5 s for its next round */
+  snprintf(sql, sizeof sql, "UPDATE entries SET rounds = 1, next_ns = %lld",
+           (long long)(T + LK_SEC(5)));
+  sql_on(path, sql);
+  ob = open_at(path, &wall.base);
+  long long before = read_bytes();
+  lk_outbox_stats st;
+  assert_int_equal(lk_outbox_stats_get(ob, &st), LK_OK);
+  assert_int_equal(st.pending, N);
+  lk_outbox_sender_config sc;
+  sender(&sc, false);
+  lk_outbox_send_stats ss;
+  assert_int_equal(lk_outbox_send(ob, &sc, &ss), LK_OK);
+  assert_int_equal(ss.rounds, 0); /* none due */
+  long long read = read_bytes() - before;
+  lk_outbox_close(ob);
+  if (read > (long long)N * BODY / 8)
+    fail_msg("a look at %d entries waiting for their round read %lld bytes (their bodies: %lld)", N,
+             read, (long long)N * BODY);
+}
+
+/* A file of schema version 1 (before the scans' index) is read as it is read-only, and upgraded
+ * by a read-write open, its entries kept. */
+static void test_schema_1_is_read_and_upgraded(void **state) {
+  (void)state;
+  char path[300], err[512];
+  new_path(path, sizeof path, "v1");
+  lk_outbox *ob = open_at(path, NULL);
+  int64_t id;
+  enqueue_to(ob, "http://127.0.0.1:1/x", &id);
+  lk_outbox_close(ob);
+  sql_on(path, "DROP INDEX entries_state; CREATE INDEX entries_by_state ON entries(state, id);"
+               "PRAGMA user_version = 1");
+  ob = open_read_only(path, LK_OK, err, sizeof err);
+  int n = 0;
+  assert_int_equal(lk_outbox_list(ob, -1, 0, 100, count_entries, &n), LK_OK);
+  assert_int_equal(n, 1);
+  lk_outbox_close(ob);
+  ob = open_at(path, NULL);
+  assert_int_equal(entry(ob, id).state, LK_OUTBOX_PENDING);
+  lk_outbox_close(ob);
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  sqlite3_stmt *q;
+  assert_int_equal(sqlite3_prepare_v2(db,
+                                      "SELECT (SELECT user_version FROM pragma_user_version), "
+                                      "(SELECT count(*) FROM sqlite_schema WHERE type = 'index' "
+                                      "AND name = 'entries_state'), "
+                                      "(SELECT count(*) FROM sqlite_schema WHERE name = "
+                                      "'entries_by_state')",
+                                      -1, &q, NULL),
+                   SQLITE_OK);
+  assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+  assert_int_equal(sqlite3_column_int(q, 0), 2);
+  assert_int_equal(sqlite3_column_int(q, 1), 1);
+  assert_int_equal(sqlite3_column_int(q, 2), 0);
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+}
+
 /* --- the CLI ---------------------------------------------------------------------------------- */
 
 static const char *const entry_keys[] = {"id",
@@ -719,6 +830,8 @@ int main(void) {
       cmocka_unit_test(test_symlinked_path_is_the_same_sender),
       cmocka_unit_test(test_many_processes_open_one_new_file),
       cmocka_unit_test(test_future_schema_is_left_as_it_was),
+      cmocka_unit_test(test_scans_do_not_read_bodies),
+      cmocka_unit_test(test_schema_1_is_read_and_upgraded),
       cmocka_unit_test_teardown(test_full_file_system, unmount_full),
       cmocka_unit_test(test_read_only_beside_a_writer),
       cmocka_unit_test_teardown(test_read_only_file_system, unmount_full),
