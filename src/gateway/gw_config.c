@@ -265,6 +265,19 @@ static int parse_addr(const char *v, int min_port, bool literal, lk_gw_addr *a, 
              v);
     return -1;
   }
+  /* A name's last label is never all digits (RFC 3696 section 2), so such a host is meant as an
+   * IPv4 address: one that is not a valid A.B.C.D (256.1.1.1, or 1.2.3, which the resolver's
+   * inet_aton would read as 1.2.0.3) is refused here, not sent to DNS at every connect. */
+  const char *last = strrchr(a->host, '.');
+  last = last ? last + 1 : a->host;
+  if (!literal && *v != '[' && *last && strspn(last, "0123456789") == strlen(last) &&
+      inet_pton(AF_INET, a->host, bin) != 1) {
+    snprintf(m, cap,
+             "'%s': the host ends in a number but is not an IPv4 address (A.B.C.D, each 0 to "
+             "255)",
+             v);
+    return -1;
+  }
   a->port = (int)port;
   return 0;
 bad:

@@ -450,6 +450,24 @@ static void test_listen_addresses_are_literals(void **state) {
   assert_string_equal(c->admin.addr.host, "0.0.0.0");
   assert_string_equal(c->clusters[0].endpoints[0].addr.host, "localhost");
   lk_gw_config_unref(c);
+  /* An endpoint's host that ends in a number is meant as an IPv4 address: a bad one was sent
+   * to the resolver at every connect (which reads 1.2.3 as 1.2.0.3) */
+  const char *bad[] = {"256.1.1.1:80", "1.2.3:80", "10.0.0.01:80", "80:80", "shelf.9:80"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char conf[200], want[200];
+    snprintf(conf, sizeof conf, "[cluster b]\nendpoint = %s\n" RT, bad[i]);
+    snprintf(want, sizeof want,
+             "gw.conf:2: endpoint: '%s': the host ends in a number but is not an IPv4 address",
+             bad[i]);
+    expect_error(conf, want);
+  }
+  c = load("[cluster b]\nendpoint = 10.0.0.1:80\nendpoint = 1e100.test:80\n"
+           "endpoint = shelf-9.test:80\n" RT,
+           err, sizeof err);
+  if (!c)
+    fail_msg("%s", err);
+  assert_string_equal(c->clusters[0].endpoints[1].addr.host, "1e100.test");
+  lk_gw_config_unref(c);
 }
 
 /* A route may not set (or remove) a header the gateway never forwards and sets itself: the
