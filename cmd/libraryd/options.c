@@ -456,13 +456,13 @@ typedef struct cfg_buf {
   const char *p;
   size_t len, pos;
   ld_opts *o;
-  int long_line, max_line, nul_line; /* the line that stopped the reading, 0 if none */
+  int long_line, max_line, nul_line, cr_line; /* the line that stopped the reading, 0 if none */
 } cfg_buf;
 
 /* inih's line reader over the file's bytes: counts lines so that errors name theirs, and stops
- * at a line inih would cut (its buffer is `num` bytes) or one holding a NUL byte (C strings would
- * cut the value), so that neither is applied in part. A '#' after a space or tab starts a
- * comment, as inih's ';' does. */
+ * at a line inih would cut (its buffer is `num` bytes), one holding a NUL byte (C strings would
+ * cut the value) or a CR before its end, so that none is applied in part. A '#' after a space or
+ * tab starts a comment, as inih's ';' does. */
 static char *cfg_read(char *str, int num, void *arg) {
   cfg_buf *b = arg;
   if (b->pos >= b->len)
@@ -475,6 +475,12 @@ static char *cfg_read(char *str, int num, void *arg) {
   b->o->cfg_lines++;
   if (memchr(p, '\0', body)) {
     b->nul_line = b->o->cfg_lines;
+    return NULL;
+  }
+  /* a CR only ends a line before its LF: with CR-only line ends the file would be one line, of
+   * which inih reads the first [section] header and nothing else */
+  if (memchr(p, '\r', body > 0 && p[body - 1] == '\r' ? body - 1 : body)) {
+    b->cr_line = b->o->cfg_lines;
     return NULL;
   }
   if (body + 2 > (size_t)num) {
@@ -518,7 +524,7 @@ int ld_opts_read_config_stream(FILE *f, const char *name, ld_opts *o) {
   if (rc == 0)
     rc = ini_parse_stream(cfg_read, &cb, ini_cb, o);
   free(text);
-  if (rc == 0 && !cb.long_line && !cb.nul_line)
+  if (rc == 0 && !cb.long_line && !cb.nul_line && !cb.cr_line)
     return 0;
   if (cb.long_line)
     fprintf(stderr, "libraryd: %s:%d: line too long (at most %d characters)\n", name, cb.long_line,
@@ -526,6 +532,11 @@ int ld_opts_read_config_stream(FILE *f, const char *name, ld_opts *o) {
   else if (cb.nul_line)
     fprintf(stderr, "libraryd: %s:%d: a NUL byte in the line (not a text file?)\n", name,
             cb.nul_line);
+  else if (cb.cr_line)
+    fprintf(stderr,
+            "libraryd: %s:%d: a carriage return inside the line: lines end in LF or CRLF (a file "
+            "with CR-only line ends reads as one line)\n",
+            name, cb.cr_line);
   else if (rc == -2)
     fprintf(stderr, "libraryd: cannot read config file %s: out of memory\n", name);
   else if (rc > 0 && rc != o->cfg_err_line) /* not a value already reported by ini_cb */

@@ -19,6 +19,7 @@ typedef struct load_ctx {
   FILE *f;
   int line;        /* lines handed to inih so far: the current line inside the handler */
   int long_line;   /* first over-long line, 0 if none */
+  int cr_line;     /* first line with a CR inside (CR-only line ends), 0 if none */
   int max_line;    /* the longest line inih's buffer holds */
   int nul_line;    /* the line holding a NUL byte, 0 if none */
   bool too_big;    /* more than CLI_CONFIG_MAX_BYTES */
@@ -69,6 +70,15 @@ static char *read_line(char *str, int num, void *stream) {
     return NULL; /* end of file (or a read error: ferror() tells) */
   str[n] = '\0';
   x->line++;
+  /* A CR is a line end's (CRLF) or nothing: with CR-only line ends the file is one line, whose
+   * first section header inih reads, ignoring the rest: the whole file was silently unused. */
+  size_t body = (size_t)n - (str[n - 1] == '\n');
+  if (body > 0 && str[body - 1] == '\r')
+    body--;
+  if (memchr(str, '\r', body)) {
+    x->cr_line = x->line;
+    return NULL;
+  }
   if (str[n - 1] != '\n' && ch != EOF) {
     /* The buffer is full: fine if the line ends right here, too long otherwise. */
     ch = getc(x->f);
@@ -373,6 +383,13 @@ int cli_config_load_stream(cli_config *c, FILE *f, const char *name, char *err, 
   }
   if (x.too_big) {
     snprintf(err, cap, "%s: larger than %d bytes: not a config file", name, CLI_CONFIG_MAX_BYTES);
+    return -1;
+  }
+  if (x.cr_line) {
+    snprintf(err, cap,
+             "%s:%d: a carriage return inside the line: lines end in LF or CRLF (a file with "
+             "CR-only line ends reads as one line)",
+             name, x.cr_line);
     return -1;
   }
   if (x.long_line) {

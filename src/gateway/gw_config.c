@@ -48,6 +48,7 @@ typedef struct load_ctx {
   size_t len, pos;
   int line;      /* lines handed to inih so far */
   int long_line; /* first over-long line, 0 if none */
+  int cr_line;   /* first line with a CR inside, 0 if none */
   int max_line;
   raw_section *s;
   size_t ns, cap;
@@ -99,6 +100,10 @@ static char *read_line(char *str, int num, void *stream) {
   size_t body = nl ? n - 1 : n;
   if (body > 0 && p[body - 1] == '\r')
     body--;
+  if (memchr(p, '\r', body)) { /* CR-only line ends: the whole file would read as one line */
+    x->cr_line = x->line;
+    return NULL;
+  }
   if (body + 2 > (size_t)num) {
     x->long_line = x->line;
     x->max_line = num - 2;
@@ -1688,6 +1693,13 @@ lk_gw_config *lk_gw_config_load_mem(const char *text, size_t len, const char *na
   int irc = 0;
   if (x.nomem || rc == -2) {
     snprintf(err, cap, "%s: out of memory", name);
+    goto fail;
+  }
+  if (x.cr_line) {
+    snprintf(err, cap,
+             "%s:%d: a carriage return inside the line: lines end in LF or CRLF (a file with "
+             "CR-only line ends reads as one line)",
+             name, x.cr_line);
     goto fail;
   }
   if (x.long_line) {

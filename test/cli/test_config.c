@@ -272,6 +272,18 @@ static void hostile_input(void **state) {
   assert_int_not_equal(load_n(&c, longnul, (size_t)n + 301, err, sizeof err), 0);
   assert_string_equal(err, "t.conf:2: a NUL byte: not a text file");
   cli_config_free(&c);
+  /* CR-only line ends (old Mac editors): inih read the first section header of the one long
+   * line and nothing else, so the file loaded with no settings at all. CRLF is fine. */
+  assert_int_not_equal(load(&c, "[defaults]\rdeadline = 1s\r", err, sizeof err), 0);
+  assert_string_equal(err, "t.conf:1: a carriage return inside the line: lines end in LF or "
+                           "CRLF (a file with CR-only line ends reads as one line)");
+  cli_config_free(&c);
+  assert_int_not_equal(load(&c, "[defaults]\nbase = 1ms\rdeadline = 1s\n", err, sizeof err), 0);
+  assert_non_null(strstr(err, "t.conf:2: a carriage return inside the line"));
+  cli_config_free(&c);
+  assert_int_equal(load(&c, "[defaults]\r\ndeadline = 1s\r\n", err, sizeof err), 0);
+  assert_int_equal(c.nsections, 1);
+  cli_config_free(&c);
   /* More than CLI_CONFIG_MAX_BYTES of valid comment lines is refused; just under it loads. */
   size_t big = (size_t)CLI_CONFIG_MAX_BYTES + 1;
   char *text = malloc(big);

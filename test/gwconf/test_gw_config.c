@@ -426,6 +426,18 @@ static void test_errors_name_file_line_key(void **state) {
   big[399] = '\0';
   expect_error(big, "gw.conf:1: line too long");
   free(big);
+  /* CR-only line ends (old Mac editors) made one line of the file: "no [route NAME] section" */
+  expect_error("[cluster b]\rendpoint = 127.0.0.1:1\r" RT,
+               "gw.conf:1: a carriage return inside the line: lines end in LF or CRLF");
+  expect_error(CL "[route r]\ncluster = b\rprefix = /x\n",
+               "gw.conf:4: a carriage return inside the line");
+  char err[512];
+  lk_gw_config *crlf = load("[cluster b]\r\nendpoint = 127.0.0.1:1\r\n[route r]\r\n"
+                            "cluster = b\r\n",
+                            err, sizeof err);
+  if (!crlf) /* CRLF stays fine */
+    fail_msg("%s", err);
+  lk_gw_config_unref(crlf);
 }
 
 /* The listen and admin addresses are bound, not resolved: a name or a bad IPv4 address is

@@ -191,6 +191,18 @@ static void test_config_errors_name_the_line(void **state) {
   assert_int_equal(lib_run_capture(args, false, out, sizeof out), 2);
   snprintf(want, sizeof want, "libraryd: %s:2: line too long (at most 198 characters)", path);
   assert_non_null(strstr(out, want));
+  /* CR-only line ends made one line of the file: its [libraryd] header was read, the rest was
+   * not, and libraryd started with none of the file's settings (workers = abc unnoticed) */
+  write_file(path, "[libraryd]\rseed = 3\rworkers = abc\r");
+  assert_int_equal(lib_run_capture(args, false, out, sizeof out), 2);
+  snprintf(want, sizeof want,
+           "libraryd: %s:1: a carriage return inside the line: lines end in LF or CRLF", path);
+  assert_non_null(strstr(out, want));
+  write_file(path, "[libraryd]\r\nworkers = abc\r\n"); /* CRLF: read, and its error told */
+  assert_int_equal(lib_run_capture(args, false, out, sizeof out), 2);
+  snprintf(want, sizeof want, "libraryd: %s:2:", path);
+  assert_non_null(strstr(out, want));
+  assert_null(strstr(out, "carriage return"));
   unlink(path);
 }
 
