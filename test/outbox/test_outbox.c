@@ -864,9 +864,12 @@ static void test_cli_damaged_file(void **state) {
   memset(ff, 0xff, sizeof ff);
   int fd = open(db, O_WRONLY | O_CLOEXEC);
   assert_true(fd >= 0);
-  /* the entries' root (page 2) and the index that stats reads alone (page 4, entries_state) */
+  /* the entries' root (page 2) and the index that stats reads alone (page 4, entries_state).
+   * The index page is damaged from its header on: SQLite masks a cell offset into its page
+   * rather than checking it, so damaged cell pointers alone may read back as garbage without
+   * an error, depending on the stored times; a bad page type is always an error. */
   assert_int_equal(pwrite(fd, ff, sizeof ff, 4196), (ssize_t)sizeof ff);
-  assert_int_equal(pwrite(fd, ff, sizeof ff, 3 * 4096 + 100), (ssize_t)sizeof ff);
+  assert_int_equal(pwrite(fd, ff, sizeof ff, 3 * 4096), (ssize_t)sizeof ff);
   close(fd);
   char want[400];
   snprintf(want, sizeof want, "stats: %s: input/output error", db);
