@@ -614,9 +614,9 @@ static void test_clock_stepped_back_between_runs(void **state) {
   faultd_stop(&fd);
 }
 
-/* Bytes this process has read through read(2) and pread(2) so far (/proc/self/io's rchar: the
- * page cache's hits count too, so a scan that reads what it skips shows whether the disk had
- * to serve it or not). */
+/* Bytes this process has asked the kernel for through read(2) and pread(2) so far
+ * (/proc/self/io's rchar). Page-cache hits count too, so the figure shows what SQLite read
+ * whatever the disk had cached. */
 static long long read_bytes(void) {
   FILE *f = fopen("/proc/self/io", "r");
   assert_non_null(f);
