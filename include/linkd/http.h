@@ -415,6 +415,20 @@ typedef struct lk_http_policy {
                                directory, if built with one, still applies); copied at submit;
                                not empty, no CR or LF (LK_ECONFIG); the file is read when a
                                connection is made. NULL = libcurl's default; default NULL */
+  /* A client certificate, for servers that ask for one (mutual TLS; curl's --cert, --key,
+   * --pass). The strings are checked as ca_file's and copied at submit; the files are read
+   * when a connection is made, and one that cannot be read, a key that does not match the
+   * certificate or does not decrypt is LK_F_TLS_FAILED (not retried by default). A call with
+   * any of them runs on libcurl, and libcurl's pool gives it only connections made with the
+   * same certificate. */
+  const char *client_cert;  /* a PEM file with the certificate (CURLOPT_SSLCERT), and its key
+                               when client_key is NULL; NULL = none; default NULL */
+  const char *client_key;   /* a PEM file with the private key (CURLOPT_SSLKEY); only with
+                               client_cert (LK_ECONFIG otherwise); default NULL */
+  const char *key_password; /* the pass phrase of an encrypted key (CURLOPT_KEYPASSWD); only
+                               with client_cert. NULL: the key is not encrypted; an encrypted
+                               one then fails the handshake rather than prompting on a
+                               terminal, as OpenSSL would; default NULL */
 
   /* --- content coding and where connections go (curl's --compressed, --resolve, --connect-to)
    * Calls with any of these run on libcurl: the native transport (lk_http_client_config.transport)

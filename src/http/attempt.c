@@ -316,6 +316,8 @@ int lk__easy_init(lk_easy *x) {
   /* A body comes as it was sent: the driver decodes one itself, and only when the policy asks
    * (lk_http_policy.compressed; a proxy forwards bytes as received) */
   SET(CURLOPT_HTTP_CONTENT_DECODING, 0L);
+  x->errbuf[0] = '\0';
+  SET(CURLOPT_ERRORBUFFER, x->errbuf);
   if (x->client && x->client->external && x->client->cfg.close_fn) {
     SET(CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
     SET(CURLOPT_CLOSESOCKETDATA, (void *)x->client);
@@ -335,6 +337,74 @@ int lk__easy_init(lk_easy *x) {
   return LK_OK;
 }
 
+void lk__tls_files_free(lk_tls_files *f) {
+  if (f->pass)
+    explicit_bzero(f->pass, strlen(f->pass));
+  free(f->ca);
+  free(f->cert);
+  free(f->key);
+  free(f->pass);
+  memset(f, 0, sizeof *f);
+}
+
+static bool same_str(const char *a, const char *b) { return a ? b && strcmp(a, b) == 0 : !b; }
+
+/* The pass phrase a handle gets: a certificate without one gets "", so that an encrypted key
+ * fails the handshake instead of OpenSSL asking for a pass phrase on the terminal (its default
+ * when no callback is set), which would block the loop. */
+static const char *pass_of(const lk_http_policy *p) {
+  return p->key_password ? p->key_password : p->client_cert ? "" : NULL;
+}
+
+static bool tls_files_same(const lk_tls_files *f, const lk_http_policy *p) {
+  return same_str(f->ca, p->ca_file) && same_str(f->cert, p->client_cert) &&
+         same_str(f->key, p->client_key) && same_str(f->pass, pass_of(p));
+}
+
+/* Sets the policy's TLS files on a handle whose files differ. */
+static int tls_files_set(lk_easy *x, const lk_http_policy *p) {
+  if (x->tls.ca && !p->ca_file) {
+    /* Back to libcurl's default bundle. Setting CURLOPT_CAINFO to NULL would mean no bundle
+     * at all, and the built-in default can only be read from 7.84 on: start the handle
+     * afresh instead (rare: a handle pooled from a call with a CA file). Connections, DNS
+     * and TLS session caches live in the multi handle and are kept. */
+    curl_easy_reset(x->h);
+    lk__tls_files_free(&x->tls);
+    x->sig = 0;
+    x->timeout_ms = 0;
+    x->hdrs = NULL;
+    x->dns_prune = false;
+    int rc = lk__easy_init(x);
+    if (rc != LK_OK)
+      return rc;
+  }
+  struct {
+    char **have;
+    const char *want;
+    CURLoption opt;
+  } files[] = {{&x->tls.ca, p->ca_file, CURLOPT_CAINFO},
+               {&x->tls.cert, p->client_cert, CURLOPT_SSLCERT},
+               {&x->tls.key, p->client_key, CURLOPT_SSLKEY},
+               {&x->tls.pass, pass_of(p), CURLOPT_KEYPASSWD}};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    if (same_str(*files[i].have, files[i].want))
+      continue;
+    char *copy = files[i].want ? strdup(files[i].want) : NULL;
+    if (files[i].want && !copy)
+      return LK_ENOMEM;
+    /* libcurl keeps its own copy; NULL takes a certificate, key or pass phrase off */
+    if (curl_easy_setopt(x->h, files[i].opt, copy) != CURLE_OK) {
+      free(copy);
+      return LK_ENOMEM;
+    }
+    if (files[i].have == &x->tls.pass && x->tls.pass)
+      explicit_bzero(x->tls.pass, strlen(x->tls.pass));
+    free(*files[i].have);
+    *files[i].have = copy;
+  }
+  return LK_OK;
+}
+
 int lk__attempt_setup_call(lk_call *k, lk_easy *x) {
   CURL *e = x->h;
   const lk_http_request *r = k->req;
@@ -348,39 +418,15 @@ int lk__attempt_setup_call(lk_call *k, lk_easy *x) {
   unsigned sig = (unsigned)fresh | (unsigned)p->verify_tls << 1 |
                  (unsigned)(maxage & 0xffffff) << 2 | (unsigned)pinned << 26 |
                  (unsigned)p->compressed << 27;
-  const char *ca = p->ca_file;
-  bool ca_same = ca ? x->ca_file && strcmp(x->ca_file, ca) == 0 : !x->ca_file;
   /* a pooled handle set up for the same request version and options needs nothing new */
-  if (x->req_id == r->id && x->sig == sig && ca_same)
+  bool tls_same = tls_files_same(&x->tls, p);
+  if (x->req_id == r->id && x->sig == sig && tls_same)
     return LK_OK;
   x->req_id = 0;
-  if (!ca_same) {
-    if (!ca) {
-      /* Back to libcurl's default bundle. Setting CURLOPT_CAINFO to NULL would mean no bundle
-       * at all, and the built-in default can only be read from 7.84 on: start the handle
-       * afresh instead (rare: a handle pooled from a call with a CA file). Connections, DNS
-       * and TLS session caches live in the multi handle and are kept. */
-      curl_easy_reset(e);
-      free(x->ca_file);
-      x->ca_file = NULL;
-      x->sig = 0;
-      x->timeout_ms = 0;
-      x->hdrs = NULL;
-      x->dns_prune = false;
-      int rc = lk__easy_init(x);
-      if (rc != LK_OK)
-        return rc;
-    } else {
-      char *copy = strdup(ca);
-      if (!copy)
-        return LK_ENOMEM;
-      if (curl_easy_setopt(e, CURLOPT_CAINFO, copy) != CURLE_OK) {
-        free(copy);
-        return LK_ENOMEM;
-      }
-      free(x->ca_file);
-      x->ca_file = copy;
-    }
+  if (!tls_same) {
+    int rc = tls_files_set(x, p);
+    if (rc != LK_OK)
+      return rc;
   }
   SET(CURLOPT_URL, r->url);
   SET(CURLOPT_CUSTOMREQUEST, (char *)NULL);
@@ -501,10 +547,14 @@ static int curl_handle(lk_try *t) {
   if (!t->ex)
     return LK_ENOMEM;
   t->easy = t->ex->h;
-  /* the policy's CA file was dropped at submit; the call's own handle keeps its copy */
-  k->pol.ca_file = k->ex ? k->ex->ca_file : NULL;
+  /* the policy's TLS files were dropped at submit; the call's own handle keeps copies */
+  const lk_tls_files *own = k->ex ? &k->ex->tls : NULL;
+  k->pol.ca_file = own ? own->ca : NULL;
+  k->pol.client_cert = own ? own->cert : NULL;
+  k->pol.client_key = own ? own->key : NULL;
+  k->pol.key_password = own && own->cert ? own->pass : NULL;
   int rc = lk__attempt_setup_call(k, t->ex);
-  k->pol.ca_file = NULL;
+  k->pol.ca_file = k->pol.client_cert = k->pol.client_key = k->pol.key_password = NULL;
   if (rc != LK_OK) {
     lk__client_easy_put(k->cl, t->ex);
     t->ex = NULL;
@@ -638,6 +688,11 @@ static void curl_facts(const lk_try *t, bool failed, lk_conn_facts *f) {
   }
   f->connected = conn_us > 0;
   f->tls_done = app_us > 0;
+  /* libcurl tells a TLS alert only in its message: OpenSSL's reason strings for one read from
+   * the peer are "tlsv13 alert ...", "tlsv1 alert ..." and "sslv3 alert ..." */
+  f->peer_alert = failed && t->ex &&
+                  (strstr(t->ex->errbuf, "tlsv13 alert ") ||
+                   strstr(t->ex->errbuf, "tlsv1 alert ") || strstr(t->ex->errbuf, "sslv3 alert "));
   curl_off_t req_size = 0;
   long req_hdr = 0;
   curl_easy_getinfo(e, CURLINFO_REQUEST_SIZE, &req_hdr);

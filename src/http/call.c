@@ -636,6 +636,7 @@ static void attempt_evidence(lk_try *t, int code, lk_timer_kind timer, lk_outcom
                                         a->got_bytes && !t->cur.headers_done);
   e->resend_aborted = a->resend_aborted;
   e->too_big = a->too_big;
+  e->peer_alert = f->peer_alert;
   e->cancelled = cancelled;
   e->timer = timer;
 }

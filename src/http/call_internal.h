@@ -31,6 +31,10 @@ typedef struct lk_conn_facts {
   bool connected;      /* the TCP handshake completed */
   bool tls_done;       /* the TLS handshake completed */
   uint64_t bytes_sent; /* request bytes handed to the kernel (head + body) */
+  bool peer_alert;     /* the peer ended the TLS session with a fatal alert (TLS 1.3 servers
+                          refuse a missing or bad client certificate so, after the client's
+                          side of the handshake is done and the request written: the request
+                          was never read) */
 } lk_conn_facts;
 
 typedef struct lk_transport {
@@ -66,6 +70,17 @@ typedef struct lk_h1_target {
   size_t path_len;
 } lk_h1_target;
 
+/* The TLS files a pooled handle was set up with (copies; NULL: none, libcurl's default CA). */
+typedef struct lk_tls_files {
+  char *ca;   /* CURLOPT_CAINFO */
+  char *cert; /* CURLOPT_SSLCERT */
+  char *key;  /* CURLOPT_SSLKEY */
+  char *pass; /* CURLOPT_KEYPASSWD: "" when a certificate came without one (never a prompt) */
+} lk_tls_files;
+
+/* Frees the copies, the pass phrase wiped first; all NULL after. */
+void lk__tls_files_free(lk_tls_files *f);
+
 /* A pooled easy handle. Callbacks get the wrapper (set once), which points at the attempt it
  * currently runs, so per-call options need re-setting only when the request or the policy's
  * options change. */
@@ -78,7 +93,8 @@ typedef struct lk_easy {
   long timeout_ms;               /* CURLOPT_TIMEOUT_MS set last (0: none) */
   const struct curl_slist *hdrs; /* CURLOPT_HTTPHEADER set last */
   bool dns_prune; /* CURLOPT_DNS_CACHE_TIMEOUT is libcurl's default (prunes), not -1 */
-  char *ca_file;  /* CURLOPT_CAINFO set last (a copy), NULL: libcurl's default */
+  lk_tls_files tls;             /* the TLS files set last */
+  char errbuf[CURL_ERROR_SIZE]; /* CURLOPT_ERRORBUFFER: libcurl's message for the last transfer */
   /* A call's resolve and connect-to entries (lk_call), set for its attempts and taken off when
    * the handle goes back to the pool (lk__client_easy_put) */
   CURLSH *dns;                         /* CURLOPT_SHARE: the call's own DNS cache, or NULL */

@@ -89,6 +89,11 @@ lk_failure lk__classify(const lk_evidence *e) {
     return LK_F_JUNK_RESPONSE;
   if (e->framing != LK_F_NONE)
     return e->framing; /* the head's framing was refused (any code), or a completed body's */
+  /* A fatal TLS alert before any response byte: the peer refused the session (a TLS 1.3
+   * server's verdict on the client's certificate comes after the request was written), so the
+   * request was never read; a protocol verdict, which a retry would repeat. */
+  if (e->peer_alert && !e->got_bytes && e->curl_code != CURLE_OK)
+    return LK_F_TLS_FAILED;
   switch (e->curl_code) {
   case CURLE_OK: return lk_failure_from_status(e->status);
   case CURLE_OPERATION_TIMEDOUT:

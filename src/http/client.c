@@ -20,7 +20,7 @@ static void curl_init_once(void) { curl_ok = curl_global_init(CURL_GLOBAL_DEFAUL
 
 static void easy_free(lk_easy *x) {
   curl_easy_cleanup(x->h);
-  free(x->ca_file);
+  lk__tls_files_free(&x->tls);
   free(x);
 }
 
@@ -324,7 +324,8 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
    * byte-identical to the last one validated here, with no strings, needs no second look (most
    * callers submit the same policy again and again). */
   bool no_strings = !pol->idem_tenant && !pol->idem_key && !pol->user_agent && !pol->ca_file &&
-                    !pol->resolve && !pol->connect_to;
+                    !pol->client_cert && !pol->client_key && !pol->key_password && !pol->resolve &&
+                    !pol->connect_to;
   if (!(no_strings && c->valid_pol_set && memcmp(pol, &c->valid_pol, sizeof *pol) == 0)) {
     if (lk_http_policy_validate(pol, NULL) != LK_OK)
       return LK_ECONFIG;
@@ -378,11 +379,11 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   /* a hedge is a second send: never for an unsafe request, nor for a streamed body (read once) */
   k->hedging = pol->hedge.max_hedges > 0 && !k->unsafe && !req->stream;
   /* Native attempts need no easy handle: one is taken when an attempt runs on libcurl after
-   * all (its URL is not for the native transport). A CA file is kept on a handle only, so a
+   * all (its URL is not for the native transport). TLS files are kept on a handle only, so a
    * call with one stays on libcurl, and so does one the native transport would not honour:
    * it neither decodes a body nor takes resolve or connect-to entries. */
-  k->native = c->h1 && !req->has_expect && !pol->ca_file && !pol->compressed && !k->resolve &&
-              !k->connect_to;
+  k->native = c->h1 && !req->has_expect && !pol->ca_file && !pol->client_cert && !pol->compressed &&
+              !k->resolve && !k->connect_to;
   t->ex = NULL;
   t->easy = NULL;
   if (rc == LK_OK && !k->native) {
@@ -402,7 +403,8 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
       snprintf(k->ua_line, ul + 13, "User-Agent: %s", pol->user_agent);
   }
   k->pol.user_agent = NULL;
-  k->pol.ca_file = NULL; /* set on the handle above (libcurl copies it); not needed after */
+  /* set on the handle above (libcurl copies them); not needed after */
+  k->pol.ca_file = k->pol.client_cert = k->pol.client_key = k->pol.key_password = NULL;
   if (rc == LK_OK && pol->default_protection && (!pol->budget || !pol->breaker))
     rc = lk__origin_protect(c, req, &k->pol.budget, &k->pol.breaker);
   if (rc == LK_OK && cancel)

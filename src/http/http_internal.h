@@ -142,6 +142,7 @@ typedef struct lk_evidence {
   bool resend_aborted; /* the driver stopped libcurl's silent re-send */
   bool too_big;        /* the body exceeded the limit */
   bool head_too_big;   /* a response head beyond LK_HTTP_HEAD_MAX (or libcurl's own limit) */
+  bool peer_alert;     /* the peer ended TLS with a fatal alert (lk_conn_facts.peer_alert) */
   lk_failure framing;  /* lk__resp_head_check() refused the head, or lk__resp_framing() of a
                           transfer libcurl completed, or the content decoding failed (JUNK) or
                           stopped short (PARTIAL_BODY); NONE otherwise */

@@ -193,6 +193,12 @@ int lk_http_policy_validate(const lk_http_policy *p, const char **why) {
     w = "user agent must not contain CR or LF"; /* it becomes a header line */
   else if (p->ca_file && (!*p->ca_file || strpbrk(p->ca_file, "\r\n")))
     w = "CA file must be a non-empty path without CR or LF";
+  else if (p->client_cert && (!*p->client_cert || strpbrk(p->client_cert, "\r\n")))
+    w = "client certificate file must be a non-empty path without CR or LF";
+  else if (p->client_key && (!*p->client_key || strpbrk(p->client_key, "\r\n")))
+    w = "client key file must be a non-empty path without CR or LF";
+  else if ((p->client_key || p->key_password) && !p->client_cert)
+    w = "a client key or key password needs a client certificate";
   else if (!entries_ok(p->resolve, p->nresolve, lk_http_resolve_check))
     w = "resolve entries must be HOST:PORT:ADDR[,ADDR...] (lk_http_resolve_check)";
   else if (!entries_ok(p->connect_to, p->nconnect_to, lk_http_connect_to_check))

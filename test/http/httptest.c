@@ -171,11 +171,19 @@ static int free_port(void) {
 }
 
 pid_t ht_tls_server_start(const char *crt, const char *key, int *port) {
+  return ht_mtls_server_start(crt, key, NULL, port);
+}
+
+pid_t ht_mtls_server_start(const char *crt, const char *key, const char *client_ca, int *port) {
   *port = free_port();
   char accept[32];
   snprintf(accept, sizeof accept, "127.0.0.1:%d", *port);
-  char *argv[] = {"openssl", "s_server", "-quiet", "-www", "-accept", accept,
-                  "-cert",   (char *)crt, "-key", (char *)key, NULL};
+  char *argv[] = {"openssl", "s_server", "-quiet", "-www", "-accept", accept, "-cert", (char *)crt,
+                  "-key", (char *)key,
+                  /* -Verify asks for a certificate and requires one; -verify_return_error
+                   * also ends the session when it does not verify (s_server goes on otherwise) */
+                  client_ca ? "-Verify" : NULL, "1", "-verify_return_error", "-CAfile",
+                  (char *)client_ca, NULL};
   pid_t pid;
   if (posix_spawnp(&pid, "openssl", NULL, NULL, argv, environ) != 0)
     return -1;

@@ -65,6 +65,9 @@ void ht_make_cert(const char *dir, const char *name);
  * connection at a time) on a free port of 127.0.0.1 with that certificate and key, and waits up
  * to ~5 s for it to accept. Returns its pid (*port set), or -1 (nothing left running). */
 pid_t ht_tls_server_start(const char *crt, const char *key, int *port);
+/* The same server, asking every client for a certificate that `client_ca` verifies and
+ * refusing the session without one (mutual TLS). */
+pid_t ht_mtls_server_start(const char *crt, const char *key, const char *client_ca, int *port);
 void ht_tls_server_stop(pid_t pid);
 
 /* A raw HTTP/1.1 server on 127.0.0.1 for responses faultd cannot script (broken framing, huge

@@ -712,6 +712,97 @@ static void test_ca_file(void **s) {
                lk_failure_name(steps[i].want));
 }
 
+/* One GET with a client certificate (cert NULL: none): its kind; attempts counts the attempts
+ * made of at most 3 (a certificate the server refuses is a verdict, not retried). */
+static lk_failure cert_call(lk_http_client *c, const char *url, const char *ca, const char *cert,
+                            const char *key, const char *pass, int *attempts) {
+  lk_http_policy pol;
+  ht_policy(&pol);
+  ht_attempts(&pol, 3);
+  pol.deadline = pol.attempt_timeout = LK_SEC(5); /* OpenSSL under sanitizers is slow */
+  pol.connect_timeout = 0;
+  pol.ca_file = ca;
+  pol.client_cert = cert;
+  pol.client_key = key;
+  pol.key_password = pass;
+  ht_run r;
+  ht_call_url(c, "GET", url, NULL, 0, &pol, &r);
+  lk_failure got = r.nattempts >= 1 ? r.att[r.nattempts - 1].failure : LK_F__COUNT;
+  *attempts = (int)r.nattempts;
+  ht_free(&r);
+  return got;
+}
+
+/* Mutual TLS against a server that asks for a certificate its CA ("client") verifies. One
+ * client, so the calls share pooled handles and libcurl's connection pool: a connection made
+ * with the right certificate must not serve a call with none or another, and a handle set up
+ * with a certificate must not keep it for a call without. TLS 1.3 refuses a certificate after
+ * the client's side of the handshake, with an alert where the answer would be: TLS_FAILED, one
+ * attempt, not a reset after send retried three times. */
+static void test_client_cert(void **s) {
+  (void)s;
+  char dir[] = "/tmp/linkd-mtls-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  ht_make_cert(dir, "server");
+  ht_make_cert(dir, "client");
+  ht_make_cert(dir, "other");
+  char crt[128], key[128], ccrt[128], ckey[128], ocrt[128], okey[128], both[128], enc[128];
+  char missing[128], cmd[1024], url[64];
+  snprintf(crt, sizeof crt, "%s/server-c.pem", dir);
+  snprintf(key, sizeof key, "%s/server-k.pem", dir);
+  snprintf(ccrt, sizeof ccrt, "%s/client-c.pem", dir);
+  snprintf(ckey, sizeof ckey, "%s/client-k.pem", dir);
+  snprintf(ocrt, sizeof ocrt, "%s/other-c.pem", dir);
+  snprintf(okey, sizeof okey, "%s/other-k.pem", dir);
+  snprintf(both, sizeof both, "%s/both.pem", dir);
+  snprintf(enc, sizeof enc, "%s/enc-k.pem", dir);
+  snprintf(missing, sizeof missing, "%s/missing.pem", dir);
+  /* the certificate and its key in one file; the key encrypted with a pass phrase */
+  snprintf(cmd, sizeof cmd,
+           "cat %s %s > %s && openssl pkey -in %s -aes256 -passout pass:s3cret -out %s "
+           ">/dev/null 2>&1",
+           ccrt, ckey, both, ckey, enc);
+  assert_int_equal(system(cmd), 0);
+  int port = 0;
+  pid_t pid = ht_mtls_server_start(crt, key, ccrt, &port);
+  bool up = pid > 0;
+  snprintf(url, sizeof url, "https://127.0.0.1:%d/x", port);
+  const struct {
+    const char *cert, *key, *pass;
+    lk_failure want;
+  } steps[] = {
+      {ccrt, ckey, NULL, LK_F_NONE},       {NULL, NULL, NULL, LK_F_TLS_FAILED},
+      {ocrt, okey, NULL, LK_F_TLS_FAILED}, {ccrt, ckey, NULL, LK_F_NONE},
+      {ccrt, okey, NULL, LK_F_TLS_FAILED}, {missing, ckey, NULL, LK_F_TLS_FAILED},
+      {both, NULL, NULL, LK_F_NONE},       {ccrt, enc, "s3cret", LK_F_NONE},
+      {ccrt, enc, NULL, LK_F_TLS_FAILED},  {ccrt, enc, "wrong", LK_F_TLS_FAILED},
+      {NULL, NULL, NULL, LK_F_TLS_FAILED},
+  };
+  enum { NSTEPS = sizeof steps / sizeof steps[0] };
+  lk_failure got[NSTEPS];
+  int attempts[NSTEPS];
+  lk_http_client *c = lk_http_client_new(NULL);
+  for (size_t i = 0; i < NSTEPS; i++)
+    got[i] = up && c
+                 ? cert_call(c, url, crt, steps[i].cert, steps[i].key, steps[i].pass, &attempts[i])
+                 : LK_F__COUNT;
+  /* the server goes before any check can fail, or it would outlive the test */
+  lk_http_client_free(c);
+  ht_tls_server_stop(pid);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+  assert_true(up);
+  assert_non_null(c);
+  for (size_t i = 0; i < NSTEPS; i++) {
+    if (got[i] != steps[i].want)
+      fail_msg("call %zu, certificate %s, key %s: %s, expected %s", i + 1,
+               steps[i].cert ? steps[i].cert : "(none)", steps[i].key ? steps[i].key : "(none)",
+               got[i] < LK_F__COUNT ? lk_failure_name(got[i]) : "no attempt",
+               lk_failure_name(steps[i].want));
+    assert_int_equal(attempts[i], 1);
+  }
+}
+
 /* TLS: a plain-text server breaks the handshake (TLS_FAILED: a protocol failure, which a retry
  * would only repeat, so it is not retried by default); a server that never reads stalls it
  * (TLS_TIMEOUT by the TLS timer, retried). */
@@ -773,6 +864,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_junk_response, teardown),
       cmocka_unit_test_teardown(test_tls_phases, teardown),
       cmocka_unit_test(test_ca_file),
+      cmocka_unit_test(test_client_cert),
       cmocka_unit_test_teardown(test_wire_headers, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

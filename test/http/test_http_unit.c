@@ -357,6 +357,28 @@ static void test_policy_validation(void **s) {
   assert_int_equal(lk_http_policy_validate(&q, NULL), LK_ECONFIG);
   q.ca_file = "/etc/my ca.pem";
   assert_int_equal(lk_http_policy_validate(&q, NULL), LK_OK);
+  q = p; /* a client certificate: the same rules; a key or pass phrase only with one */
+  q.client_key = "/k.pem";
+  assert_int_equal(lk_http_policy_validate(&q, &why), LK_ECONFIG);
+  assert_non_null(strstr(why, "needs a client certificate"));
+  q.client_key = NULL;
+  q.key_password = "x";
+  assert_int_equal(lk_http_policy_validate(&q, NULL), LK_ECONFIG);
+  q.client_cert = "/c.pem";
+  assert_int_equal(lk_http_policy_validate(&q, NULL), LK_OK);
+  q.client_key = "/k.pem";
+  assert_int_equal(lk_http_policy_validate(&q, NULL), LK_OK);
+  q.client_cert = "";
+  assert_int_equal(lk_http_policy_validate(&q, &why), LK_ECONFIG);
+  assert_non_null(strstr(why, "client certificate file"));
+  q.client_cert = "/c\n.pem";
+  assert_int_equal(lk_http_policy_validate(&q, NULL), LK_ECONFIG);
+  q.client_cert = "/c.pem";
+  q.client_key = "/k\r.pem";
+  assert_int_equal(lk_http_policy_validate(&q, &why), LK_ECONFIG);
+  assert_non_null(strstr(why, "client key file"));
+  q.client_key = "";
+  assert_int_equal(lk_http_policy_validate(&q, NULL), LK_ECONFIG);
   q = p;
   q.retry.cfg.max_attempts = 0;
   assert_int_equal(lk_http_policy_validate(&q, NULL), LK_ECONFIG);
