@@ -95,10 +95,13 @@ static const struct option long_opts[] = {
     {"retry-on", required_argument, NULL, O_POLICY + CLI_F_RETRY_ON},
     {"budget", required_argument, NULL, O_POLICY + CLI_F_BUDGET},
     {"cacert", required_argument, NULL, O_POLICY + CLI_F_CACERT},
+    {"cert", required_argument, NULL, O_POLICY + CLI_F_CERT},
+    {"key", required_argument, NULL, O_POLICY + CLI_F_KEY},
+    {"pass", required_argument, NULL, O_POLICY + CLI_F_PASS},
     {NULL, 0, NULL, 0},
 };
 
-static const char short_opts[] = ":H:d:X:IGu:A:o:OD:isSfw:vLkm:h";
+static const char short_opts[] = ":H:d:X:IGu:A:o:OD:isSfw:vLkE:m:h";
 
 /* The option getopt just complained about, for the message. */
 static const char *bad_option(char **argv, int c) {
@@ -370,6 +373,8 @@ int cli_args_parse(int argc, char **argv, cli_opts *o, char *err, size_t cap) {
       return CLI_ARGS_USAGE;
     char m[384];
     int rc = CLI_SET_OK;
+    if (c == 'E') /* curl's -E, --cert */
+      c = O_POLICY + CLI_F_CERT;
     switch (c) {
     case 'H': {
       if (optarg[0] == '@') { /* curl 7.55's headers from a file */

@@ -75,6 +75,12 @@ void cli_print_policy(FILE *f, const cli_call_info *ci) {
           origin_of(s, CLI_F_MAX_DELAY));
   if (p->ca_file)
     fprintf(f, "* %-16s %-24s (%s)\n", "cacert", p->ca_file, origin_of(s, CLI_F_CACERT));
+  if (p->client_cert)
+    fprintf(f, "* %-16s %-24s (%s)\n", "cert", p->client_cert, origin_of(s, CLI_F_CERT));
+  if (p->client_key)
+    fprintf(f, "* %-16s %-24s (%s)\n", "key", p->client_key, origin_of(s, CLI_F_KEY));
+  if (p->key_password) /* said to be there, never shown */
+    fprintf(f, "* %-16s %-24s (%s)\n", "pass", "(set)", origin_of(s, CLI_F_PASS));
   if (b->jitter == LK_JITTER_SYMMETRIC)
     snprintf(e, sizeof e, "symmetric:%g", b->ratio);
   else
@@ -259,10 +265,18 @@ static void json_policy(FILE *f, const lk_http_policy *p, const cli_budget_spec 
   fputs("],\"budget\":", f);
   cli_json_string(f, cli_budget_format(budget, bud, sizeof bud));
   fprintf(f, ",\"verify_tls\":%s,\"ca_file\":", p->verify_tls ? "true" : "false");
-  if (p->ca_file)
-    cli_json_string(f, p->ca_file);
-  else
-    fputs("null", f);
+  const char *files[] = {p->ca_file, p->client_cert, p->client_key};
+  const char *file_keys[] = {"ca_file", "client_cert", "client_key"};
+  for (size_t i = 0; i < 3; i++) {
+    if (i)
+      fprintf(f, ",\"%s\":", file_keys[i]);
+    if (files[i])
+      cli_json_string(f, files[i]);
+    else
+      fputs("null", f);
+  }
+  /* whether there is a pass phrase, never the phrase */
+  fprintf(f, ",\"key_password\":%s", p->key_password ? "true" : "false");
   fprintf(f, ",\"compressed\":%s", p->compressed ? "true" : "false");
   const char *const *lists[] = {p->resolve, p->connect_to};
   const size_t counts[] = {p->nresolve, p->nconnect_to};

@@ -1009,6 +1009,13 @@ static int builder_finish(pol_builder *b, lk_gw_policy *p, int line, const char 
                key_prefix ? "next.cacert" : "cacert",
                "upstreams are plain http (a cluster endpoint is HOST:PORT): there is no "
                "certificate to check");
+  /* nor one to present: cli_settings_to_policy refused a key or pass phrase without one */
+  p->http.client_cert = p->http.client_key = p->http.key_password = NULL;
+  if (b->s.cert)
+    return bad(e, b->key_line[CLI_F_CERT] ? b->key_line[CLI_F_CERT] : line,
+               key_prefix ? "next.cert" : "cert",
+               "upstreams are plain http (a cluster endpoint is HOST:PORT): there is no TLS "
+               "to present a client certificate in");
   p->deadline = p->http.deadline;
   p->deadline_cap = b->cap_set ? b->deadline_cap : p->deadline;
   int cap_line = b->cap_set ? b->cap_line : b->key_line[CLI_F_DEADLINE];

@@ -84,7 +84,20 @@ int cli_settings_to_policy(const cli_settings *s, lk_http_policy *p, cli_policy_
     p->idem_key = s->idem_mode == LK_IDEM_KEY ? s->idem_key : NULL;
   }
   if (set & CLI_BIT(CLI_F_CACERT))
-    p->ca_file = s->cacert; /* owned by the settings, which outlive the call */
+    p->ca_file = s->cacert; /* owned by the settings, which outlive the call (so are these) */
+  if ((set & (CLI_BIT(CLI_F_KEY) | CLI_BIT(CLI_F_PASS))) && !(set & CLI_BIT(CLI_F_CERT))) {
+    cli_field f = (set & CLI_BIT(CLI_F_KEY)) ? CLI_F_KEY : CLI_F_PASS;
+    e->from_flags = from_flag(s, f);
+    snprintf(e->msg, sizeof e->msg, "%s is given without cert (the client certificate it is for)",
+             cli_settings_key(f));
+    return -1;
+  }
+  if (set & CLI_BIT(CLI_F_CERT))
+    p->client_cert = s->cert;
+  if (set & CLI_BIT(CLI_F_KEY))
+    p->client_key = s->key;
+  if (set & CLI_BIT(CLI_F_PASS))
+    p->key_password = s->pass;
   if (lk_http_policy_validate(p, &why) != 0) {
     e->from_flags = true;
     for (int f = 0; f < CLI_F__COUNT; f++)

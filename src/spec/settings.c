@@ -31,10 +31,20 @@ static const char *const keys[CLI_F__COUNT] = {
     [CLI_F_RETRY_ON] = "retry-on",
     [CLI_F_BUDGET] = "budget",
     [CLI_F_CACERT] = "cacert",
+    [CLI_F_CERT] = "cert",
+    [CLI_F_KEY] = "key",
+    [CLI_F_PASS] = "pass",
     [CLI_F_HEADER] = "header",
 };
 
 void cli_settings_init(cli_settings *s) { memset(s, 0, sizeof *s); }
+
+/* A pass phrase is not left in freed memory. */
+static void wipe_free(char *secret) {
+  if (secret)
+    explicit_bzero(secret, strlen(secret));
+  free(secret);
+}
 
 void cli_settings_free(cli_settings *s) {
   for (size_t i = 0; i < s->nheaders; i++) {
@@ -43,6 +53,9 @@ void cli_settings_free(cli_settings *s) {
   }
   free(s->headers);
   free(s->cacert);
+  free(s->cert);
+  free(s->key);
+  wipe_free(s->pass);
   cli_settings_init(s);
 }
 
@@ -248,19 +261,55 @@ static int add_header(cli_settings *s, const char *v, bool in_config, char *err,
   return 0;
 }
 
-/* A CA file name: a path as given (relative to the working directory, as curl's). Checked
- * here as the library checks it, so a bad one is named with its flag or config line. */
-static int parse_cacert(cli_settings *s, const char *v, char *err, size_t cap) {
+/* A file name (a CA bundle, a client certificate or key): a path as given (relative to the
+ * working directory, as curl's). Checked here as the library checks it, so a bad one is named
+ * with its flag or config line. */
+static int parse_path(char **dst, const char *what, const char *v, char *err, size_t cap) {
   if (!*v || strpbrk(v, "\r\n")) {
-    snprintf(err, cap, "a CA file must be a non-empty path without CR or LF");
+    snprintf(err, cap, "a %s must be a non-empty path without CR or LF", what);
     return -1;
   }
   char *copy = strdup(v);
   if (!copy)
     return -2;
-  free(s->cacert);
-  s->cacert = copy;
+  free(*dst);
+  *dst = copy;
   return 0;
+}
+
+/* curl's --cert FILE[:PASSPHRASE]: the first colon not escaped by a backslash ends the file
+ * name; "\:" is a colon of the name, "\\" a backslash, any other backslash is kept. A pass
+ * phrase given so replaces one given before (--pass, or an earlier layer's). Returns 0, 1 when a
+ * pass phrase came with the name, -1 or -2 (no memory). */
+static int parse_cert(cli_settings *s, const char *v, char *err, size_t cap) {
+  size_t n = strlen(v);
+  char *name = malloc(n + 1);
+  if (!name)
+    return -2;
+  size_t w = 0;
+  const char *pass = NULL;
+  for (size_t i = 0; i < n; i++) {
+    if (v[i] == '\\' && (v[i + 1] == ':' || v[i + 1] == '\\')) {
+      name[w++] = v[++i];
+    } else if (v[i] == ':') {
+      pass = v + i + 1;
+      break;
+    } else {
+      name[w++] = v[i];
+    }
+  }
+  name[w] = '\0';
+  int rc = parse_path(&s->cert, "certificate file", name, err, cap);
+  free(name);
+  if (rc == 0 && pass) {
+    char *copy = strdup(pass);
+    if (!copy)
+      return -2;
+    wipe_free(s->pass);
+    s->pass = copy;
+    return 1; /* the pass phrase is given too */
+  }
+  return rc;
 }
 
 int cli_settings_set(cli_settings *s, const char *key, const char *value, const char *origin,
@@ -331,10 +380,25 @@ int cli_settings_set(cli_settings *s, const char *key, const char *value, const 
   }
   case CLI_F_BUDGET: rc = cli_budget_parse(value, &s->budget, err, cap); break;
   case CLI_F_CACERT:
-    rc = parse_cacert(s, value, err, cap);
+  case CLI_F_CERT:
+  case CLI_F_KEY:
+  case CLI_F_PASS:
+    if (f == CLI_F_CACERT)
+      rc = parse_path(&s->cacert, "CA file", value, err, cap);
+    else if (f == CLI_F_CERT)
+      rc = parse_cert(s, value, err, cap);
+    else if (f == CLI_F_KEY)
+      rc = parse_path(&s->key, "key file", value, err, cap);
+    else if (!(s->pass = (wipe_free(s->pass), strdup(value))))
+      rc = -2;
     if (rc == -2) {
       snprintf(err, cap, "out of memory");
       return CLI_SET_NOMEM;
+    }
+    if (rc == 1) {
+      s->set |= CLI_BIT(CLI_F_PASS);
+      s->origin[CLI_F_PASS] = origin;
+      rc = 0;
     }
     break;
   case CLI_F_HEADER:
@@ -388,12 +452,26 @@ int cli_settings_merge(cli_settings *dst, const cli_settings *top) {
         dst->retry_on = top->retry_on;
       break;
     case CLI_F_BUDGET: dst->budget = top->budget; break;
-    case CLI_F_CACERT: {
-      char *copy = strdup(top->cacert);
+    case CLI_F_CACERT:
+    case CLI_F_CERT:
+    case CLI_F_KEY:
+    case CLI_F_PASS: {
+      char *const *from = f == CLI_F_CACERT ? &top->cacert
+                          : f == CLI_F_CERT ? &top->cert
+                          : f == CLI_F_KEY  ? &top->key
+                                            : &top->pass;
+      char **to = f == CLI_F_CACERT ? &dst->cacert
+                  : f == CLI_F_CERT ? &dst->cert
+                  : f == CLI_F_KEY  ? &dst->key
+                                    : &dst->pass;
+      char *copy = strdup(*from);
       if (!copy)
         return -1;
-      free(dst->cacert);
-      dst->cacert = copy;
+      if (f == CLI_F_PASS)
+        wipe_free(*to);
+      else
+        free(*to);
+      *to = copy;
       break;
     }
     case CLI_F_HEADER: {

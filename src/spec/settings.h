@@ -37,6 +37,9 @@ typedef enum cli_field {
   CLI_F_RETRY_ON,
   CLI_F_BUDGET,
   CLI_F_CACERT,
+  CLI_F_CERT,
+  CLI_F_KEY,
+  CLI_F_PASS,
   CLI_F_HEADER,
   CLI_F__COUNT
 } cli_field;
@@ -67,6 +70,9 @@ typedef struct cli_settings {
   cli_retry_edit retry_on;
   cli_budget_spec budget;
   char *cacert;        /* owned: a CA bundle (PEM) instead of libcurl's default; NULL: none */
+  char *cert;          /* owned: a client certificate (PEM file); NULL: none */
+  char *key;           /* owned: its private key (PEM file); NULL: in the certificate's file */
+  char *pass;          /* owned: the key's pass phrase (wiped when freed); NULL: none */
   cli_header *headers; /* owned, in order given */
   size_t nheaders;
 } cli_settings;
@@ -76,7 +82,8 @@ enum { CLI_SET_OK = 0, CLI_SET_BAD_VALUE = -1, CLI_SET_UNKNOWN_KEY = -2, CLI_SET
 
 /* An empty layer. */
 void cli_settings_init(cli_settings *s);
-/* Frees the headers and the CA file name; the layer is empty again. */
+/* Frees the headers and the TLS file names (the pass phrase wiped); the layer is empty
+ * again. */
 void cli_settings_free(cli_settings *s);
 
 /* The field a key names ("deadline", "retry-on", "header", ...), or -1. */

@@ -1061,6 +1061,102 @@ def insecure(ctx):
 
 
 @case
+def client_cert(ctx):
+    """-E/--cert, --key and --pass against an HTTPS server that requires a client certificate
+    signed by its CA (mutual TLS); the certificates are made by openssl here."""
+    import ssl
+    openssl = shutil.which("openssl")
+    check(openssl is not None, "openssl is needed to make test certificates")
+
+    def run_openssl(*args):
+        p = subprocess.run([openssl, *args], capture_output=True, timeout=60)
+        check(p.returncode == 0, "openssl %s failed" % args[0], p.stderr.decode())
+
+    def make_cert(name):
+        key, crt = ctx.path(name + "-k.pem"), ctx.path(name + "-c.pem")
+        run_openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", crt,
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+                    "subjectAltName=IP:127.0.0.1")
+        return key, crt
+
+    skey, scrt = make_cert("server")
+    ckey, ccrt = make_cert("client")
+    okey, ocrt = make_cert("other")
+    enc = ctx.path("enc-k.pem")
+    run_openssl("pkey", "-in", ckey, "-aes256", "-passout", "pass:s3cret", "-out", enc)
+    with open(ccrt, "rb") as a, open(ckey, "rb") as b:
+        both = ctx.write("both.pem", a.read() + b.read())
+    colon = ctx.write("cli:ent.pem", open(ccrt, "rb").read())
+    with Recorder() as rec:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(scrt, skey)
+        tls.verify_mode = ssl.CERT_REQUIRED
+        tls.load_verify_locations(ccrt)
+        rec.server.socket = tls.wrap_socket(rec.server.socket, server_side=True)
+        url = "https://127.0.0.1:%d/mtls" % rec.port
+        base = ("get", "--cacert", scrt, "--max-attempts", "3")
+
+        def refused(r, what):
+            # A TLS 1.3 server refuses a certificate after the client's side of the handshake:
+            # its alert, read where the answer would be, is TLS_FAILED and not retried (exit
+            # 3). This server closes at once, so the request's write or read may meet the
+            # reset instead, and the kernel drops the unread alert: a reset, retried (exit 4).
+            # Either way nothing reached the server.
+            doc = valid_json(ctx, r)
+            kinds = [a["failure"] for a in doc["result"]["timeline"]]
+            check((r.rc == 3 and kinds == ["TLS_FAILED"]) or
+                  (r.rc == 4 and set(kinds) <= {"RESET_BEFORE_SEND", "RESET_AFTER_SEND"}),
+                  what + ": TLS_FAILED once, or resets", r)
+            check(len(rec.records) == n_ok, what + ": nothing reached the server", rec.records)
+
+        n_ok = 0
+        refused(linkd(ctx, *base, "--json", url), "no client certificate")
+        r = linkd(ctx, *base, "-E", ccrt, "--key", ckey, url)
+        check(r.rc == 0 and r.out == b'{"echo":true}' and len(rec.records) == 1,
+              "-E and --key: the server takes the certificate", r)
+        r = linkd(ctx, *base, "--cert", both, url)
+        check(r.rc == 0 and len(rec.records) == 2, "the key in the certificate's file", r)
+        n_ok = 2
+        refused(linkd(ctx, *base, "--cert", ocrt, "--key", okey, "--json", url),
+                "a certificate the server's CA did not sign")
+        # An encrypted key: its pass phrase after the file name (curl's FILE:PASS) or --pass;
+        # without one the handshake fails, with no prompt.
+        r = linkd(ctx, *base, "-E", ccrt + ":s3cret", "--key", enc, url)
+        check(r.rc == 0 and len(rec.records) == 3, "-E FILE:PASS decrypts the key", r)
+        r = linkd(ctx, *base, "-E", ccrt, "--key", enc, "--pass", "s3cret", "-v", "--json", url)
+        doc = valid_json(ctx, r)
+        pol = doc["policy"]
+        check(r.rc == 0 and len(rec.records) == 4, "--pass decrypts the key", r)
+        check(pol["client_cert"] == ccrt and pol["client_key"] == enc and pol["key_password"],
+              "--json names the files and says a pass phrase is set", pol)
+        check(re.search(r"\* cert +%s +\(command line\)" % re.escape(ccrt), r.err) and
+              re.search(r"\* pass +\(set\)", r.err), "-v shows the certificate and (set)", r)
+        check(b"s3cret" not in r.out and "s3cret" not in r.err, "the pass phrase is never shown", r)
+        # (libcurl cannot load the key: its own error, before any connection)
+        r = linkd(ctx, *base, "-E", ccrt, "--key", enc, "--json", url, timeout=30)
+        doc = valid_json(ctx, r)
+        check(r.rc == 3 and [(a["failure"], a["curl_code"]) for a in doc["result"]["timeline"]]
+              == [("TLS_FAILED", 58)], "an encrypted key without its pass phrase: TLS_FAILED", r)
+        # curl's escape: "\:" is a colon of the file name (whose key is then --key's).
+        r = linkd(ctx, *base, "-E", colon.replace(":", "\\:"), "--key", ckey, url)
+        check(r.rc == 0 and len(rec.records) == 5, "-E with an escaped colon in the name", r)
+        # The config keys do the same; flags win.
+        conf = ctx.write("mtls.conf", "[defaults]\ncert = %s\nkey = %s\n" % (ccrt, ckey))
+        r = linkd(ctx, *base, "--config", conf, "-v", url)
+        check(r.rc == 0 and len(rec.records) == 6, "cert and key in the config file", r)
+        check(re.search(r"\* key +%s +\(%s:3\)" % (re.escape(ckey), re.escape(conf)), r.err),
+              "-v shows the key file and its config line", r)
+        n_ok = 6
+        refused(linkd(ctx, *base, "--config", conf, "-E", ocrt, "--key", okey, "--json", url),
+                "--cert and --key override the config's")
+    r = linkd(ctx, "get", "--key", ckey, "http://127.0.0.1:1/")
+    check(r.rc == 64 and "key is given without cert" in r.err, "--key alone: a usage error", r)
+    r = linkd(ctx, "get", "--cert", "", "http://127.0.0.1:1/")
+    check(r.rc == 64 and "--cert: a certificate file must be a non-empty path" in r.err,
+          "an empty --cert: a usage error", r)
+
+
+@case
 def phase_timeouts(ctx):
     with Faultd(ctx, "slow", "--delay-ms", "20000") as fd:
         r = linkd(ctx, "get", "--first-byte-timeout", "150ms", "--attempt-timeout", "5s",
@@ -1850,7 +1946,7 @@ def usage_errors(ctx):
 # curl's options that docs/cli.md names as missing from linkd ("Differences from curl").
 CURL_ONLY = ("cookie", "cookie-jar", "referer", "upload-file", "form", "proxy",
              "retry", "retry-delay", "retry-max-time", "retry-all-errors", "remote-header-name",
-             "create-dirs", "continue-at", "limit-rate", "cert", "key",
+             "create-dirs", "continue-at", "limit-rate", "cert-type", "key-type",
              "netrc", "digest", "url-query", "location-trusted", "no-clobber")
 
 

@@ -77,6 +77,49 @@ static void minimal(void **state) {
   assert_null(cli_command_method("options"));
 }
 
+/* curl's -E FILE[:PASS]: the first unescaped colon starts the pass phrase, "\\:" is a colon
+ * of the name and "\\\\" a backslash; a later --pass replaces the phrase, as does a later -E. */
+static void cert_forms(void **state) {
+  (void)state;
+  static const struct {
+    const char *arg, *file, *pass;
+  } cases[] = {
+      {"c.pem", "c.pem", NULL},         {"c.pem:s3cret", "c.pem", "s3cret"},
+      {"c.pem:", "c.pem", ""},          {"c.pem:a:b", "c.pem", "a:b"},
+      {"my\\:c.pem", "my:c.pem", NULL}, {"my\\:c.pem:pw", "my:c.pem", "pw"},
+      {"d\\\\:pw", "d\\", "pw"},        {"d\\x.pem", "d\\x.pem", NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cli_opts o;
+    char err[512];
+    assert_int_equal(PARSE(&o, err, "get", "-E", cases[i].arg, "http://h/"), CLI_ARGS_OK);
+    const cli_settings *s = &o.flags;
+    assert_string_equal(s->cert, cases[i].file);
+    if (cases[i].pass) {
+      assert_true(s->set & CLI_BIT(CLI_F_PASS));
+      assert_string_equal(s->pass, cases[i].pass);
+      assert_ptr_equal(s->origin[CLI_F_PASS], cli_origin_flag);
+    } else {
+      assert_false(s->set & CLI_BIT(CLI_F_PASS));
+      assert_null(s->pass);
+    }
+    cli_opts_free(&o);
+  }
+  cli_opts o;
+  char err[512];
+  assert_int_equal(PARSE(&o, err, "get", "-E", "c.pem:one", "--pass", "two", "http://h/"),
+                   CLI_ARGS_OK);
+  assert_string_equal(o.flags.pass, "two");
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "get", "--pass", "two", "--cert", "c.pem:one", "http://h/"),
+                   CLI_ARGS_OK);
+  assert_string_equal(o.flags.pass, "one");
+  cli_opts_free(&o);
+  assert_int_equal(PARSE(&o, err, "get", "-E", ":pw", "http://h/"), CLI_ARGS_USAGE);
+  assert_non_null(strstr(err, "--cert: a certificate file must be a non-empty path"));
+  cli_opts_free(&o);
+}
+
 static void every_flag(void **state) {
   (void)state;
   cli_opts o;
@@ -88,7 +131,7 @@ static void every_flag(void **state) {
                  "--idle-timeout", "5ms", "--max-attempts", "7", "--backoff", "linear", "--base",
                  "20ms", "--max-delay", "300ms", "--jitter", "symmetric:0.25", "--idempotency-key",
                  "order-42", "--retry-on", "-408", "--budget", "quota:50", "--cacert", "ca.pem",
-                 "http://h/x");
+                 "--cert", "c.pem", "--key", "k.pem", "--pass", "phrase", "http://h/x");
   assert_int_equal(rc, CLI_ARGS_OK);
   assert_int_equal(o.ndata, 1);
   assert_int_equal(o.data[0].kind, CLI_DATA);
@@ -120,6 +163,9 @@ static void every_flag(void **state) {
   assert_int_equal(s->budget.kind, LK_BUDGET_QUOTA);
   assert_int_equal(s->budget.quota.capacity, 50);
   assert_string_equal(s->cacert, "ca.pem");
+  assert_string_equal(s->cert, "c.pem");
+  assert_string_equal(s->key, "k.pem");
+  assert_string_equal(s->pass, "phrase");
   assert_int_equal(s->nheaders, 2);
   assert_string_equal(s->headers[0].name, "X-A");
   assert_string_equal(s->headers[0].value, "1");
@@ -710,6 +756,7 @@ static void budget_specs(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(minimal),      cmocka_unit_test(every_flag),
+      cmocka_unit_test(cert_forms),   cmocka_unit_test(cert_forms),
       cmocka_unit_test(spellings),    cmocka_unit_test(help),
       cmocka_unit_test(usage_errors), cmocka_unit_test(header_forms),
       cmocka_unit_test(layers_merge), cmocka_unit_test(budget_specs),

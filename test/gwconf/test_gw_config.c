@@ -360,6 +360,11 @@ static void test_errors_name_file_line_key(void **state) {
                "gw.conf:5: cacert: upstreams are plain http");
   expect_error(CL RT "next.cacert = /etc/ssl/certs/ca-certificates.crt\n",
                "gw.conf:5: next.cacert: upstreams are plain http");
+  /* nor is there TLS to present a client certificate in */
+  expect_error(CL RT "cert = /etc/linkd/client.pem\n", "gw.conf:5: cert: upstreams are plain http");
+  expect_error(CL RT "next.cert = /etc/linkd/client.pem:pw\n",
+               "gw.conf:5: next.cert: upstreams are plain http");
+  expect_error(CL RT "key = /etc/linkd/client-k.pem\n", "key is given without cert");
   expect_error(CL RT "host = a.com:80\n", "gw.conf:5: host: 'a.com:80'");
   expect_error(CL RT "attempt-timeout = 0s\n", "gw.conf:5: attempt-timeout:");
   expect_error(CL RT "max-attempts = 0\n", "gw.conf:5: max-attempts:");
