@@ -277,6 +277,14 @@ static int parse_path(char **dst, const char *what, const char *v, char *err, si
   return 0;
 }
 
+/* The member holding a file-name or pass-phrase field (cacert, cert, key, pass). */
+static char **string_field(cli_settings *s, cli_field f) {
+  return f == CLI_F_CACERT ? &s->cacert
+         : f == CLI_F_CERT ? &s->cert
+         : f == CLI_F_KEY  ? &s->key
+                           : &s->pass;
+}
+
 /* curl's --cert FILE[:PASSPHRASE]: the first colon not escaped by a backslash ends the file
  * name; "\:" is a colon of the name, "\\" a backslash, any other backslash is kept. A pass
  * phrase given so replaces one given before (--pass, or an earlier layer's). Returns 0, 1 when a
@@ -383,14 +391,16 @@ int cli_settings_set(cli_settings *s, const char *key, const char *value, const 
   case CLI_F_CERT:
   case CLI_F_KEY:
   case CLI_F_PASS:
-    if (f == CLI_F_CACERT)
-      rc = parse_path(&s->cacert, "CA file", value, err, cap);
-    else if (f == CLI_F_CERT)
+    if (f == CLI_F_CERT) {
       rc = parse_cert(s, value, err, cap);
-    else if (f == CLI_F_KEY)
-      rc = parse_path(&s->key, "key file", value, err, cap);
-    else if (!(s->pass = (wipe_free(s->pass), strdup(value))))
-      rc = -2;
+    } else if (f != CLI_F_PASS) {
+      rc = parse_path(string_field(s, (cli_field)f), f == CLI_F_CACERT ? "CA file" : "key file",
+                      value, err, cap);
+    } else {
+      wipe_free(s->pass);
+      s->pass = strdup(value);
+      rc = s->pass ? 0 : -2;
+    }
     if (rc == -2) {
       snprintf(err, cap, "out of memory");
       return CLI_SET_NOMEM;
@@ -456,15 +466,9 @@ int cli_settings_merge(cli_settings *dst, const cli_settings *top) {
     case CLI_F_CERT:
     case CLI_F_KEY:
     case CLI_F_PASS: {
-      char *const *from = f == CLI_F_CACERT ? &top->cacert
-                          : f == CLI_F_CERT ? &top->cert
-                          : f == CLI_F_KEY  ? &top->key
-                                            : &top->pass;
-      char **to = f == CLI_F_CACERT ? &dst->cacert
-                  : f == CLI_F_CERT ? &dst->cert
-                  : f == CLI_F_KEY  ? &dst->key
-                                    : &dst->pass;
-      char *copy = strdup(*from);
+      char *from = *string_field((cli_settings *)top, (cli_field)f); /* only read */
+      char **to = string_field(dst, (cli_field)f);
+      char *copy = strdup(from);
       if (!copy)
         return -1;
       if (f == CLI_F_PASS)

@@ -652,19 +652,31 @@ static void test_junk_response(void **s) {
   ht_free(&r);
 }
 
-/* One attempt with `ca` as the CA file: its kind. */
-static lk_failure ca_call(lk_http_client *c, const char *url, const char *ca) {
+/* One GET with a client certificate (cert NULL: none): its kind; attempts counts the attempts
+ * made of at most 3 (a certificate the server refuses is a verdict, not retried). */
+static lk_failure cert_call(lk_http_client *c, const char *url, const char *ca, const char *cert,
+                            const char *key, const char *pass, int *attempts) {
   lk_http_policy pol;
   ht_policy(&pol);
-  ht_attempts(&pol, 1);
+  ht_attempts(&pol, 3);
   pol.deadline = pol.attempt_timeout = LK_SEC(5); /* OpenSSL under sanitizers is slow */
   pol.connect_timeout = 0;
   pol.ca_file = ca;
+  pol.client_cert = cert;
+  pol.client_key = key;
+  pol.key_password = pass;
   ht_run r;
   ht_call_url(c, "GET", url, NULL, 0, &pol, &r);
-  lk_failure got = r.nattempts == 1 ? r.att[0].failure : LK_F__COUNT;
+  lk_failure got = r.nattempts >= 1 ? r.att[r.nattempts - 1].failure : LK_F__COUNT;
+  *attempts = (int)r.nattempts;
   ht_free(&r);
   return got;
+}
+
+/* One GET with `ca` as the CA file and no client certificate: its kind. */
+static lk_failure ca_call(lk_http_client *c, const char *url, const char *ca) {
+  int attempts;
+  return cert_call(c, url, ca, NULL, NULL, NULL, &attempts);
 }
 
 /* ca_file: the server's own certificate verifies it; libcurl's default bundle and another CA do
@@ -710,27 +722,6 @@ static void test_ca_file(void **s) {
                steps[i].ca ? steps[i].ca : "(default)",
                got[i] < LK_F__COUNT ? lk_failure_name(got[i]) : "no attempt",
                lk_failure_name(steps[i].want));
-}
-
-/* One GET with a client certificate (cert NULL: none): its kind; attempts counts the attempts
- * made of at most 3 (a certificate the server refuses is a verdict, not retried). */
-static lk_failure cert_call(lk_http_client *c, const char *url, const char *ca, const char *cert,
-                            const char *key, const char *pass, int *attempts) {
-  lk_http_policy pol;
-  ht_policy(&pol);
-  ht_attempts(&pol, 3);
-  pol.deadline = pol.attempt_timeout = LK_SEC(5); /* OpenSSL under sanitizers is slow */
-  pol.connect_timeout = 0;
-  pol.ca_file = ca;
-  pol.client_cert = cert;
-  pol.client_key = key;
-  pol.key_password = pass;
-  ht_run r;
-  ht_call_url(c, "GET", url, NULL, 0, &pol, &r);
-  lk_failure got = r.nattempts >= 1 ? r.att[r.nattempts - 1].failure : LK_F__COUNT;
-  *attempts = (int)r.nattempts;
-  ht_free(&r);
-  return got;
 }
 
 /* Mutual TLS against a server that asks for a certificate its CA ("client") verifies. One
