@@ -87,6 +87,32 @@ static int linkd(lk_http_policy *pol, int64_t deadline, uint64_t seed, demo_prot
   lk_retry_config rc;
   lk_retry_config_init_default(&rc);
   rc.min_attempt = LK_MS(50); /* never start an attempt with almost nothing left */
+  /* An adaptive concurrency limit (AIMD) over a bulkhead: an attempt slower than 100 ms (ten
+   * times libraryd's healthy service time) means libraryd is queueing, so the limit shrinks;
+   * a call that finds no slot within 100 ms fails at once instead of joining that queue. In a
+   * slowdown this sheds the calls libraryd cannot serve in time and keeps the queue, and so
+   * every success's latency, short; without it the queue kept alive by the deadline took
+   * seconds to drain after the slowdown (docs/demo.md). */
+  lk_bulkhead_config bc;
+  lk_bulkhead_config_init_default(&bc);
+  bc.max_concurrent = 64;
+  bc.max_queue = 64;
+  lk_adaptive_config ac;
+  lk_adaptive_config_init_default(&ac);
+  ac.initial_limit = 16;
+  ac.min_limit = 2;
+  ac.max_limit = 64;
+  ac.latency_target = LK_MS(100);
+  const char *why = NULL;
+  if (lk_bulkhead_new(&bc, &prot->bulkhead, &why) != LK_OK ||
+      lk_adaptive_new(&ac, &prot->adaptive, &why) != LK_OK ||
+      lk_adaptive_attach(prot->adaptive, prot->bulkhead) != LK_OK) {
+    snprintf(err, cap, "adaptive limit: %s", why ? why : "cannot attach");
+    return -1;
+  }
+  pol->bulkhead = prot->bulkhead;
+  pol->adaptive = prot->adaptive;
+  pol->pool_timeout = LK_MS(100);
   return retry_init(pol, &rc, err, cap);
 }
 
@@ -118,7 +144,9 @@ int demo_policy_make(int which, int64_t deadline, uint64_t seed, demo_protect *p
 }
 
 void demo_protect_free(demo_protect *prot) {
-  memset(prot, 0, sizeof *prot); /* nothing is allocated: the generator lives in the struct */
+  lk_adaptive_free(prot->adaptive);
+  lk_bulkhead_free(prot->bulkhead);
+  memset(prot, 0, sizeof *prot); /* the generator lives in the struct */
 }
 
 void demo_client_describe(int which, demo_client_stats *st) {
@@ -146,10 +174,13 @@ void demo_client_describe(int which, demo_client_stats *st) {
        "breaker 50% of 50, waiting for the breaker's probe within the deadline"},
       {"linkd", "linkd policy",
        "linkd's defaults plus Idempotency-Keys on writes: deadline, 800 ms per attempt, "
-       "phase-aware retries, jittered backoff, Retry-After, retry budget and breaker per origin",
+       "phase-aware retries, jittered backoff, Retry-After, retry budget and breaker per origin, "
+       "adaptive concurrency limit",
        "lk_http_policy_init_default() with deadline 2s, idempotency auto (a POST is retried "
        "safely after it may have been processed), the 409 key-in-use answer classified as a "
-       "refusal, min_attempt 50ms, seeded jitter; the client's per-origin budget and breaker"},
+       "refusal, min_attempt 50ms, seeded jitter; the client's per-origin budget and breaker; "
+       "an AIMD concurrency limit (2..64, latency target 100ms) over a bulkhead, 100ms to "
+       "wait for a slot"},
   };
   if (which < 0 || which >= DEMO_NCLIENTS)
     return;

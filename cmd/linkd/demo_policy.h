@@ -11,7 +11,8 @@
  *          who configures nothing gets (the client's per-origin budget and breaker included).
  *   linkd  linkd's policy: the defaults plus an Idempotency-Key on every POST (the same on all its
  *          attempts), libraryd's 409 "key in use" classified as a refusal, no attempt started
- *          with less than 50 ms left, seeded jitter.
+ *          with less than 50 ms left, seeded jitter, and an adaptive concurrency limit (AIMD,
+ *          latency target 100 ms) over a bulkhead whose waiters give up after 100 ms.
  *
  * Thread-safety: a demo_protect and the policies built on it belong to the demo's thread (the
  * jitter generators are not shared across threads).
@@ -26,7 +27,9 @@
 
 /* What a client's policy points to (only linkd's uses it). */
 typedef struct demo_protect {
-  lk_rand_fast jitter; /* retry delays, seeded from --seed */
+  lk_rand_fast jitter;   /* retry delays, seeded from --seed */
+  lk_bulkhead *bulkhead; /* linkd's policy: its adaptive limit's slots */
+  lk_adaptive *adaptive;
 } demo_protect;
 
 /* Fills *pol for client `which` (DEMO_NAIVE, DEMO_FIXED, DEMO_DEFAULTS, DEMO_LINKD); `deadline` is the
