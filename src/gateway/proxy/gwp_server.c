@@ -679,16 +679,18 @@ int lk_gw_serve(const lk_gw_serve_opts *o) {
     }
     started = i;
   }
-  if (o->port_file && write_whole(o->port_file, "%d %d\n", s->port, s->admin_port) != 0) {
-    fprintf(stderr, "linkd serve: --port-file %s: %s\n", o->port_file, strerror(errno));
-    goto out;
-  }
+  /* the pid file before the port file: whoever waits for the port file (a test, a supervisor)
+   * may read the pid file the moment the port file appears */
   if (o->pid_file) {
     if (write_whole(o->pid_file, "%ld\n", (long)getpid()) != 0) {
       fprintf(stderr, "linkd serve: --pid-file %s: %s\n", o->pid_file, strerror(errno));
       goto out;
     }
     pid_written = true;
+  }
+  if (o->port_file && write_whole(o->port_file, "%d %d\n", s->port, s->admin_port) != 0) {
+    fprintf(stderr, "linkd serve: --port-file %s: %s\n", o->port_file, strerror(errno));
+    goto out;
   }
   gwp_log(s, LK_GW_LOG_INFO,
           "listening on %s:%d (%d loop threads)%s, configuration generation %llu",
