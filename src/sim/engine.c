@@ -26,14 +26,13 @@
 #include <string.h>
 
 enum {
-  EV_OPEN = 1,  /* an open-loop group's next arrival; idx = group */
-  EV_CLOSED,    /* a closed-loop client starts a call; idx = group */
-  EV_SEND,      /* a call starts its next attempt (after a backoff) */
-  EV_ARRIVE,    /* an attempt reaches its tier; idx = job */
-  EV_DONE,      /* a worker finished an attempt's local work; idx = job */
-  EV_OCC_WRITE, /* an OCC attempt's conditional write reaches the row; idx = job */
-  EV_TIMEOUT,   /* an attempt's timeout; idx = call */
-  EV_TRIG_ON,   /* idx = trigger */
+  EV_CLOSED = 1, /* a closed-loop client starts a call; idx = group */
+  EV_SEND,       /* a call starts its next attempt (after a backoff) */
+  EV_ARRIVE,     /* an attempt reaches its tier; idx = job */
+  EV_DONE,       /* a worker finished an attempt's local work; idx = job */
+  EV_OCC_WRITE,  /* an OCC attempt's conditional write reaches the row; idx = job */
+  EV_TIMEOUT,    /* an attempt's timeout; idx = call */
+  EV_TRIG_ON,    /* idx = trigger */
   EV_TRIG_OFF,
   EV_TIMERS,    /* the first live entry of a site's timeout FIFO is due; idx = site */
   EV_WAKE,      /* the site's breaker may admit again: its waiters ask; idx = site */
@@ -152,6 +151,12 @@ typedef struct run {
   int outage_on[SIM_MAX_TIERS];
   double burst[SIM_MAX_GROUPS];
   int64_t issued[SIM_MAX_GROUPS];                /* closed: calls started */
+  /* Open-loop groups' next arrivals, outside the event queue: the loop takes the earliest of
+   * them when it is no later than the queue's first event. Half the events of a healthy run
+   * are arrivals; each was a push and a pop (docs/BENCHMARKS.md). INT64_MAX: no more. */
+  int64_t open_at[SIM_MAX_GROUPS];
+  int64_t open_min; /* the earliest of open_at, of group open_g */
+  int open_g;
   uint64_t *acc[SIM_MAX_TIERS + SIM_MAX_GROUPS]; /* latencies, copied into lk_hist at the end */
   int64_t now;
   wpos cur; /* the window R->now is in (window_to moves it) */
@@ -907,7 +912,8 @@ static void job_arrive(run *R, uint32_t ji) {
   sim_win *w = win(R, tier);
   R->r->tier[tier].attempts++;
   w->attempts++;
-  uint32_t sx = R->rr[tier]++ % (uint32_t)t->servers;
+  uint32_t sx = R->rr[tier]; /* round robin, without a division per arrival */
+  R->rr[tier] = sx + 1 == (uint32_t)t->servers ? 0 : sx + 1;
   j->server = (uint16_t)sx;
   server *sv = &R->srv[tier][sx];
   lk_failure fail = R->outage[tier];
@@ -1027,9 +1033,11 @@ static void job_finish(run *R, uint32_t ji, bool ok) {
     reply(R, j, ok ? LK_F_NONE : LK_F_HTTP_503);
   }
   uint16_t sx = j->server;
-  R->srv[tier][sx].busy--;
+  server *sv = &R->srv[tier][sx];
+  sv->busy--;
   job_free(R, ji);
-  dispatch(R, tier, sx);
+  if (sv->qlen > 0) /* most ends find no queue: no call */
+    dispatch(R, tier, sx);
 }
 
 /* --- triggers
@@ -1114,17 +1122,26 @@ static int64_t open_gap(run *R, int g) {
   return gap < 1 ? 1 : gap < 9e18 ? (int64_t)gap : INT64_MAX / 4;
 }
 
+static void open_next(run *R) {
+  R->open_min = INT64_MAX;
+  for (int g = 0; g < R->sc->n_groups; g++)
+    if (R->open_at[g] < R->open_min) {
+      R->open_min = R->open_at[g];
+      R->open_g = g;
+    }
+}
+
+/* Group g's arrival at R->now: its call starts and its next arrival is drawn. */
+static void open_arrival(run *R, int g) {
+  call_start(R, g, R->sc->groups[g].target, SIM_NIL, LK_DEADLINE_NONE);
+  int64_t t = lk_sat_add(R->now, open_gap(R, g));
+  R->open_at[g] = t < R->sc->duration ? t : INT64_MAX;
+  open_next(R);
+}
+
 static void dispatch_event(run *R, const sim_ev *e) {
   uint32_t type = e->tg >> 24, gen = e->tg & GEN_MASK;
   switch (type) {
-  case EV_OPEN: {
-    int g = (int)e->idx;
-    call_start(R, g, R->sc->groups[g].target, SIM_NIL, LK_DEADLINE_NONE);
-    int64_t t = lk_sat_add(R->now, open_gap(R, g));
-    if (t < R->sc->duration)
-      push(R, t, EV_OPEN, e->idx, 0);
-    break;
-  }
   case EV_CLOSED: {
     int g = (int)e->idx;
     R->issued[g]++;
@@ -1175,6 +1192,8 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
   R.cur.next = sc->window;
   for (int i = 0; i < SIM_MAX_GROUPS + SIM_MAX_TIERS; i++)
     R.sites[i].wake_at = INT64_MAX;
+  for (int g = 0; g < SIM_MAX_GROUPS; g++)
+    R.open_at[g] = INT64_MAX;
   sim_exp_init(&R.zt);
   uint64_t seed = sc->seed;
   lk_rand_fast_seeded(&R.r_arr, seed ^ 0x61727269766c7321ull);
@@ -1225,7 +1244,7 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
       for (int64_t i = 0; i < gr->count; i++)
         push(&R, draw(&R, &gr->think, &R.r_arr), EV_CLOSED, (uint32_t)g, 0);
     } else if (gr->rate > 0) {
-      push(&R, 0, EV_OPEN, (uint32_t)g, 0);
+      R.open_at[g] = 0;
     }
   }
   for (int t = 0; t < sc->n_triggers; t++) {
@@ -1239,17 +1258,30 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
   }
   if (R.oom)
     goto oom;
-  sim_ev e;
-  int got;
-  while ((got = sim_queue_pop(&R.q, &e)) != 0) {
+  open_next(&R);
+  for (;;) {
+    int got = sim_queue_fill(&R.q);
     if (got < 0)
       goto oom;
-    if (e.t > span)
-      break;
-    R.now = e.t;
-    window_to(&R, R.now);
-    out->events++;
-    dispatch_event(&R, &e);
+    int64_t tq = got ? R.q.front.a[0].t : INT64_MAX;
+    if (R.open_min <= tq) { /* an arrival goes before the queue's events of its time */
+      if (R.open_min > span)
+        break; /* INT64_MAX too: nothing left anywhere */
+      R.now = R.open_min;
+      window_to(&R, R.now);
+      out->events++;
+      open_arrival(&R, R.open_g);
+    } else {
+      if (tq > span)
+        break;
+      sim_ev e;
+      sim_heap_pop(&R.q.front, &e);
+      R.q.n--;
+      R.now = e.t;
+      window_to(&R, R.now);
+      out->events++;
+      dispatch_event(&R, &e);
+    }
     if (__builtin_expect(R.oom, 0))
       goto oom;
   }

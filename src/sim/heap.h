@@ -275,9 +275,11 @@ static inline int sim_queue_push(sim_queue *q, sim_ev e) {
   return rc;
 }
 
-/* Removes the earliest event into *out: 1, or 0 when the queue is empty, or -1 when out of
- * memory while moving events into the current bucket. */
-static inline int sim_queue_pop(sim_queue *q, sim_ev *out) {
+/* Makes the earliest event the front heap's top (q->front.a[0]): 1, or 0 when the queue is
+ * empty, or -1 when out of memory while moving events into the current bucket. The current
+ * bucket may then be later than the last event popped; events pushed meanwhile for earlier
+ * buckets go into the front heap, in time order with the rest. */
+static inline int sim_queue_fill(sim_queue *q) {
   while (q->front.n == 0) {
     if (q->heap_only)
       return 0;
@@ -309,6 +311,15 @@ static inline int sim_queue_pop(sim_queue *q, sim_ev *out) {
     }
     *head = SIM_NIL_EV;
   }
+  return 1;
+}
+
+/* Removes the earliest event into *out: 1, or 0 when the queue is empty, or -1 when out of
+ * memory while moving events into the current bucket. */
+static inline int sim_queue_pop(sim_queue *q, sim_ev *out) {
+  int got = sim_queue_fill(q);
+  if (got <= 0)
+    return got;
   sim_heap_pop(&q->front, out);
   q->n--;
   return 1;

@@ -556,6 +556,39 @@ static void test_events_per_attempt(void **state) {
   sim_result_free(&r);
 }
 
+/* Open-loop arrivals are not events in the queue: the loop takes each group's next arrival when
+ * it is no later than the queue's first event. Two groups whose arrivals are half a second or
+ * more apart (the queue empty between them), one of them doubled by a burst for a while: every
+ * arrival is made, at its time, and the queue never holds one. */
+static void test_open_arrivals(void **state) {
+  (void)state;
+  static const char text[] = "seed 1\nduration 10s\ndrain 1s\nwindow 1s\n"
+                             "network delay=const:1ms\n"
+                             "policy p attempts=1 timeout=50ms\n"
+                             "tier a workers=4 service=const:1ms\n"
+                             "client slow rate=1/s arrivals=uniform target=a policy=p\n"
+                             "client fast rate=2/s arrivals=uniform target=a policy=p\n"
+                             "trigger burst client=fast from=4.1s to=6.1s factor=2\n";
+  sim_scenario s;
+  parse_or_fail(text, &s);
+  sim_result r;
+  run_or_fail(&s, &r);
+  assert_int_equal(r.group[0].calls, 10); /* 0 s, 1 s, ..., 9 s */
+  /* Each gap is drawn at the arrival before it, at that moment's rate: 0, 0.5, ..., 4 s (9);
+   * 4.5, 4.75, ..., 6.25 s (8); 6.75, ..., 9.75 s (7). */
+  assert_int_equal(r.group[1].calls, 24);
+  assert_int_equal(r.group[0].ok + r.group[1].ok, 34);
+  int64_t rtt = 3000000; /* 1 ms there, 1 ms of work, 1 ms back */
+  assert_int_equal(r.group[0].last_end, 9000000000 + rtt);
+  assert_int_equal(r.group[1].last_end, 9750000000 + rtt);
+  /* per call: its arrival, its job's end (the reply folded) and a wake-up of the timeout FIFO
+   * (its only entry each time); and the burst's two */
+  if (r.events > 3 * 34 + 2)
+    fail_msg("%llu events", (unsigned long long)r.events);
+  assert_true(r.peak_events <= 6); /* never the 34 arrivals */
+  sim_result_free(&r);
+}
+
 /* The ziggurat's draws are exponential: 2 M draws in 64 bins of equal probability (chi-square,
  * 63 degrees of freedom: 110 is beyond its 99.98th percentile), the mean, and the far tail that
  * only layer 0's fallback reaches (P(X > 7.7) = 4.5e-4). */
@@ -733,6 +766,7 @@ int main(void) {
       cmocka_unit_test(test_memory_long_timeout),
       cmocka_unit_test(test_recovery_trigger_too_late),
       cmocka_unit_test(test_events_per_attempt),
+      cmocka_unit_test(test_open_arrivals),
       cmocka_unit_test(test_exp_draws),
       cmocka_unit_test(test_breaker_waiters_woken),
       cmocka_unit_test(test_breaker_waiter_gives_up),
