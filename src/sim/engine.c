@@ -345,7 +345,7 @@ static uint32_t job_alloc(run *R) {
   return i;
 }
 
-static void job_free(run *R, uint32_t i) {
+static inline __attribute__((always_inline)) void job_free(run *R, uint32_t i) {
   R->jobs[i].live = 0;
   R->jobs[i].next = R->free_job;
   R->free_job = i;
@@ -366,9 +366,10 @@ static inline int64_t net(run *R) {
 
 static void attempt_begin(run *R, uint32_t ci);
 static void job_finish(run *R, uint32_t ji, bool ok);
-static void job_arrive(run *R, uint32_t ji);
+static inline void job_arrive(run *R, uint32_t ji);
 
-static void call_start(run *R, int site_ix, int target, uint32_t parent, int64_t parent_deadline) {
+static inline __attribute__((always_inline)) void
+call_start(run *R, int site_ix, int target, uint32_t parent, int64_t parent_deadline) {
   uint32_t ci = call_alloc(R);
   if (ci == SIM_NIL)
     return;
@@ -411,11 +412,13 @@ static void call_end(run *R, uint32_t ci, lk_failure kind, lk_reason reason) {
   bool ok = kind == LK_F_NONE;
   sim_tier_stats *ts = &r->tier[c->target];
   sim_win *w = win(R, c->target);
+  int64_t took = now - c->start;
+  uint32_t ai = acc_index(took); /* once: the counters below may alias c->start for the compiler */
   if (ok) {
     ts->ok++;
     w->ok++;
-    R->acc[c->target][acc_index(now - c->start)]++;
-    R->cur.lat[(size_t)c->target * SIM_LAT_BUCKETS + (size_t)lat_bucket(now - c->start)]++;
+    R->acc[c->target][ai]++;
+    R->cur.lat[(size_t)c->target * SIM_LAT_BUCKETS + (size_t)lat_bucket(took)]++;
   } else {
     ts->failed++;
     w->failed++;
@@ -428,7 +431,7 @@ static void call_end(run *R, uint32_t ci, lk_failure kind, lk_reason reason) {
     if (ok) {
       g->ok++;
       g->by_reason[LK_REASON_SUCCESS]++;
-      R->acc[SIM_MAX_TIERS + c->site][acc_index(now - c->start)]++;
+      R->acc[SIM_MAX_TIERS + c->site][ai]++;
       if (now <= c->deadline) {
         g->in_deadline++;
         w->in_deadline++;
@@ -505,7 +508,7 @@ static void timer_add(run *R, int site_ix, int64_t t, uint32_t ci, uint32_t gen)
   }
 }
 
-static void attempt_end(run *R, uint32_t ci, lk_failure kind);
+static inline void attempt_end(run *R, uint32_t ci, lk_failure kind);
 static inline bool call_current(const run *R, uint32_t ci, uint32_t gen);
 
 static bool ring_add(run *R, tfifo *q, sim_ev e) {
@@ -782,7 +785,8 @@ static void attempt_begin(run *R, uint32_t ci) {
 }
 
 /* The attempt of call ci ended with `kind` (LK_F_NONE = success) at R->now. */
-static void attempt_end(run *R, uint32_t ci, lk_failure kind) {
+static inline __attribute__((always_inline)) void attempt_end(run *R, uint32_t ci,
+                                                              lk_failure kind) {
   call *c = &R->calls[ci];
   site *s = &R->sites[c->site];
   int64_t now = R->now;
@@ -864,7 +868,7 @@ static void reply(run *R, const job *j, lk_failure kind) {
 
 /* Starts the attempt's work, or (drop_expired=short) drops it when its caller's remaining time is
  * shorter than the work: libraryd's deadline-aware dequeue answers 504 without working. */
-static void service_start(run *R, uint32_t ji) {
+static inline __attribute__((always_inline)) void service_start(run *R, uint32_t ji) {
   job *j = &R->jobs[ji];
   const sim_tier *t = &R->sc->tiers[j->tier];
   server *sv = &R->srv[j->tier][j->server];
@@ -905,7 +909,7 @@ static void dispatch(run *R, int tier, int sx) {
   }
 }
 
-static void job_arrive(run *R, uint32_t ji) {
+static inline __attribute__((always_inline)) void job_arrive(run *R, uint32_t ji) {
   job *j = &R->jobs[ji];
   int tier = j->tier;
   const sim_tier *t = &R->sc->tiers[tier];
@@ -993,7 +997,7 @@ static void job_done(run *R, uint32_t ji) {
  * own counters plus its budget and breaker, which take the time as a parameter and are built for
  * callers whose times interleave (threads). A job below a tier keeps its event: its parent's
  * worker must stay busy until the reply. */
-static bool reply_at_once(run *R, const job *j) {
+static inline __attribute__((always_inline)) bool reply_at_once(run *R, const job *j) {
   call *c = &R->calls[j->call];
   if (c->parent != SIM_NIL)
     return false;
@@ -1003,14 +1007,18 @@ static bool reply_at_once(run *R, const job *j) {
     return true;
   }
   int64_t now = R->now;
-  wpos cur = R->cur;
   R->now = at;
-  window_to(R, at);
-  attempt_end(R, j->call, LK_F_NONE);
+  if (at < R->cur.next) { /* the same window: nearly always */
+    attempt_end(R, j->call, LK_F_NONE);
+  } else {
+    wpos cur = R->cur;
+    window_to(R, at);
+    attempt_end(R, j->call, LK_F_NONE);
+    R->cur = cur;
+  }
   if (at > R->last_fold)
     R->last_fold = at;
   R->now = now;
-  R->cur = cur;
   return true;
 }
 
@@ -1139,7 +1147,7 @@ static void open_arrival(run *R, int g) {
   open_next(R);
 }
 
-static void dispatch_event(run *R, const sim_ev *e) {
+static inline __attribute__((always_inline)) void dispatch_event(run *R, const sim_ev *e) {
   uint32_t type = e->tg >> 24, gen = e->tg & GEN_MASK;
   switch (type) {
   case EV_CLOSED: {
