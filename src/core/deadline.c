@@ -2,12 +2,13 @@
 #include <linkd/deadline.h>
 #include <linkd/error.h>
 
+#include "deadline_inline.h"
 #include "sat.h"
 
 #include <stdio.h>
 
 lk_deadline lk_deadline_after(int64_t now, int64_t budget) {
-  lk_deadline d = {budget <= 0 ? now : lk_sat_add(now, budget)};
+  lk_deadline d = {lk__deadline_after_at(now, budget)};
   return d;
 }
 
@@ -17,9 +18,7 @@ lk_deadline lk_deadline_none(void) {
 }
 
 int64_t lk_deadline_remaining(lk_deadline d, int64_t now) {
-  if (d.at == LK_DEADLINE_NONE)
-    return INT64_MAX;
-  return lk_sat_sub(d.at, now);
+  return lk__deadline_remaining(d.at, now);
 }
 
 /* LK_DEADLINE_NONE never expires, not even at now == INT64_MAX (where lk_deadline_remaining
@@ -38,9 +37,7 @@ lk_deadline lk_deadline_child(lk_deadline parent, int64_t reserve) {
 }
 
 int64_t lk_attempt_timeout(int64_t cap, int64_t remaining) {
-  if (cap <= 0 || remaining <= 0)
-    return 0;
-  return cap < remaining ? cap : remaining;
+  return lk__attempt_timeout(cap, remaining);
 }
 
 /* --- wire forms ---------------------------------------------------------------------------- */

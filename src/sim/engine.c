@@ -5,7 +5,8 @@
  * own downstream call), and its reply crosses the network back. Every decision about a failed
  * attempt is lk_retry_decide's, every retry asks the call site's lk_budget, every attempt asks its
  * lk_breaker and lk_limiter, and the per-attempt timeout is lk_attempt_timeout of the deadline's
- * remainder: the core's code, on the simulated clock.
+ * remainder (core/deadline_inline.h, which the exported functions are built from): the core's
+ * code, on the simulated clock.
  *
  * Calls and jobs live in pools with free lists, events in a calendar queue (heap.h); after
  * warm-up the loop allocates nothing. An event refers to its call or job by index and carries the
@@ -20,6 +21,7 @@
 #include <linkd/error.h>
 #include <linkd/rand.h>
 
+#include "core/deadline_inline.h"
 #include "core/sat.h"
 
 #include <math.h>
@@ -291,27 +293,34 @@ static inline void push(run *R, int64_t t, uint32_t type, uint32_t idx, uint32_t
     R->r->peak_events = (uint32_t)R->q.n;
 }
 
-static uint32_t call_alloc(run *R) {
+/* The pool doubles: out of line, so that the common case below stays small enough to inline. */
+__attribute__((noinline)) static void calls_grow(run *R) {
+  uint32_t n = R->ncalls ? R->ncalls * 2 : 1024;
+  size_t old = R->calls ? (size_t)((char *)R->calls - (char *)R->calls_raw) : 0;
+  char *raw = realloc(R->calls_raw, (size_t)n * sizeof(call) + 64);
+  if (!raw) {
+    R->oom = 1;
+    return;
+  }
+  size_t off = (64 - (uintptr_t)raw % 64) % 64;
+  if (off != old) /* realloc kept the bytes, not their alignment */
+    memmove(raw + off, raw + old, (size_t)R->ncalls * sizeof(call));
+  R->calls_raw = raw;
+  call *c = (call *)(void *)(raw + off);
+  memset(c + R->ncalls, 0, (size_t)(n - R->ncalls) * sizeof *c);
+  for (uint32_t i = n; i-- > R->ncalls;) {
+    c[i].next = R->free_call;
+    R->free_call = i;
+  }
+  R->calls = c;
+  R->ncalls = n;
+}
+
+static inline uint32_t call_alloc(run *R) {
   if (R->free_call == SIM_NIL) {
-    uint32_t n = R->ncalls ? R->ncalls * 2 : 1024;
-    size_t old = R->calls ? (size_t)((char *)R->calls - (char *)R->calls_raw) : 0;
-    char *raw = realloc(R->calls_raw, (size_t)n * sizeof(call) + 64);
-    if (!raw) {
-      R->oom = 1;
+    calls_grow(R);
+    if (R->free_call == SIM_NIL)
       return SIM_NIL;
-    }
-    size_t off = (64 - (uintptr_t)raw % 64) % 64;
-    if (off != old) /* realloc kept the bytes, not their alignment */
-      memmove(raw + off, raw + old, (size_t)R->ncalls * sizeof(call));
-    R->calls_raw = raw;
-    call *c = (call *)(void *)(raw + off);
-    memset(c + R->ncalls, 0, (size_t)(n - R->ncalls) * sizeof *c);
-    for (uint32_t i = n; i-- > R->ncalls;) {
-      c[i].next = R->free_call;
-      R->free_call = i;
-    }
-    R->calls = c;
-    R->ncalls = n;
   }
   uint32_t i = R->free_call;
   R->free_call = R->calls[i].next;
@@ -377,7 +386,7 @@ call_start(run *R, int site_ix, int target, uint32_t parent, int64_t parent_dead
   site *s = &R->sites[site_ix];
   c->start = R->now;
   c->deadline =
-      s->pol->deadline > 0 ? lk_deadline_after(R->now, s->pol->deadline).at : LK_DEADLINE_NONE;
+      s->pol->deadline > 0 ? lk__deadline_after_at(R->now, s->pol->deadline) : LK_DEADLINE_NONE;
   if (parent_deadline < c->deadline)
     c->deadline = parent_deadline;
   c->prev_delay = 0;
@@ -717,7 +726,7 @@ static void attempt_begin(run *R, uint32_t ci) {
   call *c = &R->calls[ci];
   site *s = &R->sites[c->site];
   int64_t now = R->now;
-  int64_t remaining = lk_deadline_remaining((lk_deadline){c->deadline}, now);
+  int64_t remaining = lk__deadline_remaining(c->deadline, now);
   if (remaining <= 0) {
     call_end(R, ci, LK_F_DEADLINE_EXCEEDED, LK_REASON_DEADLINE);
     return;
@@ -748,7 +757,7 @@ static void attempt_begin(run *R, uint32_t ci) {
   if (c->site < R->sc->n_groups)
     R->r->group[c->site].attempts++;
   R->r->attempts++;
-  int64_t timeout = lk_attempt_timeout(s->pol->timeout, remaining);
+  int64_t timeout = lk__attempt_timeout(s->pol->timeout, remaining);
   int64_t attempt_end_at = lk_sat_add(now, timeout);
   if (timeout == s->pol->timeout)
     timer_add(R, c->site, attempt_end_at, ci, c->gen);
@@ -816,7 +825,7 @@ static inline __attribute__((always_inline)) void attempt_end(run *R, uint32_t c
                   .retry_after = -1,
                   .prev_delay = c->prev_delay};
   lk_decision d;
-  int64_t remaining = lk_deadline_remaining((lk_deadline){c->deadline}, now);
+  int64_t remaining = lk__deadline_remaining(c->deadline, now);
   if (lk_retry_decide(&s->retry, &a, remaining, &R->r_pol.base, &d) != LK_OK || !d.retry) {
     call_end(R, ci, kind, d.reason);
     return;
@@ -1131,6 +1140,11 @@ static int64_t open_gap(run *R, int g) {
 }
 
 static void open_next(run *R) {
+  if (R->sc->n_groups == 1) { /* the usual scenario */
+    R->open_min = R->open_at[0];
+    R->open_g = 0;
+    return;
+  }
   R->open_min = INT64_MAX;
   for (int g = 0; g < R->sc->n_groups; g++)
     if (R->open_at[g] < R->open_min) {
