@@ -20,8 +20,11 @@
  *
  * Common rules: a multiplicative decrease happens at most once per decrease_cooldown (one
  * overload event makes every in-flight call fail at about the same time: one signal, not many);
- * when the caller reports how many calls were in flight and that is under half the limit, the
- * limit is not raised (it is not being used, so a good sample says nothing about a higher one).
+ * when the caller reports how many calls were in flight (or an attached bulkhead tells) and that
+ * is under half the limit, the sample neither raises nor lowers the limit: the limit is not being
+ * used, so a good sample says nothing about a higher one, and a drop was not caused by it (a
+ * limit lowered by every drop but raised only when used falls to min_limit under any background
+ * error rate at low load, and then holds calls back when load comes).
  * Results are clamped to [min_limit, max_limit]; the integer limit is the floor of the estimate.
  *
  * Time is a parameter (ns on CLOCK_MONOTONIC or a fake time line). A sample whose `now` is a

@@ -175,15 +175,18 @@ int64_t lk_adaptive_record_inflight(lk_adaptive *a, int64_t now, int64_t rtt,
   bool timed = outcome == LK_ADAPTIVE_SUCCESS && rtt > 0;
   int64_t min_rtt = timed ? update_min_rtt(a, now, rtt) : 0;
   bool drop = outcome == LK_ADAPTIVE_DROP || (c->latency_target > 0 && rtt > c->latency_target);
+  /* A limit that is not being used (under half of it in flight) did not cause what this sample
+   * says, and learns nothing from it either way: not raised by a success, not lowered by a drop.
+   * Lowered by drops only, it would fall to min_limit under any background error rate at low
+   * load (never raised there) and then hold calls back when load comes (docs/demo.md). */
+  bool unused = inflight >= 0 && (double)inflight * 2.0 < est;
   if (drop) {
-    if (!a->decreased || period_over(now, a->last_decrease, c->decrease_cooldown)) {
+    if (!unused && (!a->decreased || period_over(now, a->last_decrease, c->decrease_cooldown))) {
       est *= c->backoff_ratio;
       a->decreased = true;
       a->last_decrease = now;
     }
   } else {
-    /* A limit that is not being used learns nothing from success: never raise it then. */
-    bool unused = inflight >= 0 && (double)inflight * 2.0 < est;
     double next = est;
     if (c->kind == LK_ADAPTIVE_AIMD)
       next = est + c->increase / est;

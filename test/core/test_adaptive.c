@@ -153,12 +153,42 @@ static void unused_limit_is_not_raised(void **state) {
   for (int i = 0; i < 200; i++)
     lk_adaptive_record_inflight(a, t += LK_MS(1), LK_MS(1), LK_ADAPTIVE_SUCCESS, 9);
   assert_int_equal(lk_adaptive_limit(a), 20);
-  /* Decreases still apply. */
-  assert_int_equal(lk_adaptive_record_inflight(a, t, 0, LK_ADAPTIVE_DROP, 1), 18);
+  /* Nor lowered by a drop: one call in flight of 20 allowed did not cause it. */
+  assert_int_equal(lk_adaptive_record_inflight(a, t, 0, LK_ADAPTIVE_DROP, 1), 20);
+  /* In use (half of it in flight), a drop lowers it. */
+  assert_int_equal(lk_adaptive_record_inflight(a, t, 0, LK_ADAPTIVE_DROP, 10), 18);
   /* Half used is used: 10 in flight lets it grow, until the limit is twice that. */
   for (int i = 0; i < 200; i++)
     lk_adaptive_record_inflight(a, t += LK_MS(1), LK_MS(1), LK_ADAPTIVE_SUCCESS, 10);
   assert_int_equal(lk_adaptive_limit(a), 20);
+  lk_adaptive_free(a);
+}
+
+/* A background error rate at low load (the demo's faults scenario: one call in flight, a tenth
+ * of them failing, now and then a stall that holds four) leaves the limit where it is. Lowered by
+ * every drop and raised only when used, it fell to min_limit within seconds and then held calls
+ * back behind stalled ones. Once the load uses the limit, the same drops lower it. */
+static void background_errors_at_low_load_do_not_ratchet(void **state) {
+  (void)state;
+  lk_adaptive_config c = base_cfg(LK_ADAPTIVE_AIMD);
+  c.initial_limit = 16;
+  c.min_limit = 2;
+  c.max_limit = 64;
+  c.latency_target = LK_MS(100);
+  lk_adaptive *a = make(&c);
+  int64_t t = LK_SEC(1);
+  for (int i = 0; i < 5000; i++) { /* 20 s at 250 samples/s */
+    t += LK_MS(4);
+    int64_t inflight = i % 50 < 5 ? 4 : 1;
+    lk_adaptive_outcome o = i % 10 == 0 ? LK_ADAPTIVE_DROP : LK_ADAPTIVE_SUCCESS;
+    int64_t rtt = i % 50 == 0 ? LK_MS(800) : LK_MS(2); /* a stall: slow and a drop */
+    lk_adaptive_record_inflight(a, t, rtt, o, inflight);
+  }
+  assert_int_equal(lk_adaptive_limit(a), 16);
+  /* The load comes: 12 in flight of 16 is in use, and a drop every 100 ms lowers it. */
+  for (int i = 0; i < 10; i++)
+    lk_adaptive_record_inflight(a, t += LK_MS(100), 0, LK_ADAPTIVE_DROP, 12);
+  assert_true(lk_adaptive_limit(a) < 12);
   lk_adaptive_free(a);
 }
 
@@ -313,6 +343,7 @@ int main(void) {
       cmocka_unit_test(aimd_shrinks_under_rising_latency_and_grows_back),
       cmocka_unit_test(cooldown_limits_decreases),
       cmocka_unit_test(unused_limit_is_not_raised),
+      cmocka_unit_test(background_errors_at_low_load_do_not_ratchet),
       cmocka_unit_test(gradient_shrinks_under_rising_latency_and_grows_back),
       cmocka_unit_test(gradient_min_rtt_window_forgets),
       cmocka_unit_test(drives_a_bulkhead),
