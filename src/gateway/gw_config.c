@@ -1019,6 +1019,15 @@ static int builder_finish(pol_builder *b, lk_gw_policy *p, int line, const char 
   p->deadline = p->http.deadline;
   p->deadline_cap = b->cap_set ? b->deadline_cap : p->deadline;
   int cap_line = b->cap_set ? b->cap_line : b->key_line[CLI_F_DEADLINE];
+  /* a caller who asks for more time than the default would get less than one who asks nothing */
+  if (p->deadline_cap < p->deadline) {
+    char c1[32], c2[32];
+    return bad(e, last_line((int[]){b->cap_line, b->key_line[CLI_F_DEADLINE]}, 2, line), NULL,
+               "%s: deadline-cap %s is shorter than deadline %s (a caller's Linkd-Deadline would "
+               "get less time than no header)",
+               what, lk_gw_dur_exact(p->deadline_cap, c1, sizeof c1),
+               lk_gw_dur_exact(p->deadline, c2, sizeof c2));
+  }
   if (p->http.deadline_reserve >= p->deadline_cap)
     return bad(e, last_line((int[]){b->reserve_line, cap_line}, 2, line), NULL,
                "%s: deadline-reserve must be shorter than deadline-cap", what);

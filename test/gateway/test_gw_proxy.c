@@ -248,7 +248,8 @@ static void test_deadline_in_and_out(void **state) {
   start_faultd(&F1, "slow", slow);
   char ep[128];
   endpoint_line(ep, sizeof ep, &F1);
-  start_gw(ep, "deadline-cap = 300ms\n", NULL);
+  /* the cap no shorter than the route's 2 s deadline; 6 attempts of 500 ms would take 3 s */
+  start_gw_attempts(ep, "deadline-cap = 2s\n", NULL, 6);
   /* expired on arrival: 504 at once, nothing sent upstream */
   gw_resp r;
   int64_t t = gw_now_ms();
@@ -260,19 +261,20 @@ static void test_deadline_in_and_out(void **state) {
   assert_int_equal(r.status, 504);
   gw_resp_free(&r);
   assert_int_equal(faultd_request_count(&F1), 0);
-  /* the caller's 5 s is capped at 300 ms; the upstream is told less than that */
+  /* the caller's 5 s is capped at 2 s, which ends the call before its attempts do; the upstream
+   * is told each attempt's end */
   t = gw_now_ms();
   gw_request(G.port, "GET", "/x", "Linkd-Deadline: 5000\r\n", NULL, &r);
   int64_t took = gw_now_ms() - t;
   assert_int_equal(r.status, 504);
-  assert_true(took >= 280 && took < 1000);
+  assert_true(took >= 1950 && took < 2700);
   char v[32];
   assert_non_null(gw_header(&r, "Linkd-Retried", v, sizeof v));
   gw_resp_free(&r);
   faultd_req q[4];
   assert_true(faultd_requests(&F1, q, 4) >= 1);
   assert_true(q[0].has_deadline);
-  assert_true(atoi(q[0].deadline) <= 300);
+  assert_true(atoi(q[0].deadline) <= 500);
   /* a caller's 150 ms under the cap wins */
   t = gw_now_ms();
   gw_request(G.port, "GET", "/x", "Linkd-Deadline: 150\r\n", NULL, &r);

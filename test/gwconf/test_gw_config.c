@@ -390,6 +390,10 @@ static void test_errors_name_file_line_key(void **state) {
       "gw.conf:7: [route r]: policy: connect-timeout 200ms is longer than attempt-timeout");
   expect_error(CL RT "base = 3s\nmax-attempts = 2\nmax-delay = 1s\n",
                "gw.conf:7: [route r]: policy: max-delay 1s is less than base 3s");
+  expect_error(CL RT "deadline-cap = 1s\n",
+               "gw.conf:5: [route r]: policy: deadline-cap 1s is shorter than deadline 3s");
+  expect_error(CL RT "deadline-cap = 5s\nmax-attempts = 2\ndeadline = 6s\n",
+               "gw.conf:7: [route r]: policy: deadline-cap 5s is shorter than deadline 6s");
   expect_error(CL RT "deadline-reserve = 3s\n",
                "gw.conf:5: [route r]: policy: deadline-reserve must be shorter than deadline-cap");
   expect_error(CL RT "deadline-reserve = 1s\nmax-attempts = 2\ndeadline = 1s\n",
