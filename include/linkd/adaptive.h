@@ -24,7 +24,8 @@
  * is under half the limit, the sample neither raises nor lowers the limit: the limit is not being
  * used, so a good sample says nothing about a higher one, and a drop was not caused by it (a
  * limit lowered by every drop but raised only when used falls to min_limit under any background
- * error rate at low load, and then holds calls back when load comes).
+ * error rate at low load, and then holds calls back when load comes; Netflix's AIMDLimit, which
+ * lowers on every drop, has that ratchet).
  * Results are clamped to [min_limit, max_limit]; the integer limit is the floor of the estimate.
  *
  * Time is a parameter (ns on CLOCK_MONOTONIC or a fake time line). A sample whose `now` is a
