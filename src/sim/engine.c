@@ -1287,7 +1287,7 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
     int got = sim_queue_fill(&R.q);
     if (got < 0)
       goto oom;
-    int64_t tq = got ? R.q.front.a[0].t : INT64_MAX;
+    int64_t tq = got ? sim_queue_top_time(&R.q) : INT64_MAX;
     if (R.open_min <= tq) { /* an arrival goes before the queue's events of its time */
       if (R.open_min > span)
         break; /* INT64_MAX too: nothing left anywhere */
@@ -1299,8 +1299,7 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
       if (tq > span)
         break;
       sim_ev e;
-      sim_heap_pop(&R.q.front, &e);
-      R.q.n--;
+      sim_queue_take(&R.q, &e);
       R.now = e.t;
       window_to(&R, R.now);
       out->events++;

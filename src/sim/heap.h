@@ -314,14 +314,22 @@ static inline int sim_queue_fill(sim_queue *q) {
   return 1;
 }
 
+/* The earliest event's time; only after sim_queue_fill returned 1. */
+static inline int64_t sim_queue_top_time(const sim_queue *q) { return q->front.a[0].t; }
+
+/* Removes the earliest event into *out after sim_queue_fill returned 1. */
+static inline void sim_queue_take(sim_queue *q, sim_ev *out) {
+  sim_heap_pop(&q->front, out);
+  q->n--;
+}
+
 /* Removes the earliest event into *out: 1, or 0 when the queue is empty, or -1 when out of
  * memory while moving events into the current bucket. */
 static inline int sim_queue_pop(sim_queue *q, sim_ev *out) {
   int got = sim_queue_fill(q);
   if (got <= 0)
     return got;
-  sim_heap_pop(&q->front, out);
-  q->n--;
+  sim_queue_take(q, out);
   return 1;
 }
 
