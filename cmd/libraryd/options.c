@@ -3,6 +3,7 @@
 #include "options.h"
 
 #include "admq.h"
+#include "conf_text.h"
 #include "fault.h"
 #include "util.h"
 #include "work.h"
@@ -453,91 +454,49 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 #define LD_CONFIG_MAX_BYTES (1024 * 1024)
 
 typedef struct cfg_buf {
-  const char *p;
-  size_t len, pos;
+  conf_text t;
   ld_opts *o;
-  int long_line, max_line, nul_line, cr_line; /* the line that stopped the reading, 0 if none */
 } cfg_buf;
 
-/* inih's line reader over the file's bytes: counts lines so that errors name theirs, and stops
- * at a line inih would cut (its buffer is `num` bytes), one holding a NUL byte (C strings would
- * cut the value) or a CR before its end, so that none is applied in part. A '#' after a space or
- * tab starts a comment, as inih's ';' does. */
+/* inih's line reader (conf_text.h, as the CLI's and the gateway's), with '#' comments after a
+ * blank as well as ';' ones; keeps o->cfg_lines at the line the handler sees. */
 static char *cfg_read(char *str, int num, void *arg) {
   cfg_buf *b = arg;
-  if (b->pos >= b->len)
-    return NULL;
-  const char *p = b->p + b->pos;
-  size_t avail = b->len - b->pos;
-  const char *nl = memchr(p, '\n', avail);
-  size_t n = nl ? (size_t)(nl - p) + 1 : avail; /* with its newline */
-  size_t body = nl ? n - 1 : n;
-  b->o->cfg_lines++;
-  if (memchr(p, '\0', body)) {
-    b->nul_line = b->o->cfg_lines;
-    return NULL;
-  }
-  /* a CR only ends a line before its LF: with CR-only line ends the file would be one line, of
-   * which inih reads the first [section] header and nothing else */
-  if (memchr(p, '\r', body > 0 && p[body - 1] == '\r' ? body - 1 : body)) {
-    b->cr_line = b->o->cfg_lines;
-    return NULL;
-  }
-  if (body + 2 > (size_t)num) {
-    b->long_line = b->o->cfg_lines;
-    b->max_line = num - 2;
-    return NULL;
-  }
-  memcpy(str, p, body);
-  for (size_t i = 1; i < body; i++)
-    if (str[i] == '#' && (str[i - 1] == ' ' || str[i - 1] == '\t')) {
-      body = i;
-      break;
-    }
-  str[body] = '\n';
-  str[body + 1] = '\0';
-  b->pos += n;
-  return str;
+  char *line = conf_text_line(str, num, &b->t);
+  b->o->cfg_lines = b->t.line;
+  return line;
 }
 
 int ld_opts_read_config_stream(FILE *f, const char *name, ld_opts *o) {
   o->cfg_path = name;
   o->cfg_lines = o->cfg_err_line = 0;
   memset(o->cfg_key_line, 0, sizeof o->cfg_key_line);
-  char *text = malloc(LD_CONFIG_MAX_BYTES + 1);
-  if (!text) {
-    fprintf(stderr, "libraryd: cannot read config file %s: out of memory\n", name);
+  char *text;
+  size_t len;
+  int rc = conf_text_slurp(f, LD_CONFIG_MAX_BYTES, &text, &len);
+  if (rc == -1) { /* a directory: EISDIR */
+    fprintf(stderr, "libraryd: cannot read config file %s: %s\n", name,
+            errno ? strerror(errno) : "read error");
     return -1;
   }
-  size_t len = 0, got;
-  while (len <= LD_CONFIG_MAX_BYTES &&
-         (got = fread(text + len, 1, LD_CONFIG_MAX_BYTES + 1 - len, f)) > 0)
-    len += got;
-  int rc = -1;
-  if (ferror(f)) /* a directory: EISDIR */
-    fprintf(stderr, "libraryd: cannot read config file %s: %s\n", name, strerror(errno));
-  else if (len > LD_CONFIG_MAX_BYTES)
+  if (rc == 1) {
     fprintf(stderr, "libraryd: cannot read config file %s: larger than 1 MiB\n", name);
-  else
-    rc = 0;
-  cfg_buf cb = {.p = text, .len = len, .o = o};
-  if (rc == 0)
+    return -1;
+  }
+  cfg_buf cb = {.o = o};
+  if (rc == 0) {
+    conf_text_init(&cb.t, text, len, true);
     rc = ini_parse_stream(cfg_read, &cb, ini_cb, o);
+  }
   free(text);
-  if (rc == 0 && !cb.long_line && !cb.nul_line && !cb.cr_line)
+  char msg[512];
+  if (rc != -2 && conf_text_error(&cb.t, name, msg, sizeof msg)) {
+    fprintf(stderr, "libraryd: %s\n", msg);
+    return -1;
+  }
+  if (rc == 0)
     return 0;
-  if (cb.long_line)
-    fprintf(stderr, "libraryd: %s:%d: line too long (at most %d characters)\n", name, cb.long_line,
-            cb.max_line);
-  else if (cb.nul_line)
-    fprintf(stderr, "libraryd: %s:%d: a NUL byte in the line (not a text file?)\n", name,
-            cb.nul_line);
-  else if (cb.cr_line)
-    fprintf(stderr,
-            "libraryd: %s:%d: a carriage return inside the line: lines end in LF or CRLF (a file "
-            "with CR-only line ends reads as one line)\n",
-            name, cb.cr_line);
-  else if (rc == -2)
+  if (rc == -2)
     fprintf(stderr, "libraryd: cannot read config file %s: out of memory\n", name);
   else if (rc > 0 && rc != o->cfg_err_line) /* not a value already reported by ini_cb */
     fprintf(stderr,

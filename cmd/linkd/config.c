@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "args.h"
+#include "conf_text.h"
 
 #include <ini.h>
 
@@ -16,14 +17,7 @@
 
 typedef struct load_ctx {
   cli_config *c;
-  FILE *f;
-  int line;        /* lines handed to inih so far: the current line inside the handler */
-  int long_line;   /* first over-long line, 0 if none */
-  int cr_line;     /* first line with a CR inside (CR-only line ends), 0 if none */
-  int max_line;    /* the longest line inih's buffer holds */
-  int nul_line;    /* the line holding a NUL byte, 0 if none */
-  bool too_big;    /* more than CLI_CONFIG_MAX_BYTES */
-  size_t bytes;    /* read so far */
+  conf_text t;     /* the file's text and the line inih is at: the current one in the handler */
   int err_line;    /* line of the first handler error */
   char msg[512];   /* its message */
   size_t *index;   /* open-addressing hash of section names: index + 1 into c->sections, 0 free */
@@ -36,64 +30,11 @@ typedef struct load_ctx {
 __attribute__((format(printf, 2, 3))) static void fail(load_ctx *x, const char *fmt, ...) {
   if (x->err_line)
     return; /* keep the first: inih returns the first error's line */
-  x->err_line = x->line;
+  x->err_line = x->t.line;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(x->msg, sizeof x->msg, fmt, ap);
   va_end(ap);
-}
-
-/* fgets for inih that counts lines, refuses over-long ones and strips leading blanks (so an
- * indented line is a line of its own, never a continuation of the previous value). It reads
- * byte by byte so that a NUL is seen (fgets would hide it and the line count would drift), and
- * stops the whole file after CLI_CONFIG_MAX_BYTES (--config /dev/zero must end). */
-static char *read_line(char *str, int num, void *stream) {
-  load_ctx *x = stream;
-  int n = 0, ch = EOF;
-  while (n < num - 1) {
-    ch = getc(x->f);
-    if (ch == EOF)
-      break;
-    if (++x->bytes > CLI_CONFIG_MAX_BYTES) {
-      x->too_big = true;
-      return NULL;
-    }
-    if (ch == '\0') {
-      x->nul_line = x->line + 1;
-      return NULL;
-    }
-    str[n++] = (char)ch;
-    if (ch == '\n')
-      break;
-  }
-  if (n == 0)
-    return NULL; /* end of file (or a read error: ferror() tells) */
-  str[n] = '\0';
-  x->line++;
-  /* A CR is a line end's (CRLF) or nothing: with CR-only line ends the file is one line, whose
-   * first section header inih reads, ignoring the rest: the whole file was silently unused. */
-  size_t body = (size_t)n - (str[n - 1] == '\n');
-  if (body > 0 && str[body - 1] == '\r')
-    body--;
-  if (memchr(str, '\r', body)) {
-    x->cr_line = x->line;
-    return NULL;
-  }
-  if (str[n - 1] != '\n' && ch != EOF) {
-    /* The buffer is full: fine if the line ends right here, too long otherwise. */
-    ch = getc(x->f);
-    if (ch != EOF && ch != '\n') {
-      x->long_line = x->line;
-      x->max_line = num - 1;
-      return NULL;
-    }
-    if (ch == '\n')
-      x->bytes++;
-  }
-  size_t lead = strspn(str, " \t");
-  if (lead)
-    memmove(str, str + lead, (size_t)n - lead + 1);
-  return str;
 }
 
 /* Splits a [host "NAME"] section name into host and port. An IPv6 address is written without
@@ -265,7 +206,7 @@ static cli_config_section *section_for(load_ctx *x, const char *sec) {
   }
   s->host = host;
   s->port = port;
-  s->line = x->line;
+  s->line = x->t.line;
   cli_settings_init(&s->s);
   x->index[index_slot(x, sec)] = ++c->nsections;
   return s;
@@ -280,7 +221,7 @@ static const char *new_label(load_ctx *x) {
   char *s = malloc(n);
   if (!s)
     return NULL;
-  snprintf(s, n, "%s:%d", c->path, x->line);
+  snprintf(s, n, "%s:%d", c->path, x->t.line);
   l[c->nlabels++] = s;
   return s;
 }
@@ -351,7 +292,7 @@ static int on_entry(void *user, const char *section, const char *name, const cha
     fail(x, "%s: %s", name, m);
     return 0;
   }
-  s->key_line[f] = x->line;
+  s->key_line[f] = x->t.line;
   return 1;
 }
 
@@ -362,43 +303,38 @@ int cli_config_load_stream(cli_config *c, FILE *f, const char *name, char *err, 
     snprintf(err, cap, "%s: out of memory", name);
     return -1;
   }
-  load_ctx x = {.c = c, .f = f};
-  int rc = ini_parse_stream(read_line, &x, on_entry, &x);
+  char *text;
+  size_t len;
+  int rrc = conf_text_slurp(f, CLI_CONFIG_MAX_BYTES, &text, &len);
+  if (rrc == -2) {
+    snprintf(err, cap, "%s: out of memory", name);
+    return -1;
+  }
+  if (rrc == -1) {
+    snprintf(err, cap, "%s: cannot read: %s", name, errno ? strerror(errno) : "read error");
+    return -1;
+  }
+  if (rrc == 1) {
+    snprintf(err, cap, "%s: larger than %d bytes: not a config file", name, CLI_CONFIG_MAX_BYTES);
+    return -1;
+  }
+  load_ctx x = {.c = c};
+  conf_text_init(&x.t, text, len, false);
+  int rc = ini_parse_stream(conf_text_line, &x.t, on_entry, &x);
+  free(text);
   free(x.index);
   if (x.nomem || rc == -2) {
     snprintf(err, cap, "%s: out of memory", name);
     return -1;
   }
+  if (conf_text_error(&x.t, name, err, cap))
+    return -1;
   if (rc > 0) {
     if (rc == x.err_line)
       snprintf(err, cap, "%s:%d: %s", name, rc, x.msg);
     else
       snprintf(err, cap, "%s:%d: syntax error: expected [section], key = value or a comment", name,
                rc);
-    return -1;
-  }
-  if (x.nul_line) {
-    snprintf(err, cap, "%s:%d: a NUL byte: not a text file", name, x.nul_line);
-    return -1;
-  }
-  if (x.too_big) {
-    snprintf(err, cap, "%s: larger than %d bytes: not a config file", name, CLI_CONFIG_MAX_BYTES);
-    return -1;
-  }
-  if (x.cr_line) {
-    snprintf(err, cap,
-             "%s:%d: a carriage return inside the line: lines end in LF or CRLF (a file with "
-             "CR-only line ends reads as one line)",
-             name, x.cr_line);
-    return -1;
-  }
-  if (x.long_line) {
-    snprintf(err, cap, "%s:%d: line too long (at most %d characters)", name, x.long_line,
-             x.max_line);
-    return -1;
-  }
-  if (ferror(f)) {
-    snprintf(err, cap, "%s: read error", name);
     return -1;
   }
   return 0;

@@ -15,7 +15,7 @@
  * Host names compare case-insensitively. An IPv6 address is written without brackets
  * ([host "::1"], since an INI section ends at the first ']') and matches any port.
  * Comments start with ';' or '#' at the start of a line, or " ;" after a value. Leading blanks
- * are ignored (no continuation lines). A line holds at most 199 characters (inih's buffer), the
+ * are ignored (no continuation lines). A line holds at most 198 characters (inih's buffer), the
  * file at most CLI_CONFIG_MAX_BYTES. Errors name the file and the line (inih reports it):
  * unknown sections and keys, a key given twice in a section, bad values, syntax errors, NUL bytes
  * and over-long lines are all refused. */

@@ -4,6 +4,7 @@
 #include "gw_config.h"
 #include "gw_internal.h"
 
+#include "conf_text.h"
 #include "policy.h"
 #include "settings.h"
 
@@ -44,12 +45,7 @@ typedef struct raw_section {
 
 typedef struct load_ctx {
   const char *name; /* the file's name in messages */
-  const char *buf;
-  size_t len, pos;
-  int line;      /* lines handed to inih so far */
-  int long_line; /* first over-long line, 0 if none */
-  int cr_line;   /* first line with a CR inside, 0 if none */
-  int max_line;
+  conf_text t;      /* the text and the line inih is at (t.line) */
   raw_section *s;
   size_t ns, cap;
   int err_line;
@@ -60,7 +56,7 @@ typedef struct load_ctx {
 __attribute__((format(printf, 2, 3))) static void fail(load_ctx *x, const char *fmt, ...) {
   if (x->err_line)
     return; /* keep the first: inih returns the first error's line */
-  x->err_line = x->line;
+  x->err_line = x->t.line;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(x->msg, sizeof x->msg, fmt, ap);
@@ -81,41 +77,16 @@ static int grow(void **arr, size_t *cap, size_t n, size_t size) {
   return 0;
 }
 
-/* inih's line reader over the file's bytes, as the CLI's: counts lines, refuses over-long ones,
- * strips leading blanks (an indented line is never a continuation of the previous value), and
- * records every section header with its line, since inih reports a section only through its
- * entries and an empty [admin] must still count. */
 /* The longest line inih reads: INI_MAX_LINE holds the newline and the NUL too. */
 #define LINE_MAX_CHARS (INI_MAX_LINE - 2)
 
+/* inih's line reader (conf_text.h, as the CLI's and libraryd's), which also records every
+ * section header with its line, since inih reports a section only through its entries and an
+ * empty [admin] must still count. */
 static char *read_line(char *str, int num, void *stream) {
   load_ctx *x = stream;
-  if (x->pos >= x->len)
+  if (!conf_text_line(str, num, &x->t))
     return NULL;
-  const char *p = x->buf + x->pos;
-  size_t avail = x->len - x->pos;
-  const char *nl = memchr(p, '\n', avail);
-  size_t n = nl ? (size_t)(nl - p) + 1 : avail; /* with its newline */
-  x->line++;
-  size_t body = nl ? n - 1 : n;
-  if (body > 0 && p[body - 1] == '\r')
-    body--;
-  if (memchr(p, '\r', body)) { /* CR-only line ends: the whole file would read as one line */
-    x->cr_line = x->line;
-    return NULL;
-  }
-  if (body + 2 > (size_t)num) {
-    x->long_line = x->line;
-    x->max_line = num - 2;
-    return NULL;
-  }
-  memcpy(str, p, body);
-  str[body] = '\n';
-  str[body + 1] = '\0';
-  x->pos += n;
-  size_t lead = strspn(str, " \t");
-  if (lead)
-    memmove(str, str + lead, body + 2 - lead);
   if (str[0] == '[') {
     char *end = strchr(str, ']');
     if (end) {
@@ -126,7 +97,7 @@ static char *read_line(char *str, int num, void *stream) {
       raw_section *s = &x->s[x->ns];
       memset(s, 0, sizeof *s);
       s->name = strndup(str + 1, (size_t)(end - str - 1));
-      s->line = x->line;
+      s->line = x->t.line;
       if (!s->name) {
         x->nomem = true;
         return NULL;
@@ -171,7 +142,7 @@ static int on_entry(void *user, const char *section, const char *name, const cha
   raw_entry *e = &s->e[s->n];
   e->key = strdup(name);
   e->value = strdup(value);
-  e->line = x->line;
+  e->line = x->t.line;
   if (!e->key || !e->value) {
     free(e->key);
     free(e->value);
@@ -1648,17 +1619,6 @@ static int interpret(load_ctx *x, lk_gw_config *c, perr *e) {
   return 0;
 }
 
-/* First line holding a NUL byte, 0 if none. */
-static int nul_line(const char *t, size_t len) {
-  const char *z = memchr(t, '\0', len);
-  if (!z)
-    return 0;
-  int line = 1;
-  for (const char *p = t; p < z; p++)
-    line += *p == '\n';
-  return line;
-}
-
 static uint64_t fnv1a64(const char *s, size_t n) {
   uint64_t h = 14695981039346656037u;
   for (size_t i = 0; i < n; i++)
@@ -1685,11 +1645,6 @@ lk_gw_config *lk_gw_config_load_mem(const char *text, size_t len, const char *na
              LK_GW_CONFIG_MAX_BYTES);
     return NULL;
   }
-  int nl = nul_line(text, len);
-  if (nl) {
-    snprintf(err, cap, "%s:%d: a NUL byte: not a text file", name, nl);
-    return NULL;
-  }
   lk_gw_config *c = calloc(1, sizeof *c);
   if (!c || !(c->path = strdup(name))) {
     free(c);
@@ -1699,11 +1654,8 @@ lk_gw_config *lk_gw_config_load_mem(const char *text, size_t len, const char *na
   config_defaults(c);
   c->digest = fnv1a64(text, len);
   atomic_init(&c->refs, 1);
-  load_ctx x = {.name = name, .buf = text, .len = len};
-  /* A UTF-8 byte order mark (what some Windows editors write first) is not part of the first
-   * line; skipped, as inih does by default, so [listen] on line 1 still counts. */
-  if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
-    x.pos = 3;
+  load_ctx x = {.name = name};
+  conf_text_init(&x.t, text, len, false);
   int rc = ini_parse_stream(read_line, &x, on_entry, &x);
   perr e = {.line = 0};
   int irc = 0;
@@ -1711,18 +1663,8 @@ lk_gw_config *lk_gw_config_load_mem(const char *text, size_t len, const char *na
     snprintf(err, cap, "%s: out of memory", name);
     goto fail;
   }
-  if (x.cr_line) {
-    snprintf(err, cap,
-             "%s:%d: a carriage return inside the line: lines end in LF or CRLF (a file with "
-             "CR-only line ends reads as one line)",
-             name, x.cr_line);
+  if (conf_text_error(&x.t, name, err, cap))
     goto fail;
-  }
-  if (x.long_line) {
-    snprintf(err, cap, "%s:%d: line too long (at most %d characters)", name, x.long_line,
-             x.max_line);
-    goto fail;
-  }
   if (rc > 0) {
     if (rc == x.err_line)
       snprintf(err, cap, "%s:%d: %s", name, rc, x.msg);
@@ -1775,29 +1717,22 @@ lk_gw_config *lk_gw_config_load(const char *path, char *err, size_t cap) {
     snprintf(err, cap, "%s: cannot open: %s", path, strerror(errno));
     return NULL;
   }
-  /* Read at most one byte past the limit, so /dev/zero or a FIFO ends. */
-  size_t cap_bytes = LK_GW_CONFIG_MAX_BYTES + 1, n = 0;
-  char *buf = malloc(cap_bytes);
-  if (!buf) {
-    fclose(f);
+  char *buf;
+  size_t n;
+  int rrc = conf_text_slurp(f, LK_GW_CONFIG_MAX_BYTES, &buf, &n);
+  int read_errno = errno;
+  fclose(f);
+  if (rrc == -2) {
     snprintf(err, cap, "%s: out of memory", path);
     return NULL;
   }
-  errno = 0;
-  while (n < cap_bytes) {
-    size_t got = fread(buf + n, 1, cap_bytes - n, f);
-    if (got == 0)
-      break;
-    n += got;
-  }
-  int read_errno = errno;
-  bool rerr = ferror(f) != 0;
-  fclose(f);
-  if (rerr) {
-    /* fopen takes a directory: its read fails (EISDIR), and the message says so */
-    free(buf);
+  if (rrc == -1) { /* fopen takes a directory: its read fails (EISDIR), and the message says so */
     snprintf(err, cap, "%s: cannot read: %s", path,
              read_errno ? strerror(read_errno) : "read error");
+    return NULL;
+  }
+  if (rrc == 1) {
+    snprintf(err, cap, "%s: larger than %d bytes: not a config file", path, LK_GW_CONFIG_MAX_BYTES);
     return NULL;
   }
   lk_gw_config *c = lk_gw_config_load_mem(buf, n, path, err, cap);

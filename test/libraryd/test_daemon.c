@@ -155,6 +155,10 @@ static void test_config_errors_name_the_line(void **state) {
       /* '#' after a space starts a comment, as ';' does, so the error is on line 3. */
       {"workers = 2 # two\nseed = 4 ; four\n[libraryd] # main\nport = x # c\n",
        ":4: port = 'x': expected an integer"},
+      /* An indented line is a line of its own: inih read it as the previous key's continuation
+       * ("seed = 'port = x': set twice"). */
+      {"[libraryd]\n  seed = 3\n  port = x\n", ":3: port = 'x': expected an integer"},
+      {"\xef\xbb\xbf[libraryd]\n\tworkers = 2\n\tworkers = 3\n", ":3: workers = '3': set twice"},
   };
   char path[] = "/tmp/libraryd-cfg-XXXXXX";
   int fd = mkstemp(path);
@@ -182,7 +186,7 @@ static void test_config_errors_name_the_line(void **state) {
   const char *args[] = {"--config", path, "--port", "0", NULL};
   char out[4096], want[600];
   assert_int_equal(lib_run_capture(args, false, out, sizeof out), 2);
-  snprintf(want, sizeof want, "libraryd: %s:2: a NUL byte in the line", path);
+  snprintf(want, sizeof want, "libraryd: %s:2: a NUL byte: not a text file", path);
   assert_non_null(strstr(out, want));
   /* inih would cut a line at its 200-byte buffer and apply the rest as the next line. */
   char long_line[400];
