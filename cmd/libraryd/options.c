@@ -3,6 +3,7 @@
 #include "options.h"
 
 #include "admq.h"
+#include "conf_size.h"
 #include "conf_text.h"
 #include "fault.h"
 #include "util.h"
@@ -271,7 +272,7 @@ static int apply(ld_opts *o, int id, const char *name, const char *v) {
   case O_HEAD_TIMEOUT: return dur(name, v, &o->srv.head_timeout_ns);
   case O_BODY_TIMEOUT: return dur(name, v, &o->srv.body_timeout_ns);
   case O_MAX_BODY:
-    if (lk_parse_size(v, &u) != LK_OK || u == 0 || u > 64 * 1024 * 1024)
+    if (conf_parse_size(v, 64 * 1024 * 1024, &u) != 0 || u == 0)
       return bad(name, v, "expected a size in (0, 64m], e.g. 65536 or 64k");
     o->srv.max_body = (size_t)u;
     return 0;

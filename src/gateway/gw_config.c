@@ -4,6 +4,7 @@
 #include "gw_config.h"
 #include "gw_internal.h"
 
+#include "conf_size.h"
 #include "conf_text.h"
 #include "policy.h"
 #include "settings.h"
@@ -273,43 +274,9 @@ static int parse_int(const char *v, long long lo, long long hi, long long *out) 
   return 0;
 }
 
-/* A size in bytes: digits with an optional unit, k/K/KiB/KB = 1024, M/MiB/MB = 1024^2,
- * G/GiB/GB = 1024^3 (binary, as nginx reads its sizes), b/B = 1. */
+/* A size in bytes (conf_size.h: 64k, 1MiB, 2GB): 0, or -1 if not one or larger than max. */
 static int parse_size(const char *v, uint64_t max, uint64_t *out) {
-  if (!isdigit((unsigned char)*v))
-    return -1;
-  errno = 0;
-  char *end;
-  unsigned long long n = strtoull(v, &end, 10);
-  if (errno)
-    return -1;
-  uint64_t mult = 1;
-  if (*end) {
-    static const struct {
-      const char *s;
-      uint64_t m;
-    } units[] = {{"b", 1},
-                 {"k", 1024},
-                 {"kb", 1024},
-                 {"kib", 1024},
-                 {"m", 1024 * 1024},
-                 {"mb", 1024 * 1024},
-                 {"mib", 1024 * 1024},
-                 {"g", 1024ull * 1024 * 1024},
-                 {"gb", 1024ull * 1024 * 1024},
-                 {"gib", 1024ull * 1024 * 1024}};
-    size_t i = 0;
-    for (; i < sizeof units / sizeof units[0]; i++)
-      if (strcasecmp(end, units[i].s) == 0)
-        break;
-    if (i == sizeof units / sizeof units[0])
-      return -1;
-    mult = units[i].m;
-  }
-  if (n > max / mult)
-    return -1;
-  *out = n * mult;
-  return 0;
+  return conf_parse_size(v, max, out) == 0 ? 0 : -1;
 }
 
 /* A percentage, "12.5" or "12.5%", in [lo, hi]. */

@@ -54,30 +54,6 @@ unsigned lk_whole_seconds_up(int64_t ns, unsigned max) {
   return s > (int64_t)max ? max : (unsigned)s;
 }
 
-int lk_parse_size(const char *s, uint64_t *out) {
-  if (!s)
-    return LK_EPARSE;
-  size_t n = strspn(s, "0123456789");
-  int64_t v;
-  int rc = lk_parse_i64(s, n, false, &v);
-  if (rc != LK_OK)
-    return rc;
-  const char *u = s + n;
-  uint64_t mult;
-  if (!*u || !strcmp(u, "b") || !strcmp(u, "B"))
-    mult = 1;
-  else if (!strcmp(u, "k") || !strcmp(u, "K") || !strcmp(u, "KiB"))
-    mult = 1024;
-  else if (!strcmp(u, "m") || !strcmp(u, "M") || !strcmp(u, "MiB"))
-    mult = 1024 * 1024;
-  else
-    return LK_EPARSE;
-  if ((uint64_t)v > UINT64_MAX / mult)
-    return LK_ERANGE;
-  *out = (uint64_t)v * mult;
-  return LK_OK;
-}
-
 /* Matches path segments against pattern segments ("*" one, final "**" the rest). */
 static bool path_match(const char *pat, const char *path) {
   for (;;) {

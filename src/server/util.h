@@ -8,8 +8,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* "65536", "64k", "1m" (binary multiples). 0 or LK_EPARSE / LK_ERANGE. */
-int lk_parse_size(const char *s, uint64_t *out);
 /* A duration in whole seconds for an interface that counts in seconds (libmicrohttpd's
  * connection timeout): rounded up, so that 500ms is 1 s and not 0, which would mean "never";
  * at most max; 0 stays 0 and so does a negative value. */

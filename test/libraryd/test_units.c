@@ -124,14 +124,6 @@ static void test_parsers(void **state) {
   assert_int_equal(lk_duration_parse("s", &ns, NULL, 0), LK_EPARSE);
   assert_int_equal(lk_duration_parse("3 s", &ns, NULL, 0), LK_EPARSE);
   assert_int_equal(lk_duration_parse("99999999999999h", &ns, NULL, 0), LK_ERANGE);
-  uint64_t sz;
-  assert_int_equal(lk_parse_size("64k", &sz), LK_OK);
-  assert_int_equal(sz, 65536);
-  assert_int_equal(lk_parse_size("1m", &sz), LK_OK);
-  assert_int_equal(sz, 1048576);
-  assert_int_equal(lk_parse_size("100", &sz), LK_OK);
-  assert_int_equal(sz, 100);
-  assert_int_equal(lk_parse_size("10q", &sz), LK_EPARSE);
   /* --idle-timeout: libmicrohttpd counts whole seconds and reads 0 as "never". */
   assert_int_equal(lk_whole_seconds_up(LK_MS(500), 86400), 1);
   assert_int_equal(lk_whole_seconds_up(LK_MS(1500), 86400), 2);
