@@ -323,20 +323,8 @@ int cli_config_load_stream(cli_config *c, FILE *f, const char *name, char *err, 
   int rc = ini_parse_stream(conf_text_line, &x.t, on_entry, &x);
   free(text);
   free(x.index);
-  if (x.nomem || rc == -2) {
-    snprintf(err, cap, "%s: out of memory", name);
+  if (conf_text_result(&x.t, x.nomem ? -2 : rc, x.err_line, x.msg, name, err, cap))
     return -1;
-  }
-  if (conf_text_error(&x.t, name, err, cap))
-    return -1;
-  if (rc > 0) {
-    if (rc == x.err_line)
-      snprintf(err, cap, "%s:%d: %s", name, rc, x.msg);
-    else
-      snprintf(err, cap, "%s:%d: syntax error: expected [section], key = value or a comment", name,
-               rc);
-    return -1;
-  }
   return 0;
 }
 

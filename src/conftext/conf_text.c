@@ -81,6 +81,26 @@ int conf_text_error(const conf_text *t, const char *name, char *err, size_t cap)
   return 1;
 }
 
+int conf_text_result(const conf_text *t, int rc, int msg_line, const char *msg, const char *name,
+                     char *err, size_t cap) {
+  if (rc == -2) {
+    snprintf(err, cap, "%s: out of memory", name);
+    return 1;
+  }
+  if (conf_text_error(t, name, err, cap))
+    return 1;
+  if (rc == 0)
+    return 0;
+  if (rc > 0 && rc == msg_line && msg)
+    snprintf(err, cap, "%s:%d: %s", name, rc, msg);
+  else if (rc > 0)
+    snprintf(err, cap, "%s:%d: syntax error: expected [section], key = value or a comment", name,
+             rc);
+  else
+    snprintf(err, cap, "%s: cannot parse", name);
+  return 1;
+}
+
 int conf_text_slurp(FILE *f, size_t max, char **buf, size_t *len) {
   *buf = NULL;
   *len = 0;

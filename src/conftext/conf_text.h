@@ -49,6 +49,13 @@ char *conf_text_line(char *str, int num, void *stream);
 /* The stop's message, "NAME:LINE: what", into err; 0 if reading did not stop, else 1. */
 int conf_text_error(const conf_text *t, const char *name, char *err, size_t cap);
 
+/* The outcome of ini_parse_stream(conf_text_line, t, ...) = rc, as one message into err: 0 when
+ * the file was read and parsed, else 1 with "NAME: out of memory" (rc -2), the reader's stop
+ * (conf_text_error), the handler's own message `msg` when inih's first error line `rc` is the
+ * handler's first `msg_line`, or a syntax error at line rc. */
+int conf_text_result(const conf_text *t, int rc, int msg_line, const char *msg, const char *name,
+                     char *err, size_t cap);
+
 /* Reads all of f, at most `max` bytes, into *buf (malloc'd, NUL-terminated, *len bytes before the
  * NUL). Reads one byte past `max`, so that /dev/zero or a FIFO ends. 0 on success; else *buf is
  * NULL and: 1 = larger than max, -1 = read error (errno as the read left it: EISDIR for a

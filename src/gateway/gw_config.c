@@ -1626,24 +1626,8 @@ lk_gw_config *lk_gw_config_load_mem(const char *text, size_t len, const char *na
   int rc = ini_parse_stream(read_line, &x, on_entry, &x);
   perr e = {.line = 0};
   int irc = 0;
-  if (x.nomem || rc == -2) {
-    snprintf(err, cap, "%s: out of memory", name);
+  if (conf_text_result(&x.t, x.nomem ? -2 : rc, x.err_line, x.msg, name, err, cap))
     goto fail;
-  }
-  if (conf_text_error(&x.t, name, err, cap))
-    goto fail;
-  if (rc > 0) {
-    if (rc == x.err_line)
-      snprintf(err, cap, "%s:%d: %s", name, rc, x.msg);
-    else
-      snprintf(err, cap, "%s:%d: syntax error: expected [section], key = value or a comment", name,
-               rc);
-    goto fail;
-  }
-  if (rc != 0) {
-    snprintf(err, cap, "%s: cannot parse", name);
-    goto fail;
-  }
   irc = interpret(&x, c, &e);
   if (irc == -2) {
     snprintf(err, cap, "%s: out of memory", name);

@@ -80,6 +80,28 @@ static void test_refusals(void **state) {
   assert_null(conf_text_line(line, sizeof line, &t));
 }
 
+/* One message for whatever ended the parse, the reader's stop first. */
+static void test_result(void **state) {
+  (void)state;
+  char err[256];
+  conf_text t;
+  conf_text_init(&t, "", 0, false);
+  assert_int_equal(conf_text_result(&t, 0, 0, NULL, "f", err, sizeof err), 0);
+  assert_int_equal(conf_text_result(&t, -2, 0, NULL, "f", err, sizeof err), 1);
+  assert_string_equal(err, "f: out of memory");
+  assert_int_equal(conf_text_result(&t, 3, 3, "port: bad", "f", err, sizeof err), 1);
+  assert_string_equal(err, "f:3: port: bad");
+  assert_int_equal(conf_text_result(&t, 2, 3, "port: bad", "f", err, sizeof err), 1);
+  assert_string_equal(err, "f:2: syntax error: expected [section], key = value or a comment");
+  assert_int_equal(conf_text_result(&t, -1, 0, NULL, "f", err, sizeof err), 1);
+  assert_string_equal(err, "f: cannot parse");
+  char line[64];
+  conf_text_init(&t, "a\rb\n", 4, false);
+  assert_null(conf_text_line(line, sizeof line, &t));
+  assert_int_equal(conf_text_result(&t, 0, 0, NULL, "f", err, sizeof err), 1);
+  assert_non_null(strstr(err, "f:1: a carriage return inside the line"));
+}
+
 static void test_slurp(void **state) {
   (void)state;
   char *buf;
@@ -156,10 +178,8 @@ static void test_sizes(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_lines),
-      cmocka_unit_test(test_refusals),
-      cmocka_unit_test(test_slurp),
-      cmocka_unit_test(test_sizes),
+      cmocka_unit_test(test_lines), cmocka_unit_test(test_refusals), cmocka_unit_test(test_result),
+      cmocka_unit_test(test_slurp), cmocka_unit_test(test_sizes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
