@@ -5,12 +5,14 @@
  * are in range and agree with a second reading; refused ones carry a message where the parser
  * writes one. */
 #include "admq.h"
+#include "conf_size.h"
 #include "util.h"
 #include "work.h"
 
 #include <linkd/error.h>
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,17 +57,21 @@ static void work(const char *s) {
 
 static void size_value(const char *s) {
   uint64_t v;
-  int rc = lk_parse_size(s, &v);
-  if (rc != LK_OK && rc != LK_EPARSE && rc != LK_ERANGE)
+  int rc = conf_parse_size(s, UINT64_MAX, &v);
+  if (rc != 0 && rc != -1 && rc != 1)
     abort();
-  if (rc == LK_OK) {
-    /* The digits alone are the value in bytes, or a 1024th or a 1048576th of it. */
-    size_t n = strspn(s, "0123456789");
-    int64_t digits;
-    if (n == 0 || lk_parse_i64(s, n, false, &digits) != LK_OK)
+  if (rc == 0) {
+    /* The digits alone are the value in bytes, or that times a power of 1024 (up to 1024^4). */
+    if (strspn(s, "0123456789") == 0)
       abort();
-    uint64_t d = (uint64_t)digits;
-    if (v != d && v != d * 1024 && v != d * 1024 * 1024)
+    uint64_t d = strtoull(s, NULL, 10); /* in range: the parse succeeded */
+    bool found = false;
+    for (unsigned shift = 0; shift <= 40 && !found; shift += 10)
+      found = d <= UINT64_MAX >> shift && v == d << shift;
+    if (!found)
+      abort();
+    uint64_t w;
+    if (v > 0 && conf_parse_size(s, v - 1, &w) != 1) /* one below the value: over the limit */
       abort();
   }
 }
