@@ -274,11 +274,6 @@ static int parse_int(const char *v, long long lo, long long hi, long long *out) 
   return 0;
 }
 
-/* A size in bytes (conf_size.h: 64k, 1MiB, 2GB): 0, or -1 if not one or larger than max. */
-static int parse_size(const char *v, uint64_t max, uint64_t *out) {
-  return conf_parse_size(v, max, out) == 0 ? 0 : -1;
-}
-
 /* A percentage, "12.5" or "12.5%", in [lo, hi]. */
 static int parse_percent(const char *v, double lo, double hi, double *out) {
   char buf[64];
@@ -811,7 +806,7 @@ static int builder_set(pol_builder *b, const char *key, const char *shown, const
      * forwarded, so this bounds the memory one request may take; a larger body is no answer
      * (502) */
     uint64_t z;
-    if (parse_size(value, UINT64_C(1) << 30, &z) != 0 || z < 1)
+    if (conf_parse_size(value, UINT64_C(1) << 30, &z) != 0 || z < 1)
       return bad(e, line, shown, "'%s': a size from 1 byte to 1GiB (e.g. 64MiB)", value);
     b->max_response_body = (size_t)z;
   } else {
@@ -1080,7 +1075,7 @@ static int section_listen(const raw_section *s, lk_gw_listen *l, perr *e) {
         return bad(e, r->line, k, "'%s': a number from 1 to 1000000", v);
       l->max_connections = (int)n;
     } else if (strcmp(k, "max-header-bytes") == 0) {
-      if (parse_size(v, 1024 * 1024, &z) != 0 || z < 1024)
+      if (conf_parse_size(v, 1024 * 1024, &z) != 0 || z < 1024)
         return bad(e, r->line, k, "'%s': a size from 1KiB to 1MiB (e.g. 16KiB)", v);
       l->max_header_bytes = (size_t)z;
     } else if (strcmp(k, "max-headers") == 0) {
@@ -1088,12 +1083,12 @@ static int section_listen(const raw_section *s, lk_gw_listen *l, perr *e) {
         return bad(e, r->line, k, "'%s': a number from 1 to 10000", v);
       l->max_headers = (int)n;
     } else if (strcmp(k, "body-buffer") == 0) {
-      if (parse_size(v, UINT64_C(1) << 30, &z) != 0)
+      if (conf_parse_size(v, UINT64_C(1) << 30, &z) != 0)
         return bad(e, r->line, k, "'%s': a size from 0 to 1GiB (e.g. 64KiB)", v);
       l->body_buffer = (size_t)z;
       buffer_line = r->line;
     } else if (strcmp(k, "max-body") == 0) {
-      if (parse_size(v, UINT64_C(1) << 40, &z) != 0)
+      if (conf_parse_size(v, UINT64_C(1) << 40, &z) != 0)
         return bad(e, r->line, k, "'%s': a size from 0 (no limit) to 1024GiB (e.g. 16MiB)", v);
       l->max_body = (size_t)z;
       max_body_line = r->line;
