@@ -149,7 +149,13 @@ static int submit(run_state *rs, lk_http_client *c, const lk_http_policy *pol,
   slot->index = i;
   int64_t due = due_at(rs->cfg, i);
   slot->submitted = lk_now_ns();
-  slot->t0 = due <= rs->held_to ? rs->start + due : slot->submitted;
+  slot->t0 = slot->submitted;
+  if (due <= rs->held_to) {
+    slot->t0 = rs->start + due;
+    rs->st->held++;
+    if (slot->submitted - slot->t0 > rs->st->held_max)
+      rs->st->held_max = slot->submitted - slot->t0;
+  }
   lk_http_policy p = *pol; /* copied by the call too: only a held operation's deadline differs */
   lk_deadline at = lk_deadline_after(slot->t0, pol->deadline);
   if (at.at < p.deadline_at.at)

@@ -34,6 +34,10 @@ double demo_span_s(const demo_summary *s) {
   return s->rate > 0 ? (double)s->ops / (double)s->rate : 0.0;
 }
 
+bool demo_driver_saturated(const demo_client_stats *c) {
+  return c->ops > 0 && c->held * 2 > c->ops;
+}
+
 double demo_abandoned_share(const demo_client_stats *c) {
   if (!c->server_ok || c->work_done < 0 || c->work_abandoned < 0)
     return -1.0;
@@ -157,6 +161,25 @@ void demo_table_print(FILE *f, const demo_summary *s) {
       fprintf(f, "%16s", rows[r].cell[i]);
     fputc('\n', f);
   }
+  /* A schedule the driver cannot carry measures the queue in front of the client, not the
+   * client: say so rather than print numbers that look like results. */
+  int over = 0;
+  for (int i = 0; i < DEMO_NCLIENTS; i++) {
+    const demo_client_stats *c = &s->c[i];
+    if (!demo_driver_saturated(c))
+      continue;
+    if (over++ == 0)
+      fprintf(f,
+              "note: the driver held most operations back for lack of a slot (--concurrency %d):\n",
+              s->concurrency);
+    char d[32];
+    demo_fmt_duration(c->held_max, d, sizeof d);
+    fprintf(f, "      %s: %llu of %llu, for up to %s\n", c->title ? c->title : c->name,
+            (unsigned long long)c->held, (unsigned long long)c->ops, d);
+  }
+  if (over)
+    fprintf(f, "      their latencies and deadlines count that wait, so these rows describe the\n"
+               "      queue in front of the client: lower --rate or raise --concurrency\n");
 }
 
 static json_t *ms(int64_t ns) { return json_real((double)ns / 1e6); }
@@ -213,6 +236,8 @@ static json_t *client_json(const demo_client_stats *c) {
                       json_pack("{s:o,s:o,s:o,s:o}", "p50", ms(c->p50), "p99", ms(c->p99), "p999",
                                 ms(c->p999), "max", ms(c->max)));
   json_object_set_new(o, "deadline_overruns", json_integer((json_int_t)c->overruns));
+  json_object_set_new(o, "held", json_integer((json_int_t)c->held));
+  json_object_set_new(o, "held_max_ms", ms(c->held_max));
   json_object_set_new(o, "successes_in_deadline", json_integer((json_int_t)c->successes_in_time));
   json_object_set_new(o, "success_in_deadline_rate",
                       json_real(per_op((int64_t)c->successes_in_time, c->ops)));

@@ -33,6 +33,9 @@ int demo_table_json(FILE *f, const demo_summary *const *s, int n, const char *re
 double demo_span_s(const demo_summary *s);
 /* Share of libraryd's work done for callers already gone, or -1 when not reported. */
 double demo_abandoned_share(const demo_client_stats *c);
+/* Whether most of the client's operations waited for one of the driver's --concurrency slots:
+ * the schedule was more than the driver could carry, and its rows describe that queue. */
+bool demo_driver_saturated(const demo_client_stats *c);
 
 /* Human durations: "850us", "2.14ms", "1.25s". */
 void demo_fmt_duration(int64_t ns, char *buf, size_t cap);

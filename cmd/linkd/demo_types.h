@@ -62,8 +62,11 @@ typedef struct demo_client_stats {
   uint64_t resends;                           /* libcurl silent re-sends detected */
   uint64_t loan_ops, loans_confirmed;         /* loan operations / those answered 2xx */
   uint64_t errors[DEMO_ERR_SLOTS];            /* final lk_err of each operation, by -code */
-  lk_hist *latency;    /* ns per successful operation, submit to result (a fast refusal is not
-                          a fast success) */
+  uint64_t held;    /* operations due while the driver was at its --concurrency cap */
+  int64_t held_max; /* ns: the longest of their waits for a slot */
+  lk_hist *latency; /* ns per successful operation, from its start (its submit, or when it
+                       was due if the driver held it) to its result (a fast refusal is not a
+                       fast success) */
   int64_t p50, p99, p999, max; /* ns, of successes */
   double wall_s;       /* seconds from the first submit to the last result */
   bool cut_short;      /* interrupted or stopped by the safety limit */

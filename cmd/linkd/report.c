@@ -381,6 +381,22 @@ static void findings(FILE *f, const demo_summary *s) {
           "policy.</li>\n",
           (unsigned long long)nv->overruns, (unsigned long long)fx->overruns,
           (unsigned long long)df->overruns, (unsigned long long)lk->overruns);
+  for (int i = 0; i < DEMO_NCLIENTS; i++) {
+    const demo_client_stats *c = &s->c[i];
+    if (!demo_driver_saturated(c))
+      continue;
+    char d[32];
+    demo_fmt_duration(c->held_max, d, sizeof d);
+    fputs("<li><strong>The schedule was more than the driver could carry</strong> for ", f);
+    demo_html_escape(f, c->title ? c->title : c->name);
+    fprintf(
+        f,
+        ": %llu of %llu operations waited for one of its %d slots (<code>--concurrency</code>), "
+        "for up to %s. Their latencies and deadlines count that wait, so this client's rows "
+        "describe the queue in front of it: lower <code>--rate</code> or raise "
+        "<code>--concurrency</code>.</li>\n",
+        (unsigned long long)c->held, (unsigned long long)c->ops, s->concurrency, d);
+  }
   fputs("</ul>\n", f);
 }
 

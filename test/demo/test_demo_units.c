@@ -337,6 +337,24 @@ static void test_table_rows(void **state) {
   assert_non_null(strstr(buf, "linkd policy"));
   assert_non_null(strstr(buf, "linkd defaults"));
   assert_non_null(strstr(buf, "recovery time"));
+  assert_null(strstr(buf, "note:")); /* no client waited for the driver's slots */
+  free(buf);
+  /* Half the operations held back is not yet "most"; one more is, and only that client is named,
+   * with its count and its longest wait. */
+  s.concurrency = 64;
+  s.c[DEMO_FIXED].held = 500;
+  s.c[DEMO_LINKD].held = 501;
+  s.c[DEMO_LINKD].held_max = LK_MS(1250);
+  assert_false(demo_driver_saturated(&s.c[DEMO_FIXED]));
+  assert_true(demo_driver_saturated(&s.c[DEMO_LINKD]));
+  f = open_memstream(&buf, &len);
+  demo_table_print(f, &s);
+  fclose(f);
+  const char *note = strstr(buf, "note: the driver held most operations back");
+  assert_non_null(note);
+  assert_non_null(strstr(note, "(--concurrency 64)"));
+  assert_non_null(strstr(note, "linkd policy: 501 of 1000, for up to 1.25s"));
+  assert_null(strstr(note, "fixed interval:"));
   free(buf);
   free_summary(&s);
 }
@@ -461,6 +479,8 @@ static void test_table_json(void **state) {
   assert_true(json_is_null(json_object_get(naive, "recovery_ms")));  /* never */
   assert_true(json_real_value(json_object_get(fixed, "recovery_ms")) == 300.0);
   assert_true(json_real_value(json_object_get(naive, "abandoned_work_share")) == 0.5);
+  assert_int_equal(json_integer_value(json_object_get(naive, "held")), 0);
+  assert_true(json_real_value(json_object_get(naive, "held_max_ms")) == 0.0);
   assert_int_equal(
       json_integer_value(json_object_get(json_object_get(naive, "errors"), "EATTEMPTS")), 100);
   json_t *lat = json_object_get(naive, "latency_ms");
@@ -533,6 +553,7 @@ static void test_report(void **state) {
   demo_summary s;
   fill_summary(&s);
   s.c[DEMO_NAIVE].title = "naive <&>"; /* escaped, never raw markup */
+  s.c[DEMO_NAIVE].held = 600;          /* most operations waited for the driver: said, once */
   char dir[] = "/tmp/linkd-demo-test-XXXXXX";
   assert_non_null(mkdtemp(dir));
   char path[256], err[300];
@@ -551,6 +572,8 @@ static void test_report(void **state) {
   assert_non_null(strstr(html, "failed, not plotted"));
   assert_true(count(html, "<rect") >= DEMO_NCLIENTS * DEMO_ATTEMPT_BUCKETS);
   assert_non_null(strstr(html, "naive &lt;&amp;&gt;"));
+  assert_int_equal(count(html, "more than the driver could carry"), 1);
+  assert_non_null(strstr(html, "carry</strong> for naive &lt;&amp;&gt;: 600 of 1000"));
   assert_null(strstr(html, "naive <&>"));
   assert_non_null(strstr(html, "</html>"));
   assert_null(strstr(html, "<script")); /* self-contained: no script, nothing fetched */
