@@ -68,7 +68,10 @@
  *
  * Time. The driver measures deadlines, phase timers, attempt offsets and retry delays on
  * policy.clock (CLOCK_MONOTONIC by default); libcurl's socket waits run in real time, so a fake
- * clock is only meaningful against a server that answers at once.
+ * clock is only meaningful against a server that answers at once. The client's own loop
+ * (lk_http_client_run) wakes for a timer due within 100 ms at its nanosecond, not at the next
+ * whole millisecond that curl_multi_poll waits in (a timerfd joins the poll); an external loop
+ * fires timers as precisely as it does.
  */
 #ifndef LINKD_HTTP_H
 #define LINKD_HTTP_H

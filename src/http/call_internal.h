@@ -250,6 +250,8 @@ struct lk_http_client {
   int nspare;
   struct curl_waitfd *wfds;
   size_t cap_wfds;
+  int timer_fd; /* own loop: wakes it within the millisecond curl_multi_poll rounds a short wait
+                   up to; created on first use, -1 before (or if it cannot be) */
   lk_http_policy valid_pol; /* the last policy validated, without strings (see submit) */
   bool valid_pol_set;
   int64_t pass_now;       /* system clock ns read by the current pass over the calls */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -147,6 +148,7 @@ lk_http_client *lk_http_client_new(const lk_http_client_config *cfg) {
   c->curl_timer_at = -1;
   c->armed_delay_at = INT64_MIN;
   (void)lk_rand_fast_init(&c->rng); /* without entropy it is still seeded well enough for jitter */
+  c->timer_fd = -1;
   c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   c->multi = curl_multi_init();
   if (c->wake_fd < 0 || !c->multi) {
@@ -202,6 +204,8 @@ void lk_http_client_free(lk_http_client *c) {
     c->cfg.socket_fn(c->cfg.loop_ud, c->wake_fd, 0);
   curl_multi_cleanup(c->multi);
   close(c->wake_fd);
+  if (c->timer_fd >= 0)
+    close(c->timer_fd);
   while (c->spare) {
     lk_call *k = c->spare;
     c->spare = k->next;
@@ -546,6 +550,21 @@ static void rearm(lk_http_client *c) {
   }
 }
 
+/* curl_multi_poll waits in whole milliseconds, rounded up, so a timer due in 1.2 ms fired at 2
+ * ms: a hedge after 3 ms went at 3 to 4 (docs/BENCHMARKS.md). For a wait short enough for that
+ * to matter (under 100 ms, and not a whole number of milliseconds), a timerfd armed for the
+ * exact wait joins the poll. Arming it resets its expiry count, so it is readable only once this
+ * wait has passed and needs no read. False (the rounded wait alone) if it cannot be created. */
+static bool precise_wait(lk_http_client *c, int64_t wait) {
+  if (wait <= 0 || wait >= LK_MS(100) || wait % LK_NS_PER_MS == 0)
+    return false;
+  if (c->timer_fd < 0 &&
+      (c->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)) < 0)
+    return false;
+  struct itimerspec its = {.it_value = {0, (long)wait}};
+  return timerfd_settime(c->timer_fd, 0, &its, NULL) == 0;
+}
+
 static int run_internal(lk_http_client *c, int64_t max_wait, const bool *stop) {
   int64_t start = max_wait >= 0 ? lk_now_ns() : 0;
   int rc = 0;
@@ -575,7 +594,8 @@ static int run_internal(lk_http_client *c, int64_t max_wait, const bool *stop) {
     /* ms granularity, rounded up so timers never fire early; capped so a fake clock that moves
      * without I/O is still noticed */
     int ms = wait >= LK_SEC(1) ? 1000 : (int)((wait + LK_NS_PER_MS - 1) / LK_NS_PER_MS);
-    size_t need = 1 + c->ntoks;
+    bool precise = precise_wait(c, wait);
+    size_t need = 1 + c->ntoks + (precise ? 1 : 0);
     if (need > c->cap_wfds) {
       struct curl_waitfd *nw = realloc(c->wfds, need * sizeof *nw);
       if (!nw) {
@@ -588,6 +608,8 @@ static int run_internal(lk_http_client *c, int64_t max_wait, const bool *stop) {
     c->wfds[0] = (struct curl_waitfd){.fd = c->wake_fd, .events = CURL_WAIT_POLLIN};
     for (size_t i = 0; i < c->ntoks; i++)
       c->wfds[1 + i] = (struct curl_waitfd){.fd = c->toks[i].tok->fd, .events = CURL_WAIT_POLLIN};
+    if (precise) /* armed just now, so readable only once it expires */
+      c->wfds[need - 1] = (struct curl_waitfd){.fd = c->timer_fd, .events = CURL_WAIT_POLLIN};
     if (curl_multi_poll(c->multi, c->wfds, (unsigned)need, ms, NULL) != CURLM_OK) {
       rc = LK_ESYS;
       break;
