@@ -379,7 +379,9 @@ int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_http_policy
   k->pol.nresolve = k->pol.nconnect_to = 0;
   /* the key is computed; the policy's strings are not kept */
   k->pol.idem_key = k->pol.idem_tenant = NULL;
-  k->unsafe = !req->idempotent && !k->res->has_key && !pol->assume_idempotent;
+  /* no result is no memory: rc says so, and the call is freed below */
+  bool keyed = k->res && k->res->has_key;
+  k->unsafe = !req->idempotent && !keyed && !pol->assume_idempotent;
   /* a hedge is a second send: never for an unsafe request, nor for a streamed body (read once) */
   k->hedging = pol->hedge.max_hedges > 0 && !k->unsafe && !req->stream;
   /* Native attempts need no easy handle: one is taken when an attempt runs on libcurl after

@@ -3,7 +3,8 @@
  * replies): a body shorter than its Content-Length, a length that does not parse or overflows,
  * conflicting lengths, a head too large for libcurl. None of them is a complete response; the
  * transfer kinds say which (PARTIAL_BODY, JUNK_RESPONSE). Also: a response whose view cannot be
- * built for the classification hook (no memory) fails the attempt instead of passing unseen.
+ * built for the classification hook (no memory) fails the attempt instead of passing unseen, and
+ * a call whose result cannot be allocated is refused by lk_http_submit.
  *
  * The binary is linked with -Wl,--wrap=malloc: linkd's own allocations go through
  * __wrap_malloc below, which fails one allocation of a chosen size on request. */
@@ -13,6 +14,8 @@
 #include <cmocka.h>
 
 #include "httptest.h"
+
+#include "http/http_internal.h" /* sizeof (lk_http_result) */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,6 +181,32 @@ static void test_view_oom_fails_attempt(void **s) {
   ht_free(&r);
 }
 
+static void never_done(void *ud, lk_http_result *res) {
+  (void)ud;
+  lk_http_result_free(res);
+  fail_msg("a call refused by lk_http_submit must not complete");
+}
+
+/* No memory for the call's result: lk_http_submit says LK_ENOMEM and frees what it took (it
+ * read the result's key flag through the missing result and crashed, found by clang's static
+ * analyzer). The call never reaches the network, so no server is needed. */
+static void test_submit_without_memory_for_result(void **s) {
+  (void)s;
+  lk_http_client *c = lk_http_client_new(NULL);
+  assert_non_null(c);
+  lk_http_request *req = lk_http_request_new("POST", "http://127.0.0.1:9/books/1/loans");
+  assert_non_null(req);
+  lk_http_policy pol;
+  ht_policy(&pol);
+  atomic_store(&fail_size, sizeof(lk_http_result));
+  int rc = lk_http_submit(c, req, &pol, NULL, never_done, NULL);
+  assert_int_equal(atomic_load(&fail_size), 0); /* the injected failure was hit */
+  assert_int_equal(rc, LK_ENOMEM);
+  lk_http_request_free(req);
+  assert_int_equal(lk_http_client_run(c, 0), 0); /* no call in flight */
+  lk_http_client_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_overflowing_length, teardown),
@@ -187,6 +216,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_unparsable_length, teardown),
       cmocka_unit_test_teardown(test_head_too_large, teardown),
       cmocka_unit_test_teardown(test_view_oom_fails_attempt, teardown),
+      cmocka_unit_test(test_submit_without_memory_for_result),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
