@@ -252,6 +252,8 @@ static int read_data(const char *arg, char **buf, size_t *len) {
       b = nb;
       cap = ncap;
     }
+    /* b is not NULL here: the loop ends where it becomes NULL */
+    /* cppcheck-suppress nullPointerArithmeticRedundantCheck */
     size_t r = fread(b + n, 1, cap - n, f);
     n += r;
     if (r == 0)
@@ -634,7 +636,7 @@ static int cmd_run(int argc, char **argv) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    lk_outbox_send_stats st;
+    lk_outbox_send_stats st = {0}; /* printed even when no send ran (no memory) */
     int err = run_cancel ? lk_outbox_send(ob, &sc, &st) : LK_ENOMEM;
     fprintf(stderr,
             "linkd outbox: %" PRId64 " calls (%" PRId64 " attempts): %" PRId64
