@@ -736,7 +736,8 @@ LK_EXPORT int lk_http_submit(lk_http_client *c, lk_http_request *req, const lk_h
  * calls, waiting at most `max_wait` ns for events (< 0: until no call is in flight; 0: do what is
  * ready without waiting). With max_wait > 0 it also returns early when lk_http_client_wakeup()
  * is called, and at once when no call is in flight. Returns the number of calls still in flight
- * (>= 0), LK_ESTATE in external mode or from a callback, or LK_ESYS. */
+ * (>= 0), LK_ESTATE in external mode or from a callback, LK_ENOMEM (no memory for the poll set:
+ * the calls stay in flight, and a later run goes on with them) or LK_ESYS. */
 LK_EXPORT int lk_http_client_run(lk_http_client *c, int64_t max_wait);
 
 /* External loop mode: `fd` is ready for `events` (LK_HTTP_POLL_IN|OUT; 0 if unknown). Performs
