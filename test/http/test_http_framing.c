@@ -6,14 +6,14 @@
  * built for the classification hook (no memory) fails the attempt instead of passing unseen, and
  * a call whose result cannot be allocated is refused by lk_http_submit.
  *
- * The binary is linked with -Wl,--wrap=malloc (and calloc, realloc, strdup): linkd's own
- * allocations go through the wrappers below, which fail one malloc of a chosen size, or the n-th
- * allocation of the calling thread, on request. */
+ * Built with linkd_fail_allocations(): linkd's own allocations can be made to fail on cue
+ * (allocfail.h). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "allocfail.h"
 #include "httptest.h"
 
 #include "http/http_internal.h" /* sizeof (lk_http_result) */
@@ -21,40 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-void *__real_malloc(size_t n);
-void *__wrap_malloc(size_t n);
-void *__real_calloc(size_t n, size_t size);
-void *__wrap_calloc(size_t n, size_t size);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_realloc(void *p, size_t n);
-char *__real_strdup(const char *s);
-char *__wrap_strdup(const char *s);
-
-static _Atomic size_t fail_size; /* the next malloc of exactly this size fails; 0 = none */
-static _Thread_local long fail_nth; /* on this thread, the n-th allocation from now fails; 0 =
-                                       none */
-
-void *__wrap_malloc(size_t n) {
-  if (fail_nth > 0 && --fail_nth == 0)
-    return NULL;
-  size_t want = atomic_load(&fail_size);
-  if (want && n == want && atomic_compare_exchange_strong(&fail_size, &want, 0))
-    return NULL;
-  return __real_malloc(n);
-}
-
-void *__wrap_calloc(size_t n, size_t size) {
-  return fail_nth > 0 && --fail_nth == 0 ? NULL : __real_calloc(n, size);
-}
-
-void *__wrap_realloc(void *p, size_t n) {
-  return fail_nth > 0 && --fail_nth == 0 ? NULL : __real_realloc(p, n);
-}
-
-char *__wrap_strdup(const char *s) {
-  return fail_nth > 0 && --fail_nth == 0 ? NULL : __real_strdup(s);
-}
 
 static ht_raw RAW;
 
@@ -191,11 +157,11 @@ static void test_view_oom_fails_attempt(void **s) {
   ht_free(&r);
 
   hook_calls = 0;
-  atomic_store(&fail_size, hook_headers * sizeof(lk_http_header));
+  allocfail_size(hook_headers * sizeof(lk_http_header));
   char url[64];
   ht_raw_url(&RAW, url, sizeof url);
   ht_call_url(NULL, "GET", url, NULL, 0, &pol, &r);
-  assert_int_equal(atomic_load(&fail_size), 0); /* the injected failure was hit */
+  assert_false(allocfail_size_pending()); /* the injected failure was hit */
   assert_int_equal(hook_calls, 0);
   assert_int_equal(r.err, LK_ENOMEM);
   assert_int_equal(r.nattempts, 1);
@@ -221,9 +187,9 @@ static void test_submit_without_memory_for_result(void **s) {
   assert_non_null(req);
   lk_http_policy pol;
   ht_policy(&pol);
-  atomic_store(&fail_size, sizeof(lk_http_result));
+  allocfail_size(sizeof(lk_http_result));
   int rc = lk_http_submit(c, req, &pol, NULL, never_done, NULL);
-  assert_int_equal(atomic_load(&fail_size), 0); /* the injected failure was hit */
+  assert_false(allocfail_size_pending()); /* the injected failure was hit */
   assert_int_equal(rc, LK_ENOMEM);
   lk_http_request_free(req);
   assert_int_equal(lk_http_client_run(c, 0), 0); /* no call in flight */
@@ -248,7 +214,7 @@ static void sweep_done(void *ud, lk_http_result *res) {
  * allocations: then it must have ended as `want_err` with `want_status`. */
 static bool call_failing_nth(lk_http_client *c, ht_loop *loop, const char *url, bool post,
                              int want_err, int want_status, long n) {
-  fail_nth = n;
+  allocfail_nth(n);
   lk_http_request *req = lk_http_request_new(post ? "POST" : "GET", url);
   int rc = req ? LK_OK : LK_ENOMEM;
   if (rc == LK_OK && post) {
@@ -270,10 +236,9 @@ static bool call_failing_nth(lk_http_client *c, ht_loop *loop, const char *url, 
     if (loop)
       ht_loop_once(loop, 20);
     else /* no memory for the poll set: the calls stay in flight, and the next run goes on */
-      assert_true(lk_http_client_run(c, LK_MS(20)) >= 0 || fail_nth == 0);
+      assert_true(lk_http_client_run(c, LK_MS(20)) >= 0 || allocfail_hit());
   }
-  bool hit = fail_nth == 0;
-  fail_nth = 0;
+  bool hit = allocfail_end();
   if (submitted)
     assert_int_equal(o.done, 1); /* a submitted call ends, once, whatever failed inside it */
   if (!hit) {
@@ -323,10 +288,9 @@ static void test_every_allocation_of_a_client_fails_in_turn(void **s) {
   (void)s;
   for (long n = 1;; n++) {
     assert_true(n < 5000);
-    fail_nth = n;
+    allocfail_nth(n);
     lk_http_client *c = lk_http_client_new(NULL);
-    bool hit = fail_nth == 0;
-    fail_nth = 0;
+    bool hit = allocfail_end();
     if (!hit) {
       assert_non_null(c);
       lk_http_client_free(c);
