@@ -1339,9 +1339,9 @@ int sim_run(const sim_scenario *sc, sim_result *out, const char **why) {
   return LK_OK;
 oom:
   rc = LK_ENOMEM;
-  if (why)
-    *why = nomem;
 fail:
+  if (rc == LK_ENOMEM && why && !*why)
+    *why = nomem; /* also when a core constructor (site_init) had no memory */
   run_free(&R);
   sim_result_free(out);
   return rc;

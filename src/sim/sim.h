@@ -202,8 +202,9 @@ typedef struct sim_result {
                        when workers were still busy as the run stopped */
 } sim_result;
 
-/* Runs `sc` and fills *out (free it with sim_result_free). LK_OK, LK_ENOMEM, or LK_ECONFIG with
- * a static message in *why (a policy that core code rejects). */
+/* Runs `sc` and fills *out (free it with sim_result_free). LK_OK, or LK_ENOMEM or LK_ECONFIG (a
+ * policy that core code rejects) with a static message in *why; on failure nothing is left to
+ * free. */
 int sim_run(const sim_scenario *sc, sim_result *out, const char **why);
 void sim_result_free(sim_result *r);
 

@@ -2,6 +2,7 @@
 /* The simulator's invariants: the event heap's order, determinism (same seed, same bytes),
  * conservation (every call and every attempt ends exactly once), 3^n amplification over n tiers,
  * and memory that follows the requests in flight rather than the length of the run. */
+#include "allocfail.h"
 #include "sim/exp.h"
 #include "sim/heap.h"
 #include "sim/sim.h"
@@ -752,6 +753,56 @@ static void test_busy_counts_work_in_progress(void **state) {
   sim_result_free(&r);
 }
 
+/* Every allocation of a run fails in turn (the event queue, the call and job pools, the timeout
+ * FIFOs, the breaker waiters' queue, the histograms and series): sim_run says LK_ENOMEM with a
+ * reason and frees what it took (ASan in CI), and a run that got all its memory gives the same
+ * bytes as one never armed. Two tiers, a breaker whose calls wait through an outage. */
+static void test_every_allocation_fails_in_turn(void **state) {
+  (void)state;
+  sim_scenario sc;
+  parse_or_fail("seed 3\nduration 3s\ndrain 2s\nwindow 100ms\nnetwork delay=uniform:50us:150us\n"
+                "policy p attempts=3 timeout=200ms deadline=1s propagate=yes budget=ratio "
+                "breaker=yes breaker.window=20 breaker.min=10 breaker.open=50ms breaker.wait=yes\n"
+                "policy q attempts=2 timeout=100ms propagate=yes\n"
+                "tier front workers=8 service=exp:2ms queue=32 calls=back policy=q\n"
+                "tier back workers=4 service=exp:4ms queue=16 drop_expired=short\n"
+                "client users rate=400/s target=front policy=p\n"
+                "trigger outage tier=back from=1s to=1.6s fail=503\n",
+                &sc);
+  sim_result want;
+  run_or_fail(&sc, &want);
+  size_t want_len = 0;
+  char *want_out = outputs(&want, &want_len);
+  sim_result_free(&want);
+  long n = 1;
+  for (;; n++) {
+    assert_true(n < 100000);
+    sim_result r;
+    const char *why = NULL;
+    allocfail_nth(n);
+    int rc = sim_run(&sc, &r, &why);
+    bool hit = allocfail_end();
+    if (!hit) {
+      assert_int_equal(rc, LK_OK);
+      size_t len = 0;
+      char *out = outputs(&r, &len);
+      assert_int_equal(len, want_len);
+      assert_memory_equal(out, want_out, len);
+      free(out);
+      sim_result_free(&r);
+      break;
+    }
+    if (rc == LK_OK) { /* a failure the run could do without */
+      sim_result_free(&r);
+      continue;
+    }
+    assert_int_equal(rc, LK_ENOMEM);
+    assert_non_null(why);
+  }
+  assert_true(n > 10);
+  free(want_out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_heap_order),
@@ -772,6 +823,7 @@ int main(void) {
       cmocka_unit_test(test_breaker_waiter_gives_up),
       cmocka_unit_test(test_breaker_wake_asks_few),
       cmocka_unit_test(test_busy_counts_work_in_progress),
+      cmocka_unit_test(test_every_allocation_fails_in_turn),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
