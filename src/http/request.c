@@ -87,23 +87,32 @@ static _Atomic uint64_t next_id = 1;
 
 void lk__request_touch(lk_http_request *r) { r->id = atomic_fetch_add(&next_id, 1); }
 
-lk_http_request *lk_http_request_new(const char *method, const char *url) {
-  if (!is_token(method) || !url || !*url || !url_ok(url))
-    return NULL;
+int lk_http_request_create(const char *method, const char *url, lk_http_request **out) {
+  if (out)
+    *out = NULL;
+  if (!out || !is_token(method) || !url || !*url || !url_ok(url))
+    return LK_EINVAL;
   lk_http_request *r = calloc(1, sizeof *r);
   if (!r)
-    return NULL;
+    return LK_ENOMEM;
   atomic_init(&r->refs, 1);
   lk__request_touch(r);
   r->method = strdup(method);
   r->url = strdup(url);
   if (!r->method || !r->url) {
     lk_http_request_free(r);
-    return NULL;
+    return LK_ENOMEM;
   }
   r->idempotent = lk_method_is_idempotent(method);
   r->head = strcmp(r->method, "HEAD") == 0;
   r->https = strncasecmp(url, "https:", 6) == 0;
+  *out = r;
+  return LK_OK;
+}
+
+lk_http_request *lk_http_request_new(const char *method, const char *url) {
+  lk_http_request *r = NULL;
+  lk_http_request_create(method, url, &r);
   return r;
 }
 

@@ -196,6 +196,25 @@ static void test_submit_without_memory_for_result(void **s) {
   lk_http_client_free(c);
 }
 
+/* lk_http_request_create says which: an argument no request can be made of, or no memory. */
+static void test_request_create_says_why(void **s) {
+  (void)s;
+  lk_http_request *r = (lk_http_request *)&r; /* set to NULL on failure */
+  assert_int_equal(lk_http_request_create("GET", "ftp://127.0.0.1/x", &r), LK_EINVAL);
+  assert_null(r);
+  assert_int_equal(lk_http_request_create("G T", "http://127.0.0.1/x", &r), LK_EINVAL);
+  assert_int_equal(lk_http_request_create("GET", "http://127.0.0.1/x", NULL), LK_EINVAL);
+  for (long n = 1; n <= 3; n++) { /* the request, its method, its URL */
+    allocfail_nth(n);
+    assert_int_equal(lk_http_request_create("GET", "http://127.0.0.1/x", &r), LK_ENOMEM);
+    assert_true(allocfail_end());
+    assert_null(r);
+  }
+  assert_int_equal(lk_http_request_create("GET", "http://127.0.0.1/x", &r), LK_OK);
+  assert_non_null(r);
+  lk_http_request_free(r);
+}
+
 typedef struct sweep_out {
   int done, err, status;
 } sweep_out;
@@ -310,6 +329,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_head_too_large, teardown),
       cmocka_unit_test_teardown(test_view_oom_fails_attempt, teardown),
       cmocka_unit_test(test_submit_without_memory_for_result),
+      cmocka_unit_test(test_request_create_says_why),
       cmocka_unit_test_teardown(test_every_allocation_of_a_call_fails_in_turn, teardown),
       cmocka_unit_test(test_every_allocation_of_a_client_fails_in_turn),
   };
