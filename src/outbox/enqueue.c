@@ -40,9 +40,10 @@ static int prepare(const lk_outbox_message *m, prepared *p) {
     return LK_EINVAL;
   if (m->body_len > OB_BODY_MAX)
     return LK_ETOOBIG;
-  lk_http_request *req = lk_http_request_new(m->method, m->url);
-  if (!req)
-    return LK_EINVAL;
+  lk_http_request *req = NULL;
+  int made = lk_http_request_create(m->method, m->url, &req);
+  if (made != LK_OK)
+    return made; /* LK_EINVAL, or LK_ENOMEM: not a bad message */
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);

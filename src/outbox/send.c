@@ -454,9 +454,11 @@ static int claim(sender *s, int *nclaimed) {
         c->expired = true;
         continue;
       }
-      c->req = lk_http_request_new(sl->method, sl->url);
-      int brc =
-          c->req ? add_stored_headers(c->req, (const char *)sqlite3_column_text(st, 3)) : LK_EINVAL;
+      /* LK_EINVAL: the stored request no longer builds (poisoned below); LK_ENOMEM: the entry
+       * stays PENDING for the next run, as for any claim not submitted */
+      int brc = lk_http_request_create(sl->method, sl->url, &c->req);
+      if (brc == LK_OK)
+        brc = add_stored_headers(c->req, (const char *)sqlite3_column_text(st, 3));
       if (brc == LK_OK)
         brc = lk_http_request_set_body(c->req,
                                        sqlite3_column_blob(st, 4) ? sqlite3_column_blob(st, 4) : "",
