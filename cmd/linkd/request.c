@@ -442,10 +442,12 @@ static int drop_defaults(lk_http_request *req, const cli_settings *eff, const cl
 static lk_http_request *build_request(const char *method, const char *url, const cli_settings *eff,
                                       const cli_settings *flags, bool credentials, const char *body,
                                       size_t body_len, int *code) {
-  lk_http_request *req = lk_http_request_new(method, url);
-  if (!req) {
-    fprintf(stderr, "linkd: cannot make a request for '%s'\n", url);
-    *code = CLI_EXIT_USAGE;
+  lk_http_request *req = NULL;
+  int made = lk_http_request_create(method, url, &req);
+  if (made != LK_OK) {
+    fprintf(stderr, "linkd: cannot make a request for '%s'%s\n", url,
+            made == LK_ENOMEM ? ": out of memory" : "");
+    *code = made == LK_ENOMEM ? CLI_EXIT_FAILURE : CLI_EXIT_USAGE;
     return NULL;
   }
   for (size_t i = 0; i < eff->nheaders; i++) {

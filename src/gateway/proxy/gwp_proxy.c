@@ -462,8 +462,13 @@ void gwp_proxy_dispatch(gwp_req *r) {
   r->url_cap = need;
   strcpy(r->url, cl->endpoints[0].base_url);
   strcat(r->url, url);
-  lk_http_request *hr = lk_http_request_new(http_method_str(r->method), r->url);
-  if (!hr) {
+  lk_http_request *hr = NULL;
+  int made = lk_http_request_create(http_method_str(r->method), r->url, &hr);
+  if (made == LK_ENOMEM) {
+    answer_local(r, 500, NULL, "out of memory");
+    return;
+  }
+  if (made != LK_OK) {
     answer_local(r, 400, NULL, "request target not usable in a URL");
     return;
   }
