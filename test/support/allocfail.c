@@ -14,6 +14,10 @@ void *__real_realloc(void *p, size_t n);
 void *__wrap_realloc(void *p, size_t n);
 char *__real_strdup(const char *s);
 char *__wrap_strdup(const char *s);
+char *__real_strndup(const char *s, size_t n);
+char *__wrap_strndup(const char *s, size_t n);
+void *__real_aligned_alloc(size_t align, size_t n);
+void *__wrap_aligned_alloc(size_t align, size_t n);
 
 static _Thread_local long nth; /* this thread's countdown; 0 = none */
 static _Thread_local bool nth_hit;
@@ -58,3 +62,9 @@ void *__wrap_calloc(size_t n, size_t size) { return fails() ? NULL : __real_call
 void *__wrap_realloc(void *p, size_t n) { return fails() ? NULL : __real_realloc(p, n); }
 
 char *__wrap_strdup(const char *s) { return fails() ? NULL : __real_strdup(s); }
+
+char *__wrap_strndup(const char *s, size_t n) { return fails() ? NULL : __real_strndup(s, n); }
+
+void *__wrap_aligned_alloc(size_t align, size_t n) {
+  return fails() ? NULL : __real_aligned_alloc(align, n);
+}

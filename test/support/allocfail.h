@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* allocfail: allocation failure on cue, for tests of what linkd does without memory. A test
  * program built with linkd_fail_allocations() (test/CMakeLists.txt) has every malloc, calloc,
- * realloc and strdup of its own and of the statically linked linkd code go through the wrappers
- * in allocfail.c (-Wl,--wrap; shared libraries such as libcurl or SQLite keep their own). */
+ * realloc, aligned_alloc, strdup and strndup of its own and of the statically linked linkd code
+ * go through the wrappers in allocfail.c (-Wl,--wrap; shared libraries such as libcurl or SQLite
+ * keep their own). */
 #ifndef LINKD_TEST_ALLOCFAIL_H
 #define LINKD_TEST_ALLOCFAIL_H
 
