@@ -8,6 +8,7 @@
 #include <cmocka.h>
 /* clang-format on */
 
+#include "allocfail.h"
 #include "config.h"
 
 #include <linkd/failure.h>
@@ -414,12 +415,61 @@ static void default_path(void **state) {
   assert_int_equal(cli_config_path(NULL, buf, sizeof buf, &req), -1);
 }
 
+/* Every allocation of loading `good` with resolve and connect-to entries, and of applying it to
+ * a host, fails in turn: -1 with a message, or a config that applies; under ASan in CI, nothing
+ * leaked on any of the paths. */
+static void every_allocation_fails_in_turn(void **state) {
+  (void)state;
+  char text[sizeof good + 200];
+  snprintf(text, sizeof text,
+           "%s[host \"b.example.com\"]\nresolve = b.example.com:443:127.0.0.1\n"
+           "connect-to = b.example.com:443:127.0.0.1:8443\n",
+           good);
+  long n = 1;
+  for (;; n++) {
+    assert_true(n < 100000);
+    cli_config c;
+    char err[512];
+    allocfail_nth(n);
+    int rc = load(&c, text, err, sizeof err);
+    int applied = -1;
+    if (rc == 0) {
+      cli_settings s;
+      cli_settings_init(&s);
+      const char *matched[3];
+      size_t k;
+      applied = cli_config_apply(&c, "api.example.com", 8443, &s, matched, &k);
+      cli_settings_free(&s);
+      cli_entries r = {0}, ct = {0};
+      if (applied == 0)
+        applied = cli_config_entries(&c, "b.example.com", 443, &r, &ct);
+      cli_entries_free(&r);
+      cli_entries_free(&ct);
+    }
+    bool hit = allocfail_end();
+    cli_config_free(&c);
+    if (!hit) {
+      assert_int_equal(rc, 0);
+      assert_int_equal(applied, 0);
+      break;
+    }
+    if (rc != 0 && !err[0])
+      fail_msg("allocation %ld failed: no message", n);
+  }
+  assert_true(n > 20);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(sections_and_overrides), cmocka_unit_test(accepted_forms),
-      cmocka_unit_test(errors_name_the_line),   cmocka_unit_test(file_errors),
-      cmocka_unit_test(default_path),           cmocka_unit_test(idempotency_key_header),
-      cmocka_unit_test(hostile_input),          cmocka_unit_test(many_sections),
+      cmocka_unit_test(sections_and_overrides),
+      cmocka_unit_test(accepted_forms),
+      cmocka_unit_test(errors_name_the_line),
+      cmocka_unit_test(file_errors),
+      cmocka_unit_test(default_path),
+      cmocka_unit_test(idempotency_key_header),
+      cmocka_unit_test(hostile_input),
+      cmocka_unit_test(many_sections),
+      cmocka_unit_test(every_allocation_fails_in_turn),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
