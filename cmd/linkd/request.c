@@ -747,9 +747,12 @@ int cli_cmd_request(int argc, char **argv) {
   cli_call_info ci = {
       &o,   &eff, &pol, have_cfg ? cfg.path : NULL, sections, nsections, o.method, o.url, 0, NULL,
       NULL, NULL, NULL};
-  if (cli_budget_new(&eff.budget, &budget, err, sizeof err) != 0) {
+  int brc = cli_budget_new(&eff.budget, &budget, err, sizeof err);
+  if (brc != 0) {
     fprintf(stderr, "linkd: %s\n", err);
-    code = eff.origin[CLI_F_BUDGET] == cli_origin_flag ? CLI_EXIT_USAGE : CLI_EXIT_CONFIG;
+    code = brc == LK_ENOMEM                              ? CLI_EXIT_FAILURE
+           : eff.origin[CLI_F_BUDGET] == cli_origin_flag ? CLI_EXIT_USAGE
+                                                         : CLI_EXIT_CONFIG;
     goto done;
   }
   pol.budget = budget;

@@ -439,10 +439,8 @@ static int protection(lk_gw_runtime *rt, sh_kind kind, const char *route, const 
       break;
     }
     char m[256];
-    if (cli_budget_new(&p->budget, &s->u.budget, m, sizeof m) != 0) {
-      snprintf(err, cap, "route %s: %s", route, m);
-      rc = LK_ECONFIG;
-    }
+    if ((rc = cli_budget_new(&p->budget, &s->u.budget, m, sizeof m)) != 0)
+      snprintf(err, cap, "route %s: %s", route, m); /* LK_ENOMEM stays itself (below) */
     break;
   }
   case SH_BREAKER: {

@@ -163,7 +163,7 @@ int cli_budget_new(const cli_budget_spec *b, lk_budget **out, char *err, size_t 
     rc = lk_budget_new_quota(&b->quota, out, &why);
   if (rc != 0) {
     snprintf(err, cap, "retry budget: %s", why ? why : lk_strerror(rc));
-    return -1;
+    return rc;
   }
   return 0;
 }

@@ -32,7 +32,8 @@ typedef struct cli_budget_spec {
 int cli_budget_parse(const char *s, cli_budget_spec *out, char *err, size_t cap);
 /* The spec in canonical form with every value spelled out ("ratio:20%:min=10:ttl=10s"). */
 char *cli_budget_format(const cli_budget_spec *b, char *buf, size_t cap);
-/* Makes the budget (NULL in *out when not enabled). 0, or -1 with a message. */
+/* Makes the budget (NULL in *out when not enabled). 0, or the core's error (LK_ENOMEM, or
+ * LK_ECONFIG for a spec its validator refuses) with a message. */
 int cli_budget_new(const cli_budget_spec *b, lk_budget **out, char *err, size_t cap);
 
 #endif

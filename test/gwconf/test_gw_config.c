@@ -10,6 +10,7 @@
 #include "gw_config.h"
 
 #include <linkd/error.h>
+#include <linkd/rand.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -813,6 +814,46 @@ static void test_every_allocation_fails_in_turn(void **s) {
   assert_true(n > 20);
 }
 
+/* Every allocation of attaching `full` (every route protection, rollout, health, ejection) to a
+ * runtime that serves `minimal` fails in turn, as a reload without memory would: LK_ENOMEM with a
+ * message, and the configuration is left unattached (attaching it again then works), so the
+ * runtime goes on serving the old one; at the end every configuration is released and the
+ * runtime frees (LK_OK: nothing still attached). */
+static void test_every_allocation_of_an_attach_fails_in_turn(void **s) {
+  (void)s;
+  lk_rand_fast seed;
+  lk_rand_fast_seeded(&seed, 7);
+  lk_gw_runtime *rt = lk_gw_runtime_new(&seed.base);
+  assert_non_null(rt);
+  char err[512];
+  lk_gw_config *old = load(minimal, err, sizeof err);
+  assert_non_null(old);
+  assert_int_equal(lk_gw_runtime_attach(rt, old, 0, err, sizeof err), LK_OK);
+  long n = 1;
+  for (;; n++) {
+    assert_true(n < 100000);
+    lk_gw_config *c = load(full, err, sizeof err);
+    assert_non_null(c);
+    err[0] = '\0';
+    allocfail_nth(n);
+    int rc = lk_gw_runtime_attach(rt, c, n, err, sizeof err);
+    bool hit = allocfail_end();
+    if (rc != LK_OK) {
+      if (rc != LK_ENOMEM)
+        fail_msg("allocation %ld: %s: %s", n, lk_strerror(rc), err);
+      if (!err[0])
+        fail_msg("allocation %ld failed: no message", n);
+      assert_int_equal(lk_gw_runtime_attach(rt, c, n, err, sizeof err), LK_OK);
+    }
+    lk_gw_config_unref(c);
+    if (!hit)
+      break;
+  }
+  assert_true(n > 20);
+  lk_gw_config_unref(old);
+  assert_int_equal(lk_gw_runtime_free(rt), LK_OK);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_minimal_defaults),
@@ -830,6 +871,7 @@ int main(void) {
       cmocka_unit_test(test_protection_specs),
       cmocka_unit_test(test_file_and_refs),
       cmocka_unit_test(test_every_allocation_fails_in_turn),
+      cmocka_unit_test(test_every_allocation_of_an_attach_fails_in_turn),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
