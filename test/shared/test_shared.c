@@ -14,6 +14,7 @@
 #include <linkd/error.h>
 #include <linkd/shared.h>
 
+#include "allocfail.h"
 #include "tmpsrv.h"
 
 #include <errno.h>
@@ -529,6 +530,53 @@ static void test_fleet_budget_holds_retry_share(void **state) {
   assert_true(per_s >= 0.9 * expect && per_s <= 1.1 * expect);
 }
 
+/* Every allocation of making a fleet-wide limiter and a fleet-wide budget and of their first
+ * decisions fails in turn (the project's own allocations; hiredis and the connection's thread
+ * allocate through their own): LK_ENOMEM with nothing left behind (ASan in CI), or objects that
+ * decide and free: an allocation of the connection's setup that fails leaves the object
+ * deciding locally, as when Redis is down (which allocation that is depends on the timing of
+ * the connection's thread). */
+static int make_shared(void) {
+  lk_shared_config c;
+  config(&c, "test:nomem", LK_MS(50));
+  lk_limiter_config lc = {.rate = 1000.0, .burst = 10};
+  lk_budget_ratio_config bc;
+  lk_budget_ratio_config_init_default(&bc);
+  lk_limiter *l = NULL;
+  lk_budget *b = NULL;
+  int rc = lk_shared_limiter_new(&c, &lc, &l, NULL);
+  if (rc == LK_OK)
+    rc = lk_shared_budget_new(&c, &bc, &b, NULL);
+  if (rc == LK_OK) {
+    int64_t now = lk_now_ns();
+    (void)lk_limiter_try_acquire(l, now);
+    lk_budget_record_request(b, now);
+    lk_budget_ticket t = {0};
+    (void)lk_budget_acquire_retry_ticket(b, now, false, &t);
+  }
+  lk_budget_free(b);
+  lk_limiter_free(l);
+  return rc;
+}
+
+static void test_every_allocation_fails_in_turn(void **state) {
+  (void)state;
+  long n = 1;
+  for (;; n++) {
+    assert_true(n < 100000);
+    allocfail_nth(n);
+    int rc = make_shared();
+    bool hit = allocfail_end();
+    if (!hit) {
+      assert_int_equal(rc, LK_OK);
+      break;
+    }
+    if (rc != LK_OK)
+      assert_int_equal(rc, LK_ENOMEM);
+  }
+  assert_true(n > 4);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_config),
@@ -538,6 +586,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_slow_redis, resume_redis),
       cmocka_unit_test(test_no_redis_at_start),
       cmocka_unit_test(test_fleet_budget_holds_retry_share),
+      cmocka_unit_test(test_every_allocation_fails_in_turn),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
