@@ -21,6 +21,9 @@ void *__wrap_aligned_alloc(size_t align, size_t n);
 
 static _Thread_local long nth; /* this thread's countdown; 0 = none */
 static _Thread_local bool nth_hit;
+static _Thread_local bool armer; /* armed the other threads' countdown */
+static _Atomic long others_nth;  /* the other threads' countdown; 0 = none */
+static _Atomic bool others_hit;
 static _Atomic size_t next_size; /* 0 = none */
 
 void allocfail_nth(long n) {
@@ -28,12 +31,21 @@ void allocfail_nth(long n) {
   nth_hit = false;
 }
 
-bool allocfail_hit(void) { return nth_hit; }
+void allocfail_nth_elsewhere(long n) {
+  armer = n > 0;
+  atomic_store(&others_hit, false);
+  atomic_store(&others_nth, n > 0 ? n : 0);
+}
+
+bool allocfail_hit(void) { return nth_hit || atomic_load(&others_hit); }
 
 bool allocfail_end(void) {
-  bool hit = nth_hit;
+  atomic_store(&others_nth, 0);
+  bool hit = nth_hit || atomic_load(&others_hit);
   nth = 0;
   nth_hit = false;
+  armer = false;
+  atomic_store(&others_hit, false);
   return hit;
 }
 
@@ -45,6 +57,15 @@ bool allocfail_size_pending(void) { return atomic_load(&next_size) != 0; }
 static bool fails(void) {
   if (nth > 0 && --nth == 0) {
     nth_hit = true;
+    return true;
+  }
+  if (armer)
+    return false;
+  long v = atomic_load_explicit(&others_nth, memory_order_relaxed);
+  while (v > 0 && !atomic_compare_exchange_weak(&others_nth, &v, v - 1)) {
+  }
+  if (v == 1) {
+    atomic_store(&others_hit, true);
     return true;
   }
   return false;

@@ -12,7 +12,10 @@
 
 /* The n-th allocation of the calling thread from now fails (n >= 1; 0 disarms). */
 void allocfail_nth(long n);
-/* Whether the failure armed by allocfail_nth() has happened. */
+/* The n-th allocation from now on any thread but this one fails (a server's threads, when this
+ * one is the test's client); 0 disarms. */
+void allocfail_nth_elsewhere(long n);
+/* Whether the failure armed by allocfail_nth() or allocfail_nth_elsewhere() has happened. */
 bool allocfail_hit(void);
 /* Disarms; whether the armed failure happened. */
 bool allocfail_end(void);
