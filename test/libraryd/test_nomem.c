@@ -8,7 +8,8 @@
 #include "allocfail.h"
 #include "dbdir.h"
 #include "harness.h"
-#include "server.h"
+#include "inproc.h"
+#include "loans.h"
 #include "store.h"
 
 #include <linkd/error.h>
@@ -22,26 +23,6 @@
 
 #include <cmocka.h>
 
-typedef struct key_count {
-  const char *key;
-  int64_t n;
-} key_count;
-
-static int count_cb(void *arg, const char *tenant, int64_t book, const char *id, int64_t count) {
-  (void)tenant;
-  (void)book;
-  key_count *k = arg;
-  if (strcmp(id, k->key) == 0)
-    k->n += count;
-  return 0;
-}
-
-static int64_t loans_with_key(lk_store *s, const char *key) {
-  key_count k = {key, 0};
-  assert_int_equal(lk_store_loan_groups(s, true, false, 1000000, count_cb, &k), LK_OK);
-  return k.n;
-}
-
 static void test_every_allocation_of_a_keyed_loan_fails_in_turn(void **state) {
   const fixture *f = *state;
   lk_store_config scfg;
@@ -50,15 +31,7 @@ static void test_every_allocation_of_a_keyed_loan_fails_in_turn(void **state) {
   lk_store *store = NULL;
   char err[256] = "";
   assert_int_equal(lk_store_open(&scfg, &store, err, sizeof err), LK_OK);
-  lk_server_config cfg;
-  lk_server_config_init_default(&cfg);
-  cfg.port = 0;
-  cfg.threads = 1;
-  cfg.workers = 2;
-  cfg.log = LK_LOG_OFF;
-  lk_server *srv = NULL;
-  if (lk_server_start(&cfg, store, &srv, err, sizeof err) != LK_OK)
-    fail_msg("lk_server_start: %s", err);
+  lk_server *srv = inproc_start(store);
   int port = lk_server_port(srv);
   int64_t book = lib_create_book(port, 1000000);
   assert_true(book > 0);
@@ -94,7 +67,7 @@ static void test_every_allocation_of_a_keyed_loan_fails_in_turn(void **state) {
     }
     if (again != 201)
       fail_msg("allocation %ld: first answer %ld, then %ld", n, first, again);
-    assert_int_equal(loans_with_key(store, key), 1);
+    assert_int_equal(loans_with_key_in(store, key), 1);
   }
   assert_true(hits > 20);
   lk_server_free(srv);

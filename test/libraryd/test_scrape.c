@@ -6,6 +6,7 @@
  * route, method and status had no series yet waited behind it (about 50 ms seen). */
 #include "dbdir.h"
 #include "harness.h"
+#include "inproc.h"
 #include "server.h"
 #include "store.h"
 #include "writer_gate.h"
@@ -41,15 +42,7 @@ static void scrape_while_writer_held(const fixture *f, bool group) {
   lk_store *store = NULL;
   char err[256] = "";
   assert_int_equal(lk_store_open(&scfg, &store, err, sizeof err), LK_OK);
-  lk_server_config cfg;
-  lk_server_config_init_default(&cfg);
-  cfg.port = 0;
-  cfg.threads = 1;
-  cfg.workers = 2;
-  cfg.log = LK_LOG_OFF;
-  lk_server *srv = NULL;
-  if (lk_server_start(&cfg, store, &srv, err, sizeof err) != LK_OK)
-    fail_msg("lk_server_start: %s", err);
+  lk_server *srv = inproc_start(store);
   int port = lk_server_port(srv);
 
   http_res r;
