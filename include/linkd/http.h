@@ -109,9 +109,10 @@ typedef struct lk_http_request lk_http_request;
  * `url` is an absolute http:// or https:// URL. Both are copied.
  * Returns NULL on a NULL/blank argument, a method that is not an RFC 9110 token, or no memory. */
 LK_EXPORT lk_http_request *lk_http_request_new(const char *method, const char *url);
-/* The same, saying why not: LK_OK with *out set, LK_EINVAL (the arguments above) or LK_ENOMEM,
- * with *out NULL. For a caller that must tell a request that can never be made from a moment
- * without memory (a stored request is set aside for the first, retried after the second). */
+/* The same, saying why not: LK_OK with *out set (the caller's: lk_http_request_free), LK_EINVAL
+ * (the arguments above, or a NULL out) or LK_ENOMEM, with *out NULL. For a caller that must tell
+ * a request that can never be made from a moment without memory (a stored request is set aside
+ * for the first, retried after the second). Any thread; the request is then as above. */
 LK_EXPORT int lk_http_request_create(const char *method, const char *url, lk_http_request **out);
 
 /* Adds a header "Name: value". `name` must be an RFC 9110 token and `value` must hold no CR, LF
